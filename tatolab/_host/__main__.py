@@ -1,0 +1,3 @@
+from tatolab._host.main import main
+
+main()

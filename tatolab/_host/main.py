@@ -1,0 +1,127 @@
+"""The node host: one process per Python node, started from the project's .venv.
+
+The runtime starts ``python -m tatolab._host`` with the node's spec as the first line
+on stdin; later lines are control messages (add or remove a link, stop). Log records
+go as JSON lines to the file descriptor named by ``TATOLAB_LOG_FD``; anything else the
+node prints reaches the runtime through stdout and stderr.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+from tatolab import _records
+from tatolab._host.orphans import die_with_parent
+
+EXIT_CRASHED = 1
+EXIT_BAD_NODE = 3
+
+
+class _RecordSink:
+    def __init__(self, fd: int | None, stream: str, node: str) -> None:
+        self._file = os.fdopen(fd, "w", buffering=1, encoding="utf-8") if fd is not None else sys.stderr
+        self._lock = threading.Lock()
+        self.stream = stream
+        self.node = node
+
+    def emit(self, level: str, message: str, fields: dict[str, Any] | None = None) -> None:
+        record = _records.make_record(message, level=level, stream=self.stream, node=self.node, fields=fields)
+        line = _records.dumps(record) + "\n"
+        with self._lock:
+            try:
+                self._file.write(line)
+            except (BrokenPipeError, ValueError):
+                pass
+
+
+class _LoggingBridge(logging.Handler):
+    """Python ``logging`` inside a node becomes records naming the node."""
+
+    def __init__(self, sink: _RecordSink) -> None:
+        super().__init__()
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        fields: dict[str, Any] = {"logger": record.name}
+        if record.exc_info:
+            fields["traceback"] = "".join(traceback.format_exception(*record.exc_info))
+        self.sink.emit(record.levelname.lower(), record.getMessage(), fields)
+
+
+class _Control:
+    """Reads control messages from stdin on a thread of its own."""
+
+    def __init__(self) -> None:
+        self.messages: queue.SimpleQueue[dict] = queue.SimpleQueue()
+        self.stopping = threading.Event()
+        threading.Thread(target=self._run, name="tatolab-control", daemon=True).start()
+
+    def _run(self) -> None:
+        for line in sys.stdin:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if message.get("op") == "stop":
+                self.stopping.set()
+            else:
+                self.messages.put(message)
+        self.stopping.set()  # stdin closed: the runtime is gone or wants us gone
+
+
+def _import_node_class(class_path: str) -> type:
+    module_name, _, qualname = class_path.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def main() -> None:
+    parent = os.environ.get("TATOLAB_PARENT_PID")
+    die_with_parent(int(parent) if parent else None)
+    spec = json.loads(sys.stdin.readline())
+    log_fd = os.environ.get("TATOLAB_LOG_FD")
+    sink = _RecordSink(int(log_fd) if log_fd else None, spec["stream"], spec["node"])
+    logging.basicConfig(level=logging.INFO, handlers=[_LoggingBridge(sink)], force=True)
+    sys.path.insert(0, spec["project"])
+    os.chdir(spec["project"])
+
+    try:
+        from tatolab._host.runner import NodeRunner
+
+        node_class = _import_node_class(spec["class"])
+        runner = NodeRunner(spec, node_class, sink)
+    except Exception as exc:
+        sink.emit(
+            "error",
+            f"node {spec['node']} could not start: {exc}",
+            {"traceback": traceback.format_exc()},
+        )
+        sys.exit(EXIT_BAD_NODE)
+
+    control = _Control()
+    signal.signal(signal.SIGTERM, lambda *_: control.stopping.set())
+    signal.signal(signal.SIGINT, lambda *_: control.stopping.set())
+    try:
+        runner.run(control)
+    except Exception as exc:
+        sink.emit(
+            "error",
+            f"node {spec['node']} raised {type(exc).__name__}: {exc}",
+            {"traceback": traceback.format_exc()},
+        )
+        sys.stdout.flush()
+        sys.exit(EXIT_CRASHED)
+    sys.stdout.flush()
+    sys.exit(0)

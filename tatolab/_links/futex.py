@@ -1,0 +1,145 @@
+"""Futex wait / wake / waitv over a shared mapping, and the memory-ordering helpers.
+
+This is the one place that knows about syscalls and CPU memory ordering. The futex
+words live in MAP_SHARED files, so every call here uses the shared (not PRIVATE)
+operations: a wake from one process reaches waiters in another.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import mmap
+import platform
+import time
+
+__all__ = [
+    "fence",
+    "NEEDS_FENCE",
+    "word_at",
+    "futex_wait",
+    "futex_wake",
+    "futex_waitv",
+    "WAITV_MAX",
+]
+
+_MACHINE = platform.machine().lower()
+if _MACHINE not in ("x86_64", "amd64"):  # pragma: no cover - only x86-64 is built and tested so far
+    raise ImportError(
+        f"tatolab links support x86-64 Linux only for now (this machine is {_MACHINE}): "
+        "the futex syscall numbers and the memory-ordering rules below are x86-64 ones"
+    )
+
+# x86-64 (TSO) keeps stores in program order and loads in program order, which is all
+# the seqlock needs: each aligned 8-byte store the interpreter makes is one `mov`.
+# On ARM/aarch64 a store fence (dmb ishst) is needed between the slot body and the
+# published sequence, and a load fence (dmb ishld) between a reader's loads; that
+# needs a tiny C helper, and must be added here before enabling those machines.
+NEEDS_FENCE = False
+
+
+def fence() -> None:
+    """Memory fence between the payload copy and the sequence store (no-op on x86-64)."""
+
+
+_SYS_FUTEX = 202
+_SYS_FUTEX_WAITV = 449
+_FUTEX_WAIT = 0
+_FUTEX_WAKE = 1
+_FUTEX_32 = 2  # futex_waitv flag: 32-bit word, shared (no FUTEX_PRIVATE_FLAG)
+_CLOCK_MONOTONIC = 1
+_INT_MAX = 0x7FFFFFFF
+WAITV_MAX = 128
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_syscall = _libc.syscall
+_syscall.restype = ctypes.c_long
+_syscall.argtypes = [ctypes.c_long] * 6
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+class _WaitvEntry(ctypes.Structure):
+    _fields_ = [
+        ("val", ctypes.c_uint64),
+        ("uaddr", ctypes.c_uint64),
+        ("flags", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+    ]
+
+
+def word_at(mm: mmap.mmap, offset: int) -> tuple[ctypes.c_uint32, int]:
+    """The 32-bit word at `offset` in `mm`, and its address.
+
+    Keep the returned object alive while the address is in use, and drop it before
+    closing the mapping (it holds a buffer export, so mmap.close() refuses while it lives).
+    """
+    if offset % 4:
+        raise ValueError(f"a futex word must be 4-byte aligned, offset {offset} is not")
+    word = ctypes.c_uint32.from_buffer(mm, offset)
+    return word, ctypes.addressof(word)
+
+
+def futex_wake(addr: int, count: int = _INT_MAX) -> int:
+    """Wake up to `count` waiters on the word at `addr` (all by default); returns how many woke."""
+    return _syscall(_SYS_FUTEX, addr, _FUTEX_WAKE, count, 0, 0)
+
+
+def futex_wait(addr: int, expected: int, timeout_s: float | None) -> bool:
+    """Sleep while the word at `addr` still holds `expected`, for at most `timeout_s`.
+
+    Returns False only on timeout. A wake, a changed word (EAGAIN) or a signal (EINTR)
+    return True, so the caller re-checks its condition; a Python signal handler then
+    runs as soon as control is back in the interpreter, which lets a node stop.
+    """
+    if timeout_s is None:
+        ts_ptr = 0
+    else:
+        timeout_s = max(0.0, timeout_s)
+        ts = _Timespec(int(timeout_s), int((timeout_s % 1.0) * 1e9))
+        ts_ptr = ctypes.addressof(ts)
+    rc = _syscall(_SYS_FUTEX, addr, _FUTEX_WAIT, expected, ts_ptr, 0)
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err == errno.ETIMEDOUT:
+        return False
+    if err in (errno.EAGAIN, errno.EINTR):
+        return True
+    raise OSError(err, f"futex wait failed: {errno.errorcode.get(err, err)}")
+
+
+def futex_waitv(words: list[tuple[int, int]], timeout_s: float | None) -> int:
+    """Sleep on several (addr, expected) words at once until any of them is woken.
+
+    Returns the index of the woken word, -2 when a word had already changed or a signal
+    arrived (the caller should re-check everything), and -1 on timeout.
+    """
+    n = len(words)
+    if not 0 < n <= WAITV_MAX:
+        raise ValueError(f"futex_waitv takes 1 to {WAITV_MAX} words, got {n}")
+    entries = (_WaitvEntry * n)()
+    for i, (addr, expected) in enumerate(words):
+        entries[i].val = expected
+        entries[i].uaddr = addr
+        entries[i].flags = _FUTEX_32
+    if timeout_s is None:
+        ts_ptr = 0
+    else:
+        # futex_waitv takes an absolute deadline on the given clock.
+        deadline = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + int(max(0.0, timeout_s) * 1e9)
+        ts = _Timespec(deadline // 1_000_000_000, deadline % 1_000_000_000)
+        ts_ptr = ctypes.addressof(ts)
+    rc = _syscall(_SYS_FUTEX_WAITV, ctypes.addressof(entries), n, 0, ts_ptr, _CLOCK_MONOTONIC)
+    if rc >= 0:
+        return rc
+    err = ctypes.get_errno()
+    if err == errno.ETIMEDOUT:
+        return -1
+    if err in (errno.EAGAIN, errno.EINTR):
+        return -2
+    if err == errno.ENOSYS:
+        raise OSError(err, "futex_waitv is not available: tatolab links need Linux 5.16 or newer")
+    raise OSError(err, f"futex_waitv failed: {errno.errorcode.get(err, err)}")

@@ -1,0 +1,79 @@
+"""Compiling a stream: the project's own Python runs its stream function; the runtime
+only reads the graph it prints. The runtime never imports user code."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from tatolab._host.orphans import die_with_parent
+
+COMPILE_TIMEOUT_S = 60
+
+
+class CompileError(Exception):
+    pass
+
+
+def project_python(project: Path) -> Path:
+    python = project / ".venv" / "bin" / "python"
+    if not python.exists():
+        raise CompileError(f"{project} has no .venv/bin/python; run `uv sync` in {project}")
+    return python
+
+
+def child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    for name in ("PYTHONHOME", "VIRTUAL_ENV", "__PYVENV_LAUNCHER__"):
+        env.pop(name, None)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+async def compile_stream(
+    project: Path, *, target: str | None = None, file: str | None = None, name: str | None = None
+) -> dict[str, Any]:
+    python = project_python(project)
+    args = [str(python), "-m", "tatolab._compile", "--dir", str(project)]
+    if target:
+        args += ["--target", target]
+    if file:
+        args += ["--file", file]
+    if name:
+        args += ["--name", name]
+    process = await asyncio.create_subprocess_exec(
+        *args,
+        cwd=project,
+        env=child_env(),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        preexec_fn=die_with_parent,
+    )
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), COMPILE_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        process.kill()
+        await process.wait()
+        raise CompileError(
+            f"the stream function in {project} did not return within {COMPILE_TIMEOUT_S} s; "
+            "a stream function only builds the graph: move long work into a node"
+        ) from None
+    stderr = err.decode(errors="replace")
+    if "No module named tatolab" in stderr or "No module named 'tatolab'" in stderr:
+        raise CompileError(
+            f"{project}/.venv has no tatolab; run `uv add tatolab` in {project} "
+            f"(or `{python} -m pip install tatolab`)"
+        )
+    try:
+        result = json.loads(out.decode(errors="replace").strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise CompileError(
+            f"compiling the stream in {project} failed (exit {process.returncode}):\n{stderr.strip()}"
+        ) from None
+    if "error" in result:
+        raise CompileError(result["error"])
+    return result

@@ -1,0 +1,112 @@
+"""``tatolabd``: the one runtime on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+from tatolab import __version__, _records
+from tatolab._links import ring
+from tatolab._runtime import paths
+from tatolab._runtime.control import Runtime
+from tatolab._runtime.lock import MachineLock, RuntimeAlreadyRunning
+from tatolab._runtime.logs import RotatingJsonl
+from tatolab._runtime.server import ControlServer
+
+
+class RuntimeLog:
+    """The runtime's own log: JSON Lines in its state folder, and a short line on stderr."""
+
+    def __init__(self, state: Path) -> None:
+        self.file = RotatingJsonl(state / "runtime.jsonl")
+
+    def __call__(self, level: str, message: str, **fields: Any) -> None:
+        record = _records.make_record(message, level=level, fields=fields)
+        self.file.write(_records.dumps(record))
+        print(f"tatolabd: {message}", file=sys.stderr, flush=True)
+
+
+def prepare_socket_dir(directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    info = directory.stat()
+    if info.st_uid != os.getuid():
+        raise SystemExit(f"error: {directory} belongs to another user; the control socket must be yours alone")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(directory, 0o700)
+
+
+def refuse_if_answering(path: Path) -> None:
+    if not path.exists():
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        path.unlink()  # left by a runtime that died
+    else:
+        raise SystemExit(f"error: another runtime answers at {path}; stop it first")
+    finally:
+        probe.close()
+
+
+async def serve(lock: MachineLock) -> None:
+    state = paths.state_dir()
+    state.mkdir(parents=True, exist_ok=True)
+    say = RuntimeLog(state)
+    sock_path = paths.socket_path()
+    prepare_socket_dir(sock_path.parent)
+    refuse_if_answering(sock_path)
+    reaped = ring.reap(paths.shm_namespace())
+    if reaped:
+        say("info", f"removed {reaped} shared-memory files left by an earlier runtime")
+
+    runtime = Runtime()
+    server = ControlServer(runtime, say)
+    old_umask = os.umask(0o177)
+    try:
+        listener = await asyncio.start_unix_server(server.handle, path=str(sock_path), limit=16 * 1024 * 1024)
+    finally:
+        os.umask(old_umask)
+    os.chmod(sock_path, 0o600)
+
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(sig, stopping.set)
+    say("info", f"tatolabd {__version__} running (pid {os.getpid()}), listening on {sock_path}",
+        socket=str(sock_path), state=str(state))
+    try:
+        await stopping.wait()
+    finally:
+        say("info", "stopping: ending every stream")
+        listener.close()
+        await runtime.shutdown()
+        ring.reap(paths.shm_namespace())
+        try:
+            sock_path.unlink()
+        except FileNotFoundError:
+            pass
+        say("info", "stopped cleanly")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="tatolabd", description="The Tatolab runtime: runs every stream on this machine.")
+    parser.add_argument("--version", action="version", version=f"tatolabd {__version__}")
+    parser.parse_args(argv)
+    lock = MachineLock(paths.machine_lock_path())
+    try:
+        lock.acquire()
+    except RuntimeAlreadyRunning as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
+    try:
+        asyncio.run(serve(lock))
+    finally:
+        lock.release()

@@ -1,0 +1,79 @@
+"""A stream's log: JSON Lines under ``<project>/.streamlib/logs/``, rotated by size, and
+handed to whoever is watching (an attached terminal)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+from tatolab import _records
+
+MAX_FILE_BYTES = 8 * 1024 * 1024
+KEPT_FILES = 3  # the live file plus two rotated ones: a chatty node cannot fill the disk
+
+
+class RotatingJsonl:
+    """Appends whole lines with one ``write`` each, so a hard kill never leaves half a record."""
+
+    def __init__(self, path: Path, max_bytes: int = MAX_FILE_BYTES, kept: int = KEPT_FILES) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self.kept = kept
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size
+
+    def write(self, line: str) -> None:
+        data = line.encode("utf-8", "replace")
+        if not data.endswith(b"\n"):
+            data += b"\n"
+        if self._size + len(data) > self.max_bytes and self._size > 0:
+            self._rotate()
+        os.write(self._fd, data)
+        self._size += len(data)
+
+    def _rotate(self) -> None:
+        os.close(self._fd)
+        for index in range(self.kept - 1, 0, -1):
+            older = self.path.with_name(f"{self.path.name}.{index}")
+            newer = self.path if index == 1 else self.path.with_name(f"{self.path.name}.{index - 1}")
+            if newer.exists():
+                os.replace(newer, older)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o644)
+        self._size = 0
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+class StreamLog:
+    def __init__(self, stream: str, project: Path | None) -> None:
+        self.stream = stream
+        self.file = RotatingJsonl(project / ".streamlib" / "logs" / f"{stream}.jsonl") if project else None
+        self._watchers: list[asyncio.Queue[dict[str, Any]]] = []
+
+    def emit(self, record: dict[str, Any]) -> None:
+        record.setdefault("stream", self.stream)
+        if self.file is not None:
+            self.file.write(_records.dumps(record))
+        for queue in self._watchers:
+            queue.put_nowait(record)
+
+    def say(self, message: str, *, level: str = "info", node: str | None = None, **fields: Any) -> None:
+        self.emit(_records.make_record(message, level=level, stream=self.stream, node=node, fields=fields))
+
+    def watch(self) -> asyncio.Queue[dict[str, Any]]:
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._watchers.append(queue)
+        return queue
+
+    def unwatch(self, queue: asyncio.Queue[dict[str, Any]]) -> None:
+        if queue in self._watchers:
+            self._watchers.remove(queue)
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None

@@ -1,0 +1,41 @@
+"""Where the runtime's files live: the one place for the socket, state and lock paths."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+
+def socket_dir() -> Path:
+    runtime_dir = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime_dir:
+        return Path(runtime_dir) / "tatolab"
+    return Path(f"/tmp/tatolab-{os.getuid()}")
+
+
+def socket_path() -> Path:
+    return socket_dir() / "local-api.sock"
+
+
+def state_dir() -> Path:
+    state_home = os.environ.get("XDG_STATE_HOME")
+    base = Path(state_home) if state_home else Path.home() / ".local" / "state"
+    return base / "tatolab"
+
+
+def machine_lock_path() -> Path:
+    return Path(os.environ.get("TATOLAB_MACHINE_LOCK", "/tmp/tatolab-machine.lock"))
+
+
+def shm_namespace() -> str:
+    """Prefix of every shared-memory file this runtime creates.
+
+    It depends on the state folder, so isolated runtimes (tests, side by side)
+    never reap each other's files.
+    """
+    digest = hashlib.sha1(str(state_dir().resolve()).encode()).hexdigest()[:10]
+    return f"tatolab-{digest}"
+
+
+SHM_DIR = Path("/dev/shm")

@@ -1,0 +1,32 @@
+"""The control protocol: one JSON object per line over the runtime's Unix socket.
+
+A request is ``{"op": NAME, "args": {...}}``. The runtime answers with one
+``{"ok": true, "result": ...}`` or ``{"ok": false, "error": MESSAGE}``. An attached
+load keeps the connection open after its answer and sends ``{"event": ...}`` lines
+until the stream ends; closing the connection unloads the stream.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+MAX_LINE = 16 * 1024 * 1024
+
+
+class ProtocolError(Exception):
+    pass
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":"), default=str).encode() + b"\n"
+
+
+def decode(line: bytes) -> dict[str, Any]:
+    try:
+        message = json.loads(line)
+    except ValueError as exc:
+        raise ProtocolError(f"not a JSON object: {exc}") from None
+    if not isinstance(message, dict):
+        raise ProtocolError("a request must be a JSON object like {\"op\": \"streams\", \"args\": {}}")
+    return message

@@ -1,0 +1,104 @@
+"""A loaded stream: its rings, its node processes, and how it starts and stops."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tatolab._links import ring
+from tatolab._runtime import paths
+from tatolab._runtime.logs import StreamLog
+from tatolab._runtime.supervisor import NodeProcess
+
+_instance_ids = itertools.count(1)
+
+
+def link_key(link: dict[str, Any]) -> str:
+    source = link["from"]
+    origin = source.get("address") or f"{source['node']}/{source['port']}"
+    return f"{origin}->{link['to']['node']}/{link['to']['port']}"
+
+
+@dataclass
+class OutputRing:
+    base: str
+    next_reader: int = 0
+
+    def claim_reader(self) -> int:
+        index = self.next_reader
+        self.next_reader += 1
+        return index
+
+
+@dataclass
+class LoadedStream:
+    name: str
+    project: Path
+    graph: dict[str, Any]
+    mode: str  # "attached" | "kept"
+    instance: int = field(default_factory=lambda: next(_instance_ids))
+    nodes: dict[str, NodeProcess] = field(default_factory=dict)
+    rings: dict[tuple[str, str], OutputRing] = field(default_factory=dict)
+    log: StreamLog | None = None
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+    end_reason: str = ""
+    ended_by_runtime: bool = False
+
+    @property
+    def shm_prefix(self) -> str:
+        return f"{paths.shm_namespace()}-{self.instance}+"
+
+    def ring_base(self, node: str, port: str) -> str:
+        return str(paths.SHM_DIR / f"{self.shm_prefix}{node}+{port}")
+
+    def start(self, python: Path) -> None:
+        self.log = self.log or StreamLog(self.name, self.project)
+        specs: dict[str, dict[str, Any]] = {}
+        for node in self.graph["nodes"]:
+            outputs = {}
+            for out in node["outputs"]:
+                base = self.ring_base(node["name"], out["port"])
+                ring.create_ring(base)
+                self.rings[(node["name"], out["port"])] = OutputRing(base)
+                outputs[out["port"]] = {"base": base}
+            specs[node["name"]] = {
+                "stream": self.name,
+                "node": node["name"],
+                "class": node["class"],
+                "config": node.get("config") or {},
+                "execution": node.get("execution", "reactive"),
+                "interval_ms": node.get("interval_ms"),
+                "project": str(self.project),
+                "inputs": {
+                    port["port"]: {"delivery_profile": port["delivery_profile"], "links": []}
+                    for port in node["inputs"]
+                },
+                "outputs": outputs,
+            }
+        for link in self.graph["links"]:
+            source = link["from"]
+            if "address" in source:
+                continue  # a remote output: wired when exposure between streams lands
+            out = self.rings[(source["node"], source["port"])]
+            target = specs[link["to"]["node"]]["inputs"][link["to"]["port"]]
+            target["links"].append(
+                {"key": link_key(link), "base": out.base, "reader_index": out.claim_reader()}
+            )
+        for name, spec in specs.items():
+            process = NodeProcess(stream=self.name, spec=spec, python=python, project=self.project, log=self.log)
+            self.nodes[name] = process
+            process.start()
+
+    async def stop(self, reason: str, *, by_runtime: bool = False) -> None:
+        self.ended_by_runtime = by_runtime
+        await asyncio.gather(*(node.stop() for node in self.nodes.values()))
+        ring.reap(self.shm_prefix)
+        self.end_reason = reason
+        if self.log is not None:
+            self.log.say(f"stream {self.name} stopped: {reason}")
+        self.ended.set()
+        if self.log is not None:
+            self.log.close()

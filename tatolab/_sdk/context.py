@@ -1,0 +1,173 @@
+"""What a node sees while it runs: ``ctx.inputs``, ``ctx.outputs``, ``ctx.time`` and ``ctx.log``."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Protocol, TypeVar
+
+from tatolab import _bags
+from tatolab._sdk.errors import BagError, GraphError
+
+T = TypeVar("T")
+
+
+class _Reader(Protocol):
+    def read(self) -> tuple[bytes, int] | None: ...
+
+
+class _Writer(Protocol):
+    def write(self, payload: bytes) -> int: ...
+
+
+class _Link:
+    """One link into an input port, holding at most one bag not yet handed to the node."""
+
+    __slots__ = ("reader", "pending")
+
+    def __init__(self, reader: _Reader) -> None:
+        self.reader = reader
+        self.pending: tuple[bytes, int] | None = None
+
+
+class InputPort:
+    """An input port: its delivery profile and the links that feed it (fan-in)."""
+
+    def __init__(self, name: str, profile: str) -> None:
+        self.name = name
+        self.profile = profile
+        self.links: dict[str, _Link] = {}
+
+    def add_link(self, key: str, reader: _Reader) -> None:
+        self.links[key] = _Link(reader)
+
+    def remove_link(self, key: str) -> _Reader | None:
+        link = self.links.pop(key, None)
+        return link.reader if link else None
+
+    def fill(self) -> bool:
+        """Pull from the rings; True when a bag arrived that the node has not seen."""
+        arrived = False
+        for link in self.links.values():
+            if self.profile == "newest":
+                got = link.reader.read()
+                if got is not None:
+                    link.pending = got
+                    arrived = True
+            elif link.pending is None:
+                got = link.reader.read()
+                if got is not None:
+                    link.pending = got
+                    arrived = True
+        return arrived
+
+    def has_pending(self) -> bool:
+        return any(link.pending is not None for link in self.links.values())
+
+    def take(self) -> bytes | None:
+        self.fill()
+        candidates = [link for link in self.links.values() if link.pending is not None]
+        if not candidates:
+            return None
+        if self.profile == "newest":
+            chosen = max(candidates, key=lambda link: link.pending[1])  # type: ignore[index]
+            payload = chosen.pending[0]  # type: ignore[index]
+            for link in candidates:
+                link.pending = None
+            return payload
+        # ordered: the earliest publish time across links is the arrival order
+        chosen = min(candidates, key=lambda link: link.pending[1])  # type: ignore[index]
+        payload = chosen.pending[0]  # type: ignore[index]
+        chosen.pending = None
+        return payload
+
+
+class Inputs:
+    def __init__(self, node: str, ports: dict[str, InputPort]) -> None:
+        self._node = node
+        self._ports = ports
+
+    def read(self, port: str, into: type[T] | None = None) -> Any:
+        """The next bag on ``port`` as its profile defines it, or ``None`` when there is none.
+
+        With ``into``, the bag is built into that dataclass, TypedDict or pydantic model.
+        """
+        source = self._ports.get(port)
+        if source is None:
+            known = ", ".join(sorted(self._ports)) or "none"
+            raise GraphError(
+                f"node {self._node} has no input port {port!r}; its inputs are: {known}"
+            )
+        payload = source.take()
+        if payload is None:
+            return None
+        bag = _bags.decode(payload)
+        if into is None:
+            return bag
+        return _bags.convert(bag, into, node=self._node, port=port)
+
+
+class OutputPort:
+    def __init__(self, name: str, writer: _Writer) -> None:
+        self.name = name
+        self.writer = writer
+        self.lock = threading.Lock()  # manual nodes may write from their own threads
+
+
+class Outputs:
+    def __init__(self, node: str, ports: dict[str, OutputPort]) -> None:
+        self._node = node
+        self._ports = ports
+
+    def write(self, port: str, bag: dict[str, Any]) -> None:
+        """Send ``bag`` on ``port``. Never waits for readers."""
+        target = self._ports.get(port)
+        if target is None:
+            known = ", ".join(sorted(self._ports)) or "none"
+            raise GraphError(
+                f"node {self._node} has no output port {port!r}; its outputs are: {known}"
+            )
+        payload = _bags.encode(bag, node=self._node, port=port)
+        with target.lock:
+            try:
+                target.writer.write(payload)
+            except BagError:
+                raise
+            except ValueError as exc:  # the ring refuses what it cannot carry
+                raise BagError(f"node {self._node} port {port}: {exc}") from None
+
+
+class NodeLogger:
+    """``ctx.log.info("message", key=value)``: records in the stream's log, naming the node."""
+
+    def __init__(self, emit: Callable[[str, str, dict[str, Any]], None]) -> None:
+        self._emit = emit
+
+    def debug(self, message: str, **fields: Any) -> None:
+        self._emit("debug", message, fields)
+
+    def info(self, message: str, **fields: Any) -> None:
+        self._emit("info", message, fields)
+
+    def warning(self, message: str, **fields: Any) -> None:
+        self._emit("warning", message, fields)
+
+    def error(self, message: str, **fields: Any) -> None:
+        self._emit("error", message, fields)
+
+
+class RuntimeContextLimitedAccess:
+    """The context passed to ``setup``, ``process`` and ``teardown``."""
+
+    def __init__(self, *, stream: str, node: str, inputs: Inputs, outputs: Outputs, log: NodeLogger) -> None:
+        self.stream = stream
+        self.node = node
+        self.inputs = inputs
+        self.outputs = outputs
+        self.log = log
+        self.logger = log
+
+    @property
+    def time(self) -> int:
+        """Now, on the machine's monotonic clock, in nanoseconds."""
+        return time.monotonic_ns()

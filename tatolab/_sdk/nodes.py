@@ -1,0 +1,385 @@
+"""``@node``, its ``@node.input`` / ``@node.output`` port markers, and ``describe_node``."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Callable, TypeVar
+
+import msgspec
+
+from tatolab import _bags
+from tatolab._sdk.errors import ConfigError, NodeDefinitionError
+from tatolab._sdk.naming import url_safe
+
+C = TypeVar("C", bound=type)
+F = TypeVar("F", bound=Callable[..., Any])
+
+DELIVERY_PROFILES = ("newest", "ordered")
+EXECUTIONS = ("reactive", "continuous", "manual")
+
+_PORT_ATTR = "__tatolab_port__"
+_NODE_ATTR = "__tatolab_node__"
+_NO_PROFILE = object()
+
+
+@dataclasses.dataclass(frozen=True)
+class _PortMark:
+    kind: str  # "input" | "output"
+    delivery_profile: Any = _NO_PROFILE
+
+
+@dataclasses.dataclass(frozen=True)
+class PortSpec:
+    name: str  # URL-safe; the method's name unless that has capitals or accents
+    attribute: str  # the method's name
+    delivery_profile: str | None = None  # inputs only
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeSpec:
+    class_path: str  # "module:Qualname", what the node host imports
+    class_name: str
+    doc: str | None
+    execution: str
+    interval_ms: int | float | None
+    inputs: tuple[PortSpec, ...]
+    outputs: tuple[PortSpec, ...]
+    takes_config: bool
+    config_type: Any  # dict for "any dict", else a dataclass / TypedDict / pydantic model / msgspec Struct
+    config_optional: bool  # annotated ``T | None``: an omitted config arrives as None
+
+
+class _NodeDecorator:
+    """``@node`` marks a class as a node; ``@node.input(...)`` / ``@node.output()`` mark its ports."""
+
+    def __call__(
+        self,
+        cls: C | None = None,
+        /,
+        *,
+        execution: str | None = None,
+        interval_ms: int | float | None = None,
+    ) -> Any:
+        if cls is None:
+            return lambda target: _define(target, execution, interval_ms)
+        return _define(cls, execution, interval_ms)
+
+    def input(self, delivery_profile: Any = _NO_PROFILE) -> Any:
+        """Mark a method as an input port: ``@node.input(delivery_profile="newest" | "ordered")``."""
+        if callable(delivery_profile):  # bare @node.input: no profile chosen; @node reports it
+            return _mark(delivery_profile, _PortMark("input"))
+        return lambda method: _mark(method, _PortMark("input", delivery_profile))
+
+    def output(self, method: F | None = None) -> Any:
+        """Mark a method as an output port: ``@node.output()``."""
+        if method is not None:
+            return _mark(method, _PortMark("output"))
+        return lambda target: _mark(target, _PortMark("output"))
+
+
+node = _NodeDecorator()
+
+
+def _mark(method: F, mark: _PortMark) -> F:
+    if not callable(method):
+        raise NodeDefinitionError(
+            f"@node.{mark.kind}() marks a method, like `def frames(self) -> dict: ...`, not {method!r}."
+        )
+    setattr(method, _PORT_ATTR, mark)
+    return method
+
+
+def is_node(obj: Any) -> bool:
+    return isinstance(obj, type) and isinstance(obj.__dict__.get(_NODE_ATTR), NodeSpec)
+
+
+def node_spec(cls: Any) -> NodeSpec:
+    """The spec ``@node`` stored on ``cls``; a clear error for anything else."""
+    if is_node(cls):
+        return cls.__dict__[_NODE_ATTR]
+    name = getattr(cls, "__qualname__", None) or repr(cls)
+    if isinstance(cls, type):
+        raise NodeDefinitionError(
+            f"{name} is not a node. Decorate the class with @node (from tatolab.stream import node) "
+            "and mark its ports with @node.input(...) and @node.output()."
+        )
+    raise NodeDefinitionError(f"add() takes a node class, like add(MotionDetector), not {name}.")
+
+
+def describe_node(cls: type) -> dict[str, Any]:
+    """The node's entry in the compiled graph, without ``name`` and ``config`` (the builder adds those)."""
+    spec = node_spec(cls)
+    return {
+        "class": spec.class_path,
+        "doc": spec.doc,
+        "execution": spec.execution,
+        "interval_ms": spec.interval_ms,
+        "inputs": [{"port": p.name, "delivery_profile": p.delivery_profile} for p in spec.inputs],
+        "outputs": [{"port": p.name} for p in spec.outputs],
+    }
+
+
+def _define(cls: Any, execution: str | None, interval_ms: int | float | None) -> Any:
+    if not isinstance(cls, type):
+        raise NodeDefinitionError(
+            f"@node decorates a class, not {cls!r}. "
+            "Write @node above `class MyNode:`, or @node(execution=...) to choose how it runs."
+        )
+    name = cls.__qualname__
+    inputs, outputs = _collect_ports(cls)
+
+    if execution is None:
+        execution = "reactive"
+        if not inputs:
+            raise NodeDefinitionError(
+                f"Node {name} has no inputs, so nothing would ever make it run. For a source, use "
+                '@node(execution="continuous", interval_ms=100) to call process() on a timer, '
+                'or @node(execution="manual") to drive it yourself from a thread or callback started in setup().'
+            )
+    if execution not in EXECUTIONS:
+        raise NodeDefinitionError(
+            f"Node {name}: execution={execution!r} is not one Tatolab knows. "
+            'Choose "reactive" (run when a bag arrives), "continuous" (run every interval_ms) '
+            'or "manual" (the node drives itself).'
+        )
+    if execution == "reactive" and not inputs:
+        raise NodeDefinitionError(
+            f'Node {name} is reactive but has no inputs, so nothing would ever make it run. Use '
+            '@node(execution="continuous", interval_ms=100) or @node(execution="manual") for a source.'
+        )
+    if execution == "continuous":
+        if (
+            isinstance(interval_ms, bool)
+            or not isinstance(interval_ms, (int, float))
+            or not interval_ms > 0
+        ):
+            raise NodeDefinitionError(
+                f"Node {name} runs continuously and needs interval_ms, the time between two calls of "
+                f'process(), above 0: @node(execution="continuous", interval_ms=100). Got interval_ms={interval_ms!r}.'
+            )
+    elif interval_ms is not None:
+        raise NodeDefinitionError(
+            f'Node {name}: interval_ms applies only to execution="continuous"; '
+            f"remove it, or add execution=\"continuous\"."
+        )
+    if execution != "manual" and not callable(getattr(cls, "process", None)):
+        raise NodeDefinitionError(
+            f"Node {name} has no process(self, ctx) method. Add one; Tatolab calls it "
+            + ("when a bag arrives." if execution == "reactive" else f"every {interval_ms} ms.")
+        )
+    for hook in ("process", "setup", "teardown"):
+        value = getattr(cls, hook, None)
+        if value is not None and not callable(value):
+            raise NodeDefinitionError(f"Node {name}: {hook} must be a method taking (self, ctx).")
+
+    takes_config, config_type, optional = _config_signature(cls)
+    doc = cls.__dict__.get("__doc__")
+    spec = NodeSpec(
+        class_path=f"{cls.__module__}:{cls.__qualname__}",
+        class_name=cls.__name__,
+        doc=inspect.cleandoc(doc) if isinstance(doc, str) and doc.strip() else None,
+        execution=execution,
+        interval_ms=interval_ms if execution == "continuous" else None,
+        inputs=tuple(inputs),
+        outputs=tuple(outputs),
+        takes_config=takes_config,
+        config_type=config_type,
+        config_optional=optional,
+    )
+    setattr(cls, _NODE_ATTR, spec)
+    return cls
+
+
+def _collect_ports(cls: type) -> tuple[list[PortSpec], list[PortSpec]]:
+    marks: dict[str, _PortMark] = {}
+    for klass in reversed(cls.__mro__):
+        for attribute, value in vars(klass).items():
+            mark = getattr(value, _PORT_ATTR, None)
+            if isinstance(mark, _PortMark):
+                marks[attribute] = mark
+            elif attribute in marks:  # a subclass replaced the port with something else
+                del marks[attribute]
+
+    inputs: list[PortSpec] = []
+    outputs: list[PortSpec] = []
+    seen: dict[tuple[str, str], str] = {}
+    for attribute, mark in marks.items():
+        port = url_safe(attribute)
+        if (mark.kind, port) in seen:
+            raise NodeDefinitionError(
+                f"Node {cls.__qualname__}: the {mark.kind}s {seen[mark.kind, port]!r} and {attribute!r} "
+                f"both become the port name {port!r}; rename one."
+            )
+        seen[mark.kind, port] = attribute
+        if mark.kind == "output":
+            outputs.append(PortSpec(port, attribute))
+            continue
+        profile = mark.delivery_profile
+        if profile is _NO_PROFILE or profile is None:
+            raise NodeDefinitionError(
+                f"Node {cls.__qualname__}: input {attribute!r} has no delivery profile. Every input chooses "
+                f'how it reads: @node.input(delivery_profile="newest") for the most recent bag only, or '
+                f'@node.input(delivery_profile="ordered") for every bag in order.'
+            )
+        if profile not in DELIVERY_PROFILES:
+            raise NodeDefinitionError(
+                f"Node {cls.__qualname__}: input {attribute!r} has delivery_profile={profile!r}; "
+                'choose "newest" (the most recent bag) or "ordered" (every bag, in order).'
+            )
+        inputs.append(PortSpec(port, attribute, profile))
+    return inputs, outputs
+
+
+def _config_signature(cls: type) -> tuple[bool, Any, bool]:
+    """(takes_config, config_type, optional) from ``__init__(self, config: T)``."""
+    init = cls.__init__
+    if init is object.__init__:
+        return False, None, False
+    name = cls.__qualname__
+    try:
+        parameters = list(inspect.signature(init).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return False, None, False
+    config = None
+    for parameter in parameters:
+        if parameter.name == "config" and parameter.kind is not parameter.VAR_KEYWORD:
+            config = parameter
+        elif parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        elif parameter.default is parameter.empty:
+            raise NodeDefinitionError(
+                f"Node {name}: __init__ takes the parameter {parameter.name!r}, which Tatolab cannot fill. "
+                "A node's __init__ takes (self) or (self, config: SomeDataclass), fed from "
+                f"add({name}, config={{...}})."
+                + (f" Rename {parameter.name!r} to config." if len(parameters) == 1 else "")
+            )
+    if config is None:
+        return False, None, False
+    annotation = config.annotation
+    if annotation is inspect.Parameter.empty:
+        return True, dict, False
+    if isinstance(annotation, str):
+        try:
+            annotation = typing.get_type_hints(init).get("config", annotation)
+        except Exception as exc:  # a name only imported under TYPE_CHECKING, a typo
+            raise NodeDefinitionError(
+                f"Node {name}: cannot resolve the config annotation {config.annotation!r} of __init__ ({exc}). "
+                "Import the config type at the top of the node's module."
+            ) from None
+    optional = False
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        optional = len(members) < len(typing.get_args(annotation))
+        if len(members) == 1:
+            annotation = members[0]
+    origin = typing.get_origin(annotation) or annotation
+    if annotation is Any or origin in (dict, Mapping) or annotation is dict:
+        return True, dict, optional
+    if not _is_config_type(annotation):
+        raise NodeDefinitionError(
+            f"Node {name}: the config type {annotation!r} is not one Tatolab can fill. "
+            "Annotate config with a dataclass, a TypedDict, a pydantic model, or dict."
+        )
+    return True, annotation, optional
+
+
+def _is_config_type(kind: Any) -> bool:
+    return (
+        (isinstance(kind, type) and dataclasses.is_dataclass(kind))
+        or _bags.is_pydantic_model(kind)
+        or (isinstance(kind, type) and issubclass(kind, dict) and hasattr(kind, "__total__"))
+        or (isinstance(kind, type) and issubclass(kind, msgspec.Struct))
+    )
+
+
+def plain_config(cls: type, config: Any, *, node: str) -> dict[str, Any] | None:
+    """Check ``config`` (a dict, a config object or None) against the node's config type.
+
+    Returns the plain dict the graph records (None when none was given); raises ``ConfigError``.
+    """
+    spec = node_spec(cls)
+    label = f"Node '{node}' ({spec.class_name})"
+    if config is not None and not isinstance(config, dict):
+        config = _to_plain(config, label)
+    if not spec.takes_config:
+        if config:
+            raise ConfigError(
+                f"{label} takes no config, but add() was given {config!r}. Remove config=, or give "
+                f"{spec.class_name}.__init__ a config parameter: def __init__(self, config: SomeDataclass)."
+            )
+        return None
+    _check_json(config, label)
+    config_value(cls, config, node=node)
+    return config
+
+
+def config_value(cls: type, config: dict[str, Any] | None, *, node: str) -> Any:
+    """What ``__init__``'s config parameter receives, built from the plain config in the graph."""
+    spec = node_spec(cls)
+    if not spec.takes_config:
+        return None
+    if config is None and spec.config_optional:
+        return None
+    config = {} if config is None else config
+    kind = spec.config_type
+    label = f"Node '{node}' ({spec.class_name})"
+    expected = _bags.field_names(kind)
+    if expected is not None:
+        unknown = [key for key in config if key not in expected]
+        if unknown:
+            raise ConfigError(
+                f"{label}: the config field {unknown[0]!r} is not in {_bags.type_label(kind)}. "
+                f"Its fields: {', '.join(sorted(expected)) or '(none)'}."
+            )
+    try:
+        return _bags.convert_value(config, kind)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(
+            f"{label}: the config does not fit {_bags.type_label(kind)}: {exc}. "
+            f"Fix the value given to add({spec.class_name}, config={{...}})."
+        ) from None
+
+
+def create(cls: type, config: dict[str, Any] | None, *, node: str) -> Any:
+    """Instantiate a node class the way the node host does: ``cls(config=...)`` or ``cls()``."""
+    spec = node_spec(cls)
+    if spec.takes_config:
+        return cls(config=config_value(cls, config, node=node))
+    return cls()
+
+
+def _to_plain(config: Any, label: str) -> dict[str, Any]:
+    if hasattr(config, "model_dump"):
+        plain = config.model_dump(mode="json")
+    elif dataclasses.is_dataclass(config) or isinstance(config, msgspec.Struct):
+        plain = msgspec.to_builtins(config)
+    else:
+        raise ConfigError(
+            f"{label}: config must be a dict (or a dataclass or pydantic model instance), "
+            f"not {type(config).__name__}: {config!r}."
+        )
+    return plain
+
+
+def _check_json(value: Any, label: str, path: str = "config") -> None:
+    # The graph is JSON, so a config must be JSON: no bytes, datetimes or sets.
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ConfigError(f"{label}: {path} has the key {key!r}; config keys must be strings.")
+            _check_json(item, label, f"{path}[{key!r}]")
+        return
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _check_json(item, label, f"{path}[{index}]")
+        return
+    raise ConfigError(
+        f"{label}: {path} is a {type(value).__name__}; a config holds numbers, strings, booleans, None, "
+        "lists and dicts. Convert it first, e.g. str(value)."
+    )

@@ -1,0 +1,157 @@
+"""A real tatolabd on temporary paths, projects with their own .venv, and the CLI, for tests."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Callable
+
+import psutil
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def wait_for(condition: Callable[[], object], timeout: float = 10.0, what: str = "condition") -> object:
+    """Poll ``condition`` until it is truthy; the synchronisation every test uses instead of sleeps."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
+class Runtime:
+    """A tatolabd with its socket, state folder and machine lock under ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.env = dict(os.environ)
+        self.env.update(
+            XDG_RUNTIME_DIR=str(root / "run"),
+            XDG_STATE_HOME=str(root / "state"),
+            TATOLAB_MACHINE_LOCK=str(root / "machine.lock"),
+            PYTHONUNBUFFERED="1",
+        )
+        self.env.pop("VIRTUAL_ENV", None)
+        (root / "run").mkdir(parents=True, exist_ok=True)
+        self.socket = root / "run" / "tatolab" / "local-api.sock"
+        self.process: subprocess.Popen | None = None
+        self.seen_pids: set[int] = set()
+
+    @property
+    def shm_prefix(self) -> str:
+        digest = hashlib.sha1(str((self.root / "state" / "tatolab").resolve()).encode()).hexdigest()[:10]
+        return f"tatolab-{digest}"
+
+    def shm_files(self) -> list[str]:
+        return sorted(name for name in os.listdir("/dev/shm") if name.startswith(self.shm_prefix))
+
+    def start(self) -> "Runtime":
+        self.process = subprocess.Popen(
+            [str(BIN / "tatolabd")], env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        wait_for(self.answers, what="tatolabd to answer on its socket")
+        return self
+
+    def answers(self) -> bool:
+        if self.process is not None and self.process.poll() is not None:
+            output = self.process.stdout.read().decode() if self.process.stdout else ""
+            raise AssertionError(f"tatolabd exited with {self.process.returncode}:\n{output}")
+        probe = socket.socket(socket.AF_UNIX)
+        try:
+            probe.connect(str(self.socket))
+            return True
+        except OSError:
+            return False
+        finally:
+            probe.close()
+
+    def node_pids(self) -> list[int]:
+        """Processes started by this runtime (node hosts and compilers), remembered for the leak check."""
+        if self.process is None or self.process.poll() is not None:
+            return []
+        try:
+            children = psutil.Process(self.process.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+        pids = [child.pid for child in children]
+        self.seen_pids.update(pids)
+        return pids
+
+    def stop(self, sig: int = signal.SIGTERM) -> str:
+        self.node_pids()
+        output = ""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.process is not None and self.process.stdout:
+            output = self.process.stdout.read().decode()
+            self.process.stdout.close()
+        self.process = None
+        return output
+
+    def leftover_processes(self) -> list[int]:
+        def alive(pid: int) -> bool:
+            try:
+                return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+            except psutil.NoSuchProcess:
+                return False
+
+        return [pid for pid in self.seen_pids if alive(pid)]
+
+    def cli(self, *args: str, cwd: Path | None = None, timeout: float = 60, check: bool = False) -> subprocess.CompletedProcess:
+        result = subprocess.run(
+            [str(BIN / "tatolab"), *args], env=self.env, cwd=cwd, capture_output=True, text=True, timeout=timeout
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"tatolab {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+        return result
+
+    def popen_cli(self, *args: str, cwd: Path | None = None) -> subprocess.Popen:
+        return subprocess.Popen(
+            [str(BIN / "tatolab"), *args], env=self.env, cwd=cwd, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )
+
+    def stream_names(self) -> list[str]:
+        out = self.cli("streams", check=True).stdout.splitlines()[1:]
+        return [line.split()[0] for line in out if line.strip() and not line.startswith(" ")]
+
+
+def make_project(path: Path, venv: Path, files: dict[str, str]) -> Path:
+    """A project folder whose .venv is the session's shared test environment."""
+    path.mkdir(parents=True, exist_ok=True)
+    if venv is not None:
+        (path / ".venv").symlink_to(venv, target_is_directory=True)
+    for name, text in files.items():
+        target = path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(textwrap.dedent(text).lstrip())
+    return path
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        if line.endswith("}"):
+            rows.append(json.loads(line))
+    return rows

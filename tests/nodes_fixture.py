@@ -1,0 +1,120 @@
+"""Node modules the integration tests put into their projects."""
+
+COUNTER = """
+from dataclasses import dataclass
+from tatolab.stream import node
+
+
+@dataclass
+class CounterConfig:
+    interval_ms: int = 10
+    limit: int = -1
+
+
+@node(execution="continuous", interval_ms=5)
+class Counter:
+    @node.output()
+    def counts(self) -> dict: ...
+
+    def __init__(self, config: CounterConfig) -> None:
+        self.limit = config.limit
+        self.n = 0
+
+    def process(self, ctx) -> None:
+        if self.limit >= 0 and self.n >= self.limit:
+            return
+        ctx.outputs.write("counts", {"n": self.n, "pid": __import__("os").getpid(), "sent_ns": ctx.time})
+        self.n += 1
+"""
+
+PASS_THROUGH = """
+from tatolab.stream import node
+
+
+@node
+class Doubler:
+    @node.input(delivery_profile="ordered")
+    def numbers(self) -> dict: ...
+
+    @node.output()
+    def doubled(self) -> dict: ...
+
+    def process(self, ctx) -> None:
+        bag = ctx.inputs.read("numbers")
+        if bag is not None:
+            bag["doubled"] = bag["n"] * 2
+            ctx.outputs.write("doubled", bag)
+"""
+
+SINK = """
+import json, os, time
+from dataclasses import dataclass
+from tatolab.stream import node
+
+
+@dataclass
+class SinkConfig:
+    path: str
+    delay_ms: int = 0
+
+
+@node
+class OrderedSink:
+    @node.input(delivery_profile="ordered")
+    def rows(self) -> dict: ...
+
+    def __init__(self, config: SinkConfig) -> None:
+        self.file = open(config.path, "a", buffering=1)
+        self.delay = config.delay_ms / 1000
+
+    def process(self, ctx) -> None:
+        bag = ctx.inputs.read("rows")
+        if bag is not None:
+            bag["reader_pid"] = os.getpid()
+            self.file.write(json.dumps(bag) + "\\n")
+            if self.delay:
+                time.sleep(self.delay)
+
+
+@node
+class NewestSink:
+    @node.input(delivery_profile="newest")
+    def rows(self) -> dict: ...
+
+    def __init__(self, config: SinkConfig) -> None:
+        self.file = open(config.path, "a", buffering=1)
+        self.delay = config.delay_ms / 1000
+
+    def process(self, ctx) -> None:
+        bag = ctx.inputs.read("rows")
+        if bag is not None:
+            bag["read_ns"] = ctx.time
+            self.file.write(json.dumps(bag) + "\\n")
+            time.sleep(self.delay)
+"""
+
+PIPELINE = """
+from tatolab.stream import StreamBuilder, stream
+from nodes.counter import Counter
+from nodes.doubler import Doubler
+from nodes.sinks import OrderedSink
+
+
+@stream
+def pipeline(stream_builder: StreamBuilder) -> None:
+    counter = stream_builder.add(Counter, config={"limit": LIMIT})
+    doubler = stream_builder.add(Doubler)
+    sink = stream_builder.add(OrderedSink, config={"path": "out.jsonl"})
+    stream_builder.connect(counter.output("counts"), doubler.input("numbers"))
+    stream_builder.connect(doubler.output("doubled"), sink.input("rows"))
+"""
+
+
+def pipeline_files(limit: int = -1) -> dict[str, str]:
+    return {
+        "stream.py": PIPELINE.replace("LIMIT", str(limit)),
+        "nodes/__init__.py": "",
+        "nodes/counter.py": COUNTER,
+        "nodes/doubler.py": PASS_THROUGH,
+        "nodes/sinks.py": SINK,
+    }

@@ -1,0 +1,399 @@
+"""Shared-memory rings: fan-out, profiles, drops, fan-in wakeups, growth, counters, cleanup."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import struct
+import time
+import uuid
+
+import pytest
+
+from tatolab._links import ring
+from tatolab._links.ring import (
+    BagTooLarge,
+    RingReader,
+    RingWriter,
+    create_ring,
+    read_counters,
+    reap,
+    release_reader,
+    wait_any,
+)
+
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def _files(base: str) -> list[str]:
+    folder, name = os.path.split(base)
+    return sorted(e for e in os.listdir(folder) if e.startswith(name))
+
+
+@pytest.fixture
+def base():
+    b = f"/dev/shm/tatolab-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    yield b
+    reap(b)
+    assert _files(b) == []
+
+
+def _bag(seq: int, size: int = 100) -> bytes:
+    head = struct.pack("<Q", seq)
+    return head + bytes([seq % 251]) * (size - len(head))
+
+
+def _check(data: bytes) -> int:
+    seq = struct.unpack_from("<Q", data)[0]
+    assert data[8:] == bytes([seq % 251]) * (len(data) - 8), f"bag {seq} arrived torn"
+    return seq
+
+
+# --- child processes (module level so spawn can import them) -------------------------
+
+def _read_all(base: str, index: int, profile: str, expect: int, out) -> None:
+    """Read until bag `expect` arrives; report the sequence numbers seen and counters."""
+    r = RingReader(base, index, profile)
+    out.send("attached")
+    seen, sizes = [], []
+    while not seen or seen[-1] < expect:
+        got = r.read()
+        if got is None:
+            r.wait(1.0)
+            continue
+        seen.append(_check(got[0]))
+        sizes.append(len(got[0]))
+    out.send((seen, sizes, r.read_count, r.dropped, r.generation))
+    r.close()
+
+
+def _wait_forever(base: str, index: int, ready) -> None:
+    r = RingReader(base, index, "ordered")
+    ready.send(os.getpid())
+    while True:
+        r.wait(10.0)
+        r.read()
+
+
+def _write_one(base: str) -> None:
+    w = RingWriter(base)
+    w.write(b"hello")
+    w.close()
+
+
+def _write_flat_out(base: str, count: int) -> None:
+    w = RingWriter(base)
+    for seq in range(1, count + 1):
+        w.write(_bag(seq, 64 + seq % 200))
+    w.close()
+
+
+def _counters_elsewhere(base: str, out) -> None:
+    out.send(read_counters(base))
+
+
+def _run(target, *args) -> SPAWN.Process:
+    p = SPAWN.Process(target=target, args=args, daemon=True)
+    p.start()
+    return p
+
+
+# --- tests -----------------------------------------------------------------------------
+
+def test_fan_out_two_readers_get_every_bag_in_order(base):
+    n = 300
+    create_ring(base, slot_size=1024, slot_count=512)
+    pipes, procs = [], []
+    for index in (0, 1):
+        parent, child = SPAWN.Pipe()
+        procs.append(_run(_read_all, base, index, "ordered", n, child))
+        pipes.append(parent)
+    w = RingWriter(base)
+    for seq in range(1, n + 1):
+        assert w.write(_bag(seq)) == seq
+    for parent, proc in zip(pipes, procs):
+        assert parent.poll(30) and parent.recv() == "attached"
+        assert parent.poll(30), "a reader process did not finish"
+        seen, _, read, dropped, _ = parent.recv()
+        assert seen == list(range(1, n + 1))
+        assert (read, dropped) == (n, 0)
+        proc.join(10)
+    w.close()
+    counters = read_counters(base)
+    assert counters["write_seq"] == n
+    assert [(r["index"], r["read"], r["dropped"], r["active"]) for r in counters["readers"]] == [
+        (0, n, 0, False),
+        (1, n, 0, False),
+    ]
+
+
+def test_newest_reads_latest_and_counts_skipped_as_dropped(base):
+    create_ring(base, slot_size=256, slot_count=16)
+    w = RingWriter(base)
+    r = RingReader(base, 0, "newest")
+    assert r.read() is None
+    for seq in range(1, 11):
+        w.write(_bag(seq))
+    data, ts = r.read()
+    assert _check(data) == 10 and ts > 0
+    assert (r.read_count, r.dropped) == (1, 9)
+    assert r.read() is None
+    w.write(_bag(11))
+    assert _check(r.read()[0]) == 11
+    assert (r.read_count, r.dropped) == (2, 9)
+    r.close()
+    w.close()
+
+
+def test_lapped_ordered_reader_counts_exact_drops(base):
+    create_ring(base, slot_size=256, slot_count=8)
+    w = RingWriter(base)
+    r = RingReader(base, 3, "ordered")
+    w.write(_bag(1))
+    assert _check(r.read()[0]) == 1
+    for seq in range(2, 31):
+        w.write(_bag(seq))
+    seen = []
+    while (got := r.read()) is not None:
+        seen.append(_check(got[0]))
+    assert seen == list(range(23, 31))  # the 8 still in the ring
+    assert (r.read_count, r.dropped) == (9, 21)
+    assert r.read_count + r.dropped == w.seq
+    r.close()
+    w.close()
+
+
+def test_reader_racing_a_flat_out_writer_never_sees_a_torn_bag(base):
+    n = 40_000
+    create_ring(base, slot_size=512, slot_count=4)
+    r = RingReader(base, 0, "ordered")
+    proc = _run(_write_flat_out, base, n)
+    last = 0
+    while last < n:
+        got = r.read()
+        if got is None:
+            r.wait(1.0)
+            continue
+        seq = _check(got[0])
+        assert seq > last
+        last = seq
+        assert r.read_count + r.dropped == seq
+    proc.join(10)
+    r.close()
+
+
+def test_publish_timestamps_are_monotonic(base):
+    create_ring(base, slot_size=256, slot_count=8)
+    w = RingWriter(base)
+    r = RingReader(base, 0, "ordered")
+    before = time.monotonic_ns()
+    w.write(b"a")
+    w.write(b"b")
+    (a, ta), (b, tb) = r.read(), r.read()
+    assert (a, b) == (b"a", b"b")
+    assert before <= ta <= tb <= time.monotonic_ns()
+    r.close()
+    w.close()
+
+
+def test_wait_any_wakes_on_either_ring(base):
+    base_a, base_b = base + "-a", base + "-b"
+    create_ring(base_a, slot_size=256, slot_count=8)
+    create_ring(base_b, slot_size=256, slot_count=8)
+    ra, rb = RingReader(base_a, 0, "ordered"), RingReader(base_b, 0, "ordered")
+    try:
+        t0 = time.monotonic()
+        assert wait_any([ra, rb], 0.05) is False
+        assert time.monotonic() - t0 >= 0.04
+
+        for target, woken, quiet in ((base_b, rb, ra), (base_a, ra, rb)):
+            proc = _run(_write_one, target)
+            t0 = time.monotonic()
+            while not wait_any([ra, rb], 20.0):
+                pass
+            assert time.monotonic() - t0 < 15
+            got = woken.read()
+            while got is None:  # woken by the write, which may still be publishing
+                wait_any([ra, rb], 5.0)
+                got = woken.read()
+            assert got[0] == b"hello"
+            assert quiet.read() is None
+            proc.join(10)
+    finally:
+        ra.close()
+        rb.close()
+        reap(base_a)
+        reap(base_b)
+
+
+def test_a_signal_interrupts_a_wait():
+    base = f"/dev/shm/tatolab-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    create_ring(base, slot_size=256, slot_count=4)
+    r = RingReader(base, 0, "ordered")
+
+    class Stop(Exception):
+        pass
+
+    def on_alarm(signum, frame):
+        raise Stop
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        t0 = time.monotonic()
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        with pytest.raises(Stop):
+            while True:
+                r.wait(10.0)
+        assert time.monotonic() - t0 < 5
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        with pytest.raises(Stop):
+            while True:
+                wait_any([r], 10.0)
+        assert time.monotonic() - t0 < 5
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        r.close()
+        reap(base)
+    assert _files(base) == []
+
+
+def test_bag_four_times_the_slot_arrives_intact_across_growth(base):
+    slot = 16 * 1024
+    create_ring(base, slot_size=slot, slot_count=64)
+    parent, child = SPAWN.Pipe()
+    proc = _run(_read_all, base, 0, "ordered", 6, child)
+    assert parent.poll(30) and parent.recv() == "attached"
+    w = RingWriter(base)
+    before = RingReader(base, 1, "ordered")
+    w.write(_bag(1))
+    w.write(_bag(2))
+    w.write(_bag(3, 4 * slot))
+    w.write(_bag(4))
+    w.write(_bag(5, 3 * slot))
+    w.write(_bag(6))
+    assert w.generation == 1
+    assert _files(base) == [os.path.basename(base) + ".1"]  # the old generation is unlinked
+
+    assert parent.poll(30), "the reader process did not finish"
+    seen, sizes, read, dropped, generation = parent.recv()
+    proc.join(10)
+    assert seen == [1, 2, 3, 4, 5, 6]
+    assert sizes[2] == 4 * slot and sizes[4] == 3 * slot
+    assert (read, dropped, generation) == (6, 0, 1)
+
+    # a reader that was on generation 0 the whole time follows too
+    got = []
+    while (bag := before.read()) is not None:
+        got.append(_check(bag[0]))
+    assert got == [1, 2, 3, 4, 5, 6] and before.generation == 1
+
+    counters = read_counters(base)
+    assert counters["generation"] == 1
+    assert counters["slot_size"] == 1 << 20 and counters["slot_count"] == 64
+    assert {r["index"]: r["read"] for r in counters["readers"]} == {0: 6, 1: 6}
+    before.close()
+    w.close()
+
+
+def test_growth_keeps_big_files_bounded_and_refuses_oversized_bags(base, monkeypatch):
+    create_ring(base, slot_size=1024, slot_count=128)
+    w = RingWriter(base)
+    w.write(b"x" * (8 * 1000 * 1000))
+    c = read_counters(base)
+    assert c["slot_size"] == 8 << 20 and c["slot_count"] == 15
+    monkeypatch.setattr(ring, "MAX_BAG_BYTES", 16 << 20)
+    with pytest.raises(BagTooLarge, match=r"17,000,000 bytes.*16,777,216 byte limit"):
+        w.write(b"x" * 17_000_000)
+    assert w.write(b"still fine") == 2
+    w.close()
+
+
+def test_counters_visible_from_another_process_and_resume_after_reopen(base):
+    create_ring(base, slot_size=256, slot_count=8)
+    w = RingWriter(base)
+    for seq in range(1, 13):
+        w.write(_bag(seq))
+    r = RingReader(base, 5, "ordered")
+    while r.read() is not None:
+        pass
+    assert (r.read_count, r.dropped) == (8, 4)
+
+    parent, child = SPAWN.Pipe()
+    proc = _run(_counters_elsewhere, base, child)
+    assert parent.poll(30)
+    counters = parent.recv()
+    proc.join(10)
+    assert counters["write_seq"] == 12 and counters["last_write_ns"] > 0
+    assert counters["readers"] == [
+        {"index": 5, "pid": os.getpid(), "read": 8, "dropped": 4,
+         "last_read_ns": counters["readers"][0]["last_read_ns"], "active": True}
+    ]
+    r.close()
+    assert read_counters(base)["readers"][0]["active"] is False
+
+    for seq in range(13, 16):
+        w.write(_bag(seq))
+    again = RingReader(base, 5, "ordered")  # a restarted node: same index
+    assert (again.read_count, again.dropped) == (8, 4)
+    assert [_check(again.read()[0]) for _ in range(3)] == [13, 14, 15]
+    assert (again.read_count, again.dropped) == (11, 4)
+    again.close()
+
+    release_reader(base, 5)
+    assert read_counters(base)["readers"] == []
+    fresh = RingReader(base, 5, "newest", start="now")
+    assert fresh.read() is None and (fresh.read_count, fresh.dropped) == (0, 0)
+    fresh.close()
+    w.close()
+
+
+def test_reap_removes_every_generation(base):
+    create_ring(base, slot_size=64, slot_count=4)
+    w = RingWriter(base)
+    w.write(b"x" * 100)      # generation 1
+    w.write(b"x" * (2 << 20))  # generation 2
+    assert w.generation == 2
+    w.close()
+    other = base + "-other"
+    create_ring(other)
+    assert len(_files(base)) == 2  # base.2 and other.0
+    assert reap(base) == 2
+    assert _files(base) == []
+    with pytest.raises(ring.RingError, match="no ring file"):
+        read_counters(base)
+
+
+def test_writer_never_blocks_on_a_killed_reader(base):
+    create_ring(base, slot_size=256, slot_count=16)
+    ready, child = SPAWN.Pipe()
+    proc = _run(_wait_forever, base, 2, child)
+    assert ready.poll(30)
+    pid = ready.recv()
+    w = RingWriter(base)
+    w.write(_bag(1))
+    os.kill(pid, signal.SIGKILL)
+    proc.join(10)
+    t0 = time.monotonic()
+    for seq in range(2, 20_002):
+        w.write(_bag(seq))
+    assert time.monotonic() - t0 < 5
+    counters = read_counters(base)
+    assert counters["write_seq"] == 20_001
+    assert counters["readers"][0]["pid"] == pid
+    live = RingReader(base, 3, "newest")
+    assert _check(live.read()[0]) == 20_001
+    live.close()
+    w.close()
+
+
+def test_errors_name_the_problem(base, monkeypatch):
+    monkeypatch.setattr(ring, "_OPEN_RETRY_S", 0.01)
+    with pytest.raises(ring.RingError, match=r"create_ring"):
+        RingReader(base, 0, "ordered")
+    create_ring(base)
+    with pytest.raises(ValueError, match="newest"):
+        RingReader(base, 0, "latest")
+    with pytest.raises(ValueError, match="0..63"):
+        RingReader(base, 64, "ordered")
