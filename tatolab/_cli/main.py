@@ -3,118 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import sys
-from typing import Any, Sequence
+from typing import Sequence
 
-from tatolab import __version__, _records
-from tatolab._cli.client import Client, NoRuntime, RequestFailed
+from tatolab import __version__
+from tatolab._cli import streams
+from tatolab._cli.client import NoRuntime, RequestFailed
+from tatolab._cli.output import fail
 
-
-class _Hangup(Exception):
-    pass
-
-
-def _fail(message: str, code: int = 1) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return code
-
-
-def _load_args(args: argparse.Namespace) -> dict[str, Any]:
-    project = os.path.abspath(args.dir or os.getcwd())
-    load: dict[str, Any] = {"project": project}
-    if args.target:
-        load["target"] = args.target
-    if args.file:
-        load["file"] = args.file
-    if args.name:
-        load["name"] = args.name
-    return load
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    client = Client()
-    load = _load_args(args)
-    if args.detach:
-        result = client.request("load", mode="kept", **load)
-        print(f"{result['name']} kept (project {result['project']})")
-        return 0
-
-    def hang_up(*_: Any) -> None:
-        raise _Hangup()
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, hang_up)
-    try:
-        result = client.request("load", mode="attached", **load)
-        name = result["name"]
-        print(f"{name} running attached ({result['nodes']} nodes, project {result['project']}); Ctrl-C stops it",
-              flush=True)
-        for event in client.events():
-            if event.get("event") == "log":
-                print(_records.format_for_terminal(event["record"]), flush=True)
-            elif event.get("event") == "ended":
-                print(f"{name} stopped: {event.get('reason')}", flush=True)
-                return 1 if event.get("runtime_down") else 0
-        return _fail(f"the runtime went down; stream {name} is no longer running")
-    except (KeyboardInterrupt, _Hangup):
-        return 130
-    finally:
-        client.close()  # hanging up is what unloads an attached stream
-
-
-def cmd_streams(args: argparse.Namespace) -> int:
-    rows = Client().request("streams")
-    print(format_streams_table(rows))
-    failed = [row for row in rows if row["state"] == "failed"]
-    if failed:
-        print()
-        for row in failed:
-            print(
-                f"{row['name']} failed: {row.get('reason', 'unknown')}. "
-                f"`tatolab start {row['name']}` retries it, `tatolab rm {row['name']}` forgets it."
-            )
-    return 0
-
-
-def format_streams_table(rows: list[dict[str, Any]]) -> str:
-    header = ("NAME", "STATE", "NODES", "PROJECT")
-    cells = [header] + [
-        (r["name"], r["state"], str(r["nodes"]) if r.get("nodes") is not None else "-", r["project"]) for r in rows
-    ]
-    widths = [max(len(row[i]) for row in cells) for i in range(3)]
-    lines = []
-    for row in cells:
-        lines.append("  ".join(row[i].ljust(widths[i]) for i in range(3)) + "  " + row[3])
-    return "\n".join(line.rstrip() for line in lines)
-
-
-def cmd_stop(args: argparse.Namespace) -> int:
-    Client().request("stop", name=args.name)
-    print(f"{args.name} stopped")
-    return 0
+COMMAND_MODULES = [streams]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tatolab", description="Run live streams on this machine.")
     parser.add_argument("--version", action="version", version=f"tatolab {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    run = commands.add_parser("run", help="load a stream attached (or kept with -d)")
-    run.add_argument("target", nargs="?", help="stream.py:name, file.py:name or package.module:name")
-    run.add_argument("-f", "--file", help="a file with one @stream")
-    run.add_argument("--dir", help="the project folder (default: this folder)")
-    run.add_argument("--name", help="load the stream under another name")
-    run.add_argument("-d", "--detach", action="store_true", help="hand the stream to the runtime to keep")
-    run.set_defaults(func=cmd_run)
-
-    streams = commands.add_parser("streams", help="list the streams on this machine")
-    streams.set_defaults(func=cmd_streams)
-
-    stop = commands.add_parser("stop", help="unload a stream")
-    stop.add_argument("name")
-    stop.set_defaults(func=cmd_stop)
+    for module in COMMAND_MODULES:
+        module.register(commands)
     return parser
 
 
@@ -122,10 +27,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     try:
         code = args.func(args)
-    except NoRuntime as exc:
-        code = _fail(str(exc))
-    except RequestFailed as exc:
-        code = _fail(str(exc))
+    except (NoRuntime, RequestFailed) as exc:
+        code = fail(str(exc))
     except BrokenPipeError:
-        code = _fail("the runtime went away")
+        code = fail("the runtime went away")
     sys.exit(code)

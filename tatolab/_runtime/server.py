@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import traceback
 from typing import Any
 
 from tatolab._runtime import protocol
 from tatolab._runtime.control import ControlError, Runtime
-from tatolab._runtime.streams import LoadedStream
+from tatolab._runtime.ops import OPS, load_all
 
 
 class ControlServer:
     def __init__(self, runtime: Runtime, say: Any) -> None:
+        load_all()
         self.runtime = runtime
         self.say = say  # the runtime's own log
 
@@ -27,90 +29,71 @@ class ControlServer:
                     break
                 if not line.strip():
                     continue
-                try:
-                    request = protocol.decode(line)
-                    stream = await self._dispatch(request, writer)
-                except (ControlError, protocol.ProtocolError) as exc:
-                    await self._send(writer, {"ok": False, "error": str(exc)})
-                    continue
-                except Exception as exc:  # a bug must not take the runtime down
-                    self.say("error", f"request failed: {exc}", traceback=traceback.format_exc())
-                    await self._send(writer, {"ok": False, "error": f"internal error: {exc}"})
-                    continue
-                if stream is not None:
-                    await self._attached(stream, reader, writer)
+                result = await self._answer(line, writer)
+                if result is not None:
+                    await self._converse(result, reader, writer)
                     break
+        except ConnectionError:
+            pass
         finally:
             writer.close()
 
-    async def _dispatch(self, request: dict[str, Any], writer: asyncio.StreamWriter) -> LoadedStream | None:
-        op = request.get("op")
-        args = request.get("args") or {}
-        if not isinstance(args, dict):
-            raise protocol.ProtocolError("args must be a JSON object")
-        if op == "load":
-            if "project" not in args:
-                raise protocol.ProtocolError("load needs args.project, the project folder")
-            attach = args.get("mode", "attached") == "attached"
-            stream = await self.runtime.load(
-                args["project"], target=args.get("target"), file=args.get("file"),
-                name=args.get("name"), mode="attached" if attach else "kept",
-            )
-            await self._send(writer, {"ok": True, "result": {
-                "name": stream.name, "project": str(stream.project), "nodes": len(stream.graph["nodes"])}})
-            return stream if attach else None
-        if op == "streams":
-            result: Any = self.runtime.list_streams()
-        elif op == "stop":
-            result = await self.runtime.stop(_require(args, "name"))
-        elif op == "ping":
-            result = {"pong": True}
-        else:
-            known = "load, streams, stop, ping"
-            raise protocol.ProtocolError(f"unknown op {op!r}; the runtime knows: {known}")
-        await self._send(writer, {"ok": True, "result": result})
+    async def _answer(self, line: bytes, writer: asyncio.StreamWriter) -> Any:
+        """Run one request and send its answer; returns an event iterator to keep talking."""
+        try:
+            request = protocol.decode(line)
+            operation = OPS.get(request.get("op"))  # type: ignore[arg-type]
+            if operation is None:
+                raise protocol.ProtocolError(
+                    f"unknown op {request.get('op')!r}; the runtime knows: {', '.join(sorted(OPS))}"
+                )
+            args = request.get("args") or {}
+            if not isinstance(args, dict):
+                raise protocol.ProtocolError("args must be a JSON object")
+            try:
+                inspect.signature(operation).bind(self.runtime, **args)
+            except TypeError as exc:
+                raise protocol.ProtocolError(f"bad arguments for {request['op']}: {exc}") from None
+            result = await operation(self.runtime, **args)
+        except (ControlError, protocol.ProtocolError) as exc:
+            await _send(writer, {"ok": False, "error": str(exc)})
+            return None
+        except Exception as exc:  # a bug must not take the runtime down
+            self.say("error", f"request failed: {exc}", traceback=traceback.format_exc())
+            await _send(writer, {"ok": False, "error": f"internal error in the runtime: {exc}"})
+            return None
+        if hasattr(result, "__aiter__"):
+            first = await anext(result, None)  # the opening event carries the answer
+            await _send(writer, {"ok": True, "result": first})
+            return result
+        await _send(writer, {"ok": True, "result": result})
         return None
 
-    async def _attached(self, stream: LoadedStream, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """Stream the log to the terminal until it hangs up (which unloads) or the stream ends."""
-        assert stream.log is not None
-        queue = stream.log.watch()
+    async def _converse(self, events: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Send events until they end or the client hangs up; hanging up closes the iterator."""
+
+        async def pump() -> None:
+            async for event in events:
+                await _send(writer, event)
+
+        pumping = asyncio.create_task(pump())
         hangup = asyncio.create_task(_wait_eof(reader))
-        ended = asyncio.create_task(stream.ended.wait())
         try:
-            while True:
-                next_record = asyncio.create_task(queue.get())
-                done, _ = await asyncio.wait({next_record, hangup, ended}, return_when=asyncio.FIRST_COMPLETED)
-                if next_record in done:
-                    await self._send(writer, {"event": "log", "record": next_record.result()})
-                else:
-                    next_record.cancel()
-                if hangup in done:
-                    await self.runtime.unload_if_current(stream, "its terminal closed")
-                    return
-                if ended in done:
-                    while not queue.empty():
-                        await self._send(writer, {"event": "log", "record": queue.get_nowait()})
-                    await self._send(writer, {"event": "ended", "reason": stream.end_reason,
-                                            "runtime_down": stream.ended_by_runtime})
-                    return
-        except ConnectionError:
-            await self.runtime.unload_if_current(stream, "its terminal closed")
+            await asyncio.wait({pumping, hangup}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            stream.log.unwatch(queue)
             hangup.cancel()
-            ended.cancel()
+            if not pumping.done():
+                pumping.cancel()
+                try:
+                    await pumping
+                except (asyncio.CancelledError, ConnectionError):
+                    pass
+            await events.aclose()
 
-    @staticmethod
-    async def _send(writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
-        writer.write(protocol.encode(message))
-        await writer.drain()
 
-
-def _require(args: dict[str, Any], key: str) -> Any:
-    if key not in args:
-        raise protocol.ProtocolError(f"this request needs args.{key}")
-    return args[key]
+async def _send(writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
+    writer.write(protocol.encode(message))
+    await writer.drain()
 
 
 async def _wait_eof(reader: asyncio.StreamReader) -> None:

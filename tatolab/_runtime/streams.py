@@ -92,6 +92,24 @@ class LoadedStream:
             self.nodes[name] = process
             process.start()
 
+    async def log_events(self, queue: asyncio.Queue) -> Any:
+        """Log records as events until the stream ends, then one ``ended`` event."""
+        ended = asyncio.create_task(self.ended.wait())
+        try:
+            while True:
+                record = asyncio.create_task(queue.get())
+                done, _ = await asyncio.wait({record, ended}, return_when=asyncio.FIRST_COMPLETED)
+                if record in done:
+                    yield {"event": "log", "record": record.result()}
+                    continue
+                record.cancel()
+                while not queue.empty():
+                    yield {"event": "log", "record": queue.get_nowait()}
+                yield {"event": "ended", "reason": self.end_reason, "runtime_down": self.ended_by_runtime}
+                return
+        finally:
+            ended.cancel()
+
     async def stop(self, reason: str, *, by_runtime: bool = False) -> None:
         self.ended_by_runtime = by_runtime
         await asyncio.gather(*(node.stop() for node in self.nodes.values()))

@@ -1,0 +1,113 @@
+"""`tatolab run`, `streams` and `stop`: loading and unloading streams."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+from typing import Any
+
+from tatolab import _records
+from tatolab._cli.client import Client
+from tatolab._cli.output import fail
+
+
+class _Hangup(Exception):
+    pass
+
+
+def _load_args(args: argparse.Namespace) -> dict[str, Any]:
+    project = os.path.abspath(args.dir or os.getcwd())
+    load: dict[str, Any] = {"project": project}
+    if args.target:
+        load["target"] = args.target
+    if args.file:
+        load["file"] = args.file
+    if args.name:
+        load["name"] = args.name
+    return load
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    client = Client()
+    load = _load_args(args)
+    if args.detach:
+        result = client.request("load", mode="kept", **load)
+        print(f"{result['name']} kept (project {result['project']})")
+        return 0
+
+    def hang_up(*_: Any) -> None:
+        raise _Hangup()
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, hang_up)
+    try:
+        result = client.request("load", mode="attached", **load)
+        name = result["name"]
+        print(f"{name} running attached ({result['nodes']} nodes, project {result['project']}); Ctrl-C stops it",
+              flush=True)
+        for event in client.events():
+            if event.get("event") == "log":
+                print(_records.format_for_terminal(event["record"]), flush=True)
+            elif event.get("event") == "ended":
+                print(f"{name} stopped: {event.get('reason')}", flush=True)
+                return 1 if event.get("runtime_down") else 0
+        return fail(f"the runtime went down; stream {name} is no longer running")
+    except (KeyboardInterrupt, _Hangup):
+        return 130
+    finally:
+        client.close()  # hanging up is what unloads an attached stream
+
+
+def cmd_streams(args: argparse.Namespace) -> int:
+    rows = Client().request("streams")
+    print(format_streams_table(rows))
+    failed = [row for row in rows if row["state"] == "failed"]
+    if failed:
+        print()
+        for row in failed:
+            print(
+                f"{row['name']} failed: {row.get('reason', 'unknown')}. "
+                f"`tatolab start {row['name']}` retries it, `tatolab rm {row['name']}` forgets it."
+            )
+    return 0
+
+
+def format_streams_table(rows: list[dict[str, Any]]) -> str:
+    header = ("NAME", "STATE", "NODES", "PROJECT")
+    cells = [header] + [
+        (r["name"], r["state"], str(r["nodes"]) if r.get("nodes") is not None else "-", r["project"]) for r in rows
+    ]
+    widths = [max(len(row[i]) for row in cells) for i in range(3)]
+    lines = []
+    for row in cells:
+        lines.append("  ".join(row[i].ljust(widths[i]) for i in range(3)) + "  " + row[3])
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    Client().request("stop", name=args.name)
+    print(f"{args.name} stopped")
+    return 0
+
+
+def add_load_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which stream to load: shared by run and dev."""
+    parser.add_argument("target", nargs="?", help="stream.py:name, file.py:name or package.module:name")
+    parser.add_argument("-f", "--file", help="a file with one @stream")
+    parser.add_argument("--dir", help="the project folder (default: this folder)")
+    parser.add_argument("--name", help="load the stream under another name")
+
+
+def register(commands: Any) -> None:
+    run = commands.add_parser("run", help="load a stream attached (or kept with -d)")
+    add_load_arguments(run)
+    run.add_argument("-d", "--detach", action="store_true", help="hand the stream to the runtime to keep")
+    run.set_defaults(func=cmd_run)
+
+    streams = commands.add_parser("streams", help="list the streams on this machine")
+    streams.set_defaults(func=cmd_streams)
+
+    stop = commands.add_parser("stop", help="unload a stream")
+    stop.add_argument("name")
+    stop.set_defaults(func=cmd_stop)

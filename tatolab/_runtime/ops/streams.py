@@ -1,0 +1,53 @@
+"""Loading, listing and stopping streams."""
+
+from __future__ import annotations
+
+from typing import Any, AsyncIterator
+
+from tatolab._runtime.control import ControlError, Runtime
+from tatolab._runtime.ops import op
+
+
+@op("ping")
+async def ping(runtime: Runtime) -> dict[str, Any]:
+    return {"pong": True}
+
+
+@op("load")
+async def load(
+    runtime: Runtime,
+    project: str,
+    target: str | None = None,
+    file: str | None = None,
+    name: str | None = None,
+    mode: str = "attached",
+) -> Any:
+    if mode not in ("attached", "kept"):
+        raise ControlError(f"mode must be attached or kept, not {mode!r}")
+    stream = await runtime.load(project, target=target, file=file, name=name, mode=mode)
+    summary = {"name": stream.name, "project": str(stream.project), "nodes": len(stream.graph["nodes"])}
+    if mode == "kept":
+        return summary
+    return _attached(runtime, stream, summary)
+
+
+async def _attached(runtime: Runtime, stream: Any, summary: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    """Stream the log to the terminal; when it hangs up, the stream is unloaded."""
+    yield {"event": "loaded", **summary}
+    queue = stream.log.watch()
+    try:
+        async for event in stream.log_events(queue):
+            yield event
+    finally:
+        stream.log.unwatch(queue)
+        await runtime.unload_if_current(stream, "its terminal closed")
+
+
+@op("streams")
+async def streams(runtime: Runtime) -> list[dict[str, Any]]:
+    return runtime.list_streams()
+
+
+@op("stop")
+async def stop(runtime: Runtime, name: str) -> dict[str, Any]:
+    return await runtime.stop(name)
