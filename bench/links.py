@@ -4,7 +4,10 @@
 
 Measures, between two Python processes (spawned), for ~100-byte msgpack bags:
 one-way latency p50/p99 at 1 kHz, bags/s with the writer flat out (as received by the
-reader), 8 MB payloads/s through the ring, ring writer cost with 1 vs 4 readers waiting,
+reader; the ring reader with read_many and, for comparison, one read() per bag), what a
+ring reader gets when the writer is paced at 200k bags/s, 8 MB payloads/s through the
+ring (published, and copied out with read_into and with read), ring writer cost with
+1 vs 4 readers (asleep between bags at 2 kHz, and keeping up with a busy 25 kHz link),
 and the CPU an idle ring reader uses. Prints a table, then one JSON line.
 """
 
@@ -27,6 +30,9 @@ from tatolab._links.ring import RingReader, RingWriter, create_ring, reap  # noq
 SPAWN = multiprocessing.get_context("spawn")
 PREFIX = f"/dev/shm/tatolab-bench-{os.getpid()}-"
 STOP = b"S"
+PACED_RATE = 200_000  # the bags/s a ring reader should keep up with
+PACED_SECONDS = 1.0
+BUSY_PERIOD_S = 40e-6  # 25 kHz: bags closer together than a reader's spin window
 _encode = msgspec.msgpack.encode
 _decode = msgspec.msgpack.decode
 
@@ -78,7 +84,41 @@ def _make_link(kind: str, slot_size: int = 16 * 1024, slot_count: int = 128):
     return SPAWN.Queue()
 
 
+def _ring_receiver(mode: str, addr, ctl) -> None:
+    """The ring's own ways to receive in bulk: read_many ("batch") and read_into ("frames")."""
+    reader = RingReader(addr, 0, "ordered", start="now")
+    ctl.send("ready")
+    count, last = 0, 0
+    if mode == "batch":
+        read_many, wait = reader.read_many, reader.wait
+        while True:
+            got = read_many(256)
+            if not got:
+                wait(1.0)
+                continue
+            if got[-1][0] == STOP:
+                count += len(got) - 1
+                break
+            count += len(got)
+            last = time.monotonic_ns()
+    else:  # frames
+        buf = bytearray(8 << 20)
+        read_into, wait = reader.read_into, reader.wait
+        while True:
+            got = read_into(buf)
+            if got is None:
+                wait(1.0)
+                continue
+            if got[0] == len(STOP) and buf[:1] == STOP:
+                break
+            count += 1
+            last = time.monotonic_ns()
+    ctl.send((count, last, reader.dropped))
+
+
 def _receiver(kind: str, mode: str, addr, ctl) -> None:
+    if kind == "ring" and mode in ("batch", "frames"):
+        return _ring_receiver(mode, addr, ctl)
     get = _receiver_get(kind, addr)
     ctl.send("ready")
     if mode == "latency":
@@ -99,7 +139,7 @@ def _receiver(kind: str, mode: str, addr, ctl) -> None:
                 break
             count += 1
             last = time.monotonic_ns()
-        ctl.send((count, last))
+        ctl.send((count, last, 0))
 
 
 def _start_receiver(kind: str, mode: str, addr):
@@ -146,28 +186,38 @@ def latency(kind: str, samples: int) -> tuple[float, float]:
     return lat[len(lat) // 2] / 1e3, lat[int(len(lat) * 0.99)] / 1e3
 
 
-def throughput(kind: str, seconds: float, payload: bytes, **ring_shape) -> tuple[float, float]:
-    """(bags/s the reader received, bags/s the writer published), writer flat out."""
+def throughput(kind: str, seconds: float, payload: bytes, *, mode: str = "throughput",
+               rate: float | None = None, **ring_shape) -> tuple[float, float, int]:
+    """(bags/s the reader received, bags/s the writer published, bags the reader dropped),
+    the writer flat out, or paced at `rate` bags/s (busy-waiting, so the pace is kept)."""
     addr = _make_link(kind, **ring_shape)
-    proc, ctl = _start_receiver(kind, "throughput", addr)
+    proc, ctl = _start_receiver(kind, mode, addr)
     put = _sender_put(kind, addr)
     start = time.monotonic_ns()
     end = start + int(seconds * 1e9)
     sent = 0
     batch = 64 if len(payload) < 1 << 20 else 1
+    clock = time.monotonic_ns
+    period = int(1e9 * batch / rate) if rate else 0
+    due = start
     while True:
         for _ in range(batch):
             put(payload)
         sent += batch
-        if time.monotonic_ns() >= end:
+        now = clock()
+        if now >= end:
             break
+        if period:
+            due += period
+            while clock() < due:
+                pass
     sent_rate = sent / ((time.monotonic_ns() - start) / 1e9)
     put(STOP)
     if not ctl.poll(120):
         raise RuntimeError(f"{kind} throughput receiver did not report")
-    count, last = ctl.recv()
+    count, last, dropped = ctl.recv()
     _finish(kind, addr, proc)
-    return (count / ((last - start) / 1e9) if count else 0.0), sent_rate
+    return (count / ((last - start) / 1e9) if count else 0.0), sent_rate, dropped
 
 
 def _waiting_reader(base: str, index: int, ctl) -> None:
@@ -182,8 +232,10 @@ def _waiting_reader(base: str, index: int, ctl) -> None:
     ctl.send("done")
 
 
-def writer_cost(readers: int, writes: int) -> float:
-    """Median ns per write() with `readers` processes attached and sleeping between bags."""
+def writer_cost(readers: int, writes: int, period_s: float = 0.0005, busy: bool = False) -> float:
+    """Median ns per write() with `readers` processes attached, a bag every `period_s`:
+    sleeping between bags (time.sleep, 2 kHz), or busy-waiting the pace (`busy`), where
+    readers see a busy link and poll instead of sleeping."""
     base = _make_link("ring")
     procs = []
     for index in range(readers):
@@ -198,11 +250,18 @@ def writer_cost(readers: int, writes: int) -> float:
     payload = _bag(0)
     clock = time.perf_counter_ns
     costs = []
+    period = int(period_s * 1e9)
+    due = clock()
     for _ in range(writes):
         t0 = clock()
         w.write(payload)
         costs.append(clock() - t0)
-        time.sleep(0.0005)  # let every reader go back to sleep
+        if busy:
+            due += period
+            while clock() < due:
+                pass
+        else:
+            time.sleep(period_s)  # let every reader go back to sleep
     w.write(STOP)
     for p, parent in procs:
         parent.poll(30)
@@ -243,10 +302,16 @@ def main() -> None:
     try:
         lat = {k: [latency(k, samples) for _ in range(repeats)] for k in kinds}
         rate = {k: [throughput(k, 1.0, small) for _ in range(repeats)] for k in kinds}
+        batched = [throughput("ring", 1.0, small, mode="batch") for _ in range(repeats)]
+        paced = [throughput("ring", PACED_SECONDS, small, mode="batch", rate=PACED_RATE) for _ in range(repeats)]
         frame = b"\x5a" * (8 * 1000 * 1000)
-        frames = [throughput("ring", 1.0, frame, slot_size=8 << 20, slot_count=8) for _ in range(repeats)]
+        shape = {"slot_size": 8 << 20, "slot_count": 8}
+        frames = [throughput("ring", 1.0, frame, mode="frames", **shape) for _ in range(repeats)]
+        frames_bytes = [throughput("ring", 1.0, frame, **shape) for _ in range(repeats)]
         cost1 = writer_cost(1, 2000)
         cost4 = writer_cost(4, 2000)
+        busy1 = writer_cost(1, 20000, period_s=BUSY_PERIOD_S, busy=True)
+        busy4 = writer_cost(4, 20000, period_s=BUSY_PERIOD_S, busy=True)
         idle = idle_cpu(2.0)
     finally:
         reap(PREFIX)
@@ -255,31 +320,54 @@ def main() -> None:
     p50 = {k: med(x[0] for x in lat[k]) for k in kinds}
     p99 = {k: med(x[1] for x in lat[k]) for k in kinds}
     bps = {k: med(x[0] for x in rate[k]) for k in kinds}
+    bps_batch = med(x[0] for x in batched)
+    sent_batch = med(x[1] for x in batched)
+    paced_recv = med(x[0] for x in paced)
+    paced_sent = med(x[1] for x in paced)
+    paced_drop = med(100 * x[2] / max(1.0, x[1] * PACED_SECONDS) for x in paced)  # % of bags sent
     frames_sent = med(x[1] for x in frames)
     frames_recv = med(x[0] for x in frames)
+    frames_recv_bytes = med(x[0] for x in frames_bytes)
     print(f"~{len(small)}-byte msgpack bags between two processes, median of {repeats} runs")
     sent = {k: med(x[1] for x in rate[k]) for k in kinds}
     print(f"{'':22}{'p50 µs':>10}{'p99 µs':>10}{'received/s':>12}{'sent/s':>12}")
+    print(f"{'tatolab ring read_many':22}{p50['ring']:>10.1f}{p99['ring']:>10.1f}"
+          f"{bps_batch:>12,.0f}{sent_batch:>12,.0f}")
     for k in kinds:
-        print(f"{names[k]:22}{p50[k]:>10.1f}{p99[k]:>10.1f}{bps[k]:>12,.0f}{sent[k]:>12,.0f}")
+        label = names[k] + (" read()" if k == "ring" else "")
+        print(f"{label:22}{p50[k]:>10.1f}{p99[k]:>10.1f}{bps[k]:>12,.0f}{sent[k]:>12,.0f}")
     print("(received/s: bags the reader got; the ring never blocks its writer, so a slower reader drops)")
-    print(f"8 MB payloads through the ring: {frames_sent:,.0f}/s published by the writer, "
-          f"{frames_recv:,.0f}/s copied out by one ordered reader (the rest counted as dropped)")
-    print(f"ring writer cost: {cost1:,.0f} ns/write with 1 reader, {cost4:,.0f} ns with 4 "
-          f"(ratio {cost4 / cost1:.2f})")
+    print(f"ring, writer paced at {PACED_RATE:,}/s: {paced_sent:,.0f}/s sent, {paced_recv:,.0f}/s received "
+          f"with read_many, {paced_drop:.1f}% dropped")
+    print(f"8 MB payloads through the ring: {frames_sent:,.0f}/s published by the writer; one ordered reader "
+          f"copied out {frames_recv:,.0f}/s with read_into, {frames_recv_bytes:,.0f}/s with read() "
+          f"(the rest counted as dropped)")
+    print(f"ring writer cost, readers asleep between bags (2 kHz): {cost1:,.0f} ns/write with 1 reader, "
+          f"{cost4:,.0f} ns with 4 (ratio {cost4 / cost1:.2f})")
+    print(f"ring writer cost, busy link ({1 / BUSY_PERIOD_S / 1000:.0f} kHz, readers keeping up): "
+          f"{busy1:,.0f} ns/write with 1 reader, {busy4:,.0f} ns with 4 (ratio {busy4 / busy1:.2f})")
     print(f"idle ring reader CPU: {idle:.3f}%")
     print(json.dumps({
         "tatolab_p50_us": round(p50["ring"], 1), "tatolab_p99_us": round(p99["ring"], 1),
-        "tatolab_bags_per_s": round(bps["ring"]),
-        "tatolab_sent_per_s": round(sent["ring"]),
+        "tatolab_bags_per_s": round(bps_batch),
+        "tatolab_sent_per_s": round(sent_batch),
+        "tatolab_bags_per_s_read": round(bps["ring"]),
+        "tatolab_sent_per_s_read": round(sent["ring"]),
+        "tatolab_paced_rate": PACED_RATE,
+        "tatolab_paced_sent_per_s": round(paced_sent),
+        "tatolab_paced_bags_per_s": round(paced_recv),
+        "tatolab_paced_dropped_pct": round(paced_drop, 2),
         "pyzmq_p50_us": round(p50["pyzmq"], 1), "pyzmq_p99_us": round(p99["pyzmq"], 1),
         "pyzmq_bags_per_s": round(bps["pyzmq"]),
         "mpqueue_p50_us": round(p50["mpqueue"], 1), "mpqueue_p99_us": round(p99["mpqueue"], 1),
         "mpqueue_bags_per_s": round(bps["mpqueue"]),
         "frames_8mb_per_s": round(frames_sent),
         "frames_8mb_received_per_s": round(frames_recv),
+        "frames_8mb_received_per_s_read": round(frames_recv_bytes),
         "writer_cost_1_reader_ns": round(cost1), "writer_cost_4_readers_ns": round(cost4),
         "writer_cost_ratio_4_vs_1": round(cost4 / cost1, 2),
+        "writer_cost_busy_1_reader_ns": round(busy1), "writer_cost_busy_4_readers_ns": round(busy4),
+        "writer_cost_busy_ratio_4_vs_1": round(busy4 / busy1, 2),
         "idle_reader_cpu_pct": round(idle, 3),
     }))
 

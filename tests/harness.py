@@ -131,7 +131,7 @@ class Runtime:
         )
 
     def stream_names(self) -> list[str]:
-        out = self.cli("streams", check=True).stdout.splitlines()[1:]
+        out = self.cli("streams", check=True).stdout.split("\n\n")[0].splitlines()[1:]  # the table ends at a blank line
         return [line.split()[0] for line in out if line.strip() and not line.startswith(" ")]
 
 

@@ -397,3 +397,121 @@ def test_errors_name_the_problem(base, monkeypatch):
         RingReader(base, 0, "latest")
     with pytest.raises(ValueError, match="0..63"):
         RingReader(base, 64, "ordered")
+
+
+# --- batch reads, reads into a buffer, and wakes only for sleepers ----------------------
+
+def test_read_many_takes_every_bag_in_order_and_counts_drops_exactly(base):
+    create_ring(base, slot_size=256, slot_count=8)
+    w = RingWriter(base)
+    r = RingReader(base, 0, "ordered")
+    assert r.read_many() == []
+    for seq in range(1, 6):
+        w.write(_bag(seq))
+    assert [_check(d) for d, _ in r.read_many(3)] == [1, 2, 3]
+    assert [_check(d) for d, _ in r.read_many()] == [4, 5]
+    for seq in range(6, 31):  # laps the reader
+        w.write(_bag(seq))
+    got = r.read_many()
+    assert [_check(d) for d, _ in got] == list(range(23, 31))
+    assert all(a[1] <= b[1] for a, b in zip(got, got[1:]))
+    assert (r.read_count, r.dropped) == (13, 17)
+    assert r.read_count + r.dropped == w.seq
+    counters = read_counters(base)["readers"][0]
+    assert (counters["read"], counters["dropped"]) == (13, 17)
+    newest = RingReader(base, 1, "newest")
+    assert [_check(d) for d, _ in newest.read_many()] == [30]
+    newest.close()
+    r.close()
+    w.close()
+
+
+def test_read_many_follows_the_ring_when_it_grows(base):
+    create_ring(base, slot_size=1024, slot_count=16)
+    w = RingWriter(base)
+    r = RingReader(base, 0, "ordered")
+    w.write(_bag(1))
+    w.write(_bag(2, 4096))  # moves to generation 1
+    w.write(_bag(3))
+    seen = []
+    while got := r.read_many():
+        seen += [_check(d) for d, _ in got]
+    assert seen == [1, 2, 3] and r.generation == 1 and r.dropped == 0
+    r.close()
+    w.close()
+
+
+def test_read_into_fills_the_buffer_and_refuses_one_too_small(base):
+    create_ring(base, slot_size=4096, slot_count=4)
+    w = RingWriter(base)
+    r = RingReader(base, 0, "ordered")
+    buf = bytearray(4096)
+    assert r.read_into(buf) is None
+    w.write(_bag(1, 3000))
+    n, ts = r.read_into(buf)
+    assert n == 3000 and ts > 0 and _check(bytes(buf[:n])) == 1
+    w.write(_bag(2, 3000))
+    with pytest.raises(ValueError, match=r"3,000 bytes does not fit the 100 byte buffer.*4,096"):
+        r.read_into(bytearray(100))
+    assert (r.read_count, r.dropped) == (1, 0)  # the refused bag is still there
+    n, _ = r.read_into(memoryview(buf)[:3000])
+    assert _check(bytes(buf[:n])) == 2 and (r.read_count, r.dropped) == (2, 0)
+    r.close()
+    w.close()
+
+
+def test_writer_calls_wake_only_while_a_reader_sleeps(base, monkeypatch):
+    create_ring(base, slot_size=256, slot_count=8)
+    wakes = []
+    monkeypatch.setattr(ring, "futex_wake", lambda addr, count=0x7FFFFFFF: wakes.append(addr) or 0)
+    w = RingWriter(base)
+    r = RingReader(base, 4, "ordered")
+    w.write(_bag(1))
+    assert wakes == []
+    r._g.sleepers[4] = 1  # as a reader inside futex_wait (or killed there) leaves it
+    w.write(_bag(2))
+    assert len(wakes) == 1
+    r._g.sleepers[4] = 0
+    assert len(r.read_many()) == 2
+    assert r.wait(0.01) is False  # a real sleep: the byte is set during it and cleared after
+    assert r._g.sleepers[4] == 0
+    w.write(_bag(3))
+    assert len(wakes) == 1
+    r.close()
+    w.close()
+
+
+def _count_missed_wakes(base: str, n: int, out) -> None:
+    """Read n bags, sleeping whenever there is nothing; report waits that timed out."""
+    r = RingReader(base, 0, "ordered")
+    out.send("attached")
+    timeouts, last = 0, 0
+    while last < n:
+        got = r.read_many()
+        if not got:
+            if not r.wait(10.0):
+                timeouts += 1
+            continue
+        last = _check(got[-1][0])
+    out.send((timeouts, r.read_count, r.dropped))
+    r.close()
+
+
+def test_readers_that_sleep_between_bags_are_always_woken(base):
+    """The writer skips the wake syscall when no sleepers byte is set; a reader that went
+    to sleep must still be woken for every bag (a missed wake shows as a 10 s timeout)."""
+    n = 600
+    create_ring(base, slot_size=256, slot_count=1024)
+    parent, child = SPAWN.Pipe()
+    proc = _run(_count_missed_wakes, base, n, child)
+    assert parent.poll(30) and parent.recv() == "attached"
+    w = RingWriter(base)
+    for seq in range(1, n + 1):
+        w.write(_bag(seq))
+        if seq % 3 == 0:
+            time.sleep(0.0003)  # sometimes long enough for the reader to sleep
+    assert parent.poll(60), "the reader did not finish"
+    timeouts, read, dropped = parent.recv()
+    proc.join(10)
+    assert (timeouts, read, dropped) == (0, n, 0)
+    w.close()

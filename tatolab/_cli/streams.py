@@ -9,6 +9,7 @@ from typing import Any
 
 from tatolab import _records
 from tatolab._cli.client import Client
+from tatolab._cli.inspect import trouble_lines
 from tatolab._cli.output import fail
 
 
@@ -70,6 +71,11 @@ def cmd_streams(args: argparse.Namespace) -> int:
                 f"{row['name']} failed: {row.get('reason', 'unknown')}. "
                 f"`tatolab start {row['name']}` retries it, `tatolab rm {row['name']}` forgets it."
             )
+    troubled = Client().request("troubled_nodes")
+    if troubled:
+        print()
+        for line in trouble_lines(troubled):
+            print(line)
     return 0
 
 
@@ -86,8 +92,11 @@ def format_streams_table(rows: list[dict[str, Any]]) -> str:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    Client().request("stop", name=args.name)
-    print(f"{args.name} stopped")
+    result = Client().request("stop", name=args.name)
+    if result.get("kept"):
+        print(f"{args.name} stopped; it stays stopped, across restarts too, until `tatolab start {args.name}`")
+    else:
+        print(f"{args.name} stopped")
     return 0
 
 

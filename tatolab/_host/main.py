@@ -8,6 +8,7 @@ node prints reaches the runtime through stdout and stderr.
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import json
 import logging
@@ -61,10 +62,16 @@ class _LoggingBridge(logging.Handler):
 class _Control:
     """Reads control messages from stdin on a thread of its own."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_stop: Any = None) -> None:
         self.messages: queue.SimpleQueue[dict] = queue.SimpleQueue()
         self.stopping = threading.Event()
+        self._on_stop = on_stop  # wakes the node's thread if it sleeps on its inputs
         threading.Thread(target=self._run, name="tatolab-control", daemon=True).start()
+
+    def _stop(self) -> None:
+        self.stopping.set()
+        if self._on_stop is not None:
+            self._on_stop()
 
     def _run(self) -> None:
         for line in sys.stdin:
@@ -73,10 +80,10 @@ class _Control:
             except ValueError:
                 continue
             if message.get("op") == "stop":
-                self.stopping.set()
+                self._stop()
             else:
                 self.messages.put(message)
-        self.stopping.set()  # stdin closed: the runtime is gone or wants us gone
+        self._stop()  # stdin closed: the runtime is gone or wants us gone
 
 
 def _import_node_class(class_path: str) -> type:
@@ -110,7 +117,10 @@ def main() -> None:
         )
         sys.exit(EXIT_BAD_NODE)
 
-    control = _Control()
+    # The runtime's watchdog sends SIGUSR1 before killing a hung node: the stacks land in the
+    # log. faulthandler dumps from its C handler, so it works while a C call holds the GIL.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    control = _Control(on_stop=runner.wake)
     signal.signal(signal.SIGTERM, lambda *_: control.stopping.set())
     signal.signal(signal.SIGINT, lambda *_: control.stopping.set())
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from tatolab._host.status import open_for_node
 from tatolab._links.ring import RingReader, RingWriter, wait_any
 from tatolab._sdk.nodes import create
 from tatolab._sdk.context import (
@@ -43,12 +44,21 @@ class NodeRunner:
             log=NodeLogger(sink.emit),
         )
         self.instance = create(node_class, spec.get("config"), node=self.name)
+        self.status = open_for_node(spec.get("status"))  # the runtime's watchdog reads it
 
     def _add_link(self, port: str, link: dict[str, Any]) -> None:
         reader = RingReader(link["base"], link["reader_index"], self.inputs[port].profile)
         key = link["key"]
         self.readers[key] = reader
         self.inputs[port].add_link(key, reader)
+
+    def wake(self) -> None:
+        """Called from the control thread on stop: end a wait on the input rings at once."""
+        for reader in list(self.readers.values()):
+            try:
+                reader.interrupt()
+            except (ValueError, AttributeError, TypeError):
+                pass  # closed meanwhile by the node's own thread
 
     def _apply(self, message: dict[str, Any]) -> None:
         op = message.get("op")
@@ -85,18 +95,24 @@ class NodeRunner:
                 reader.close()
             for port in self.outputs.values():
                 port.writer.close()
+            self.status.close()
 
     def _run_reactive(self, control: Any) -> None:
         process = self.instance.process
         inputs = list(self.inputs.values())
         stopping = control.stopping
+        status = self.status
         while not stopping.is_set():
             arrived = False
             for port in inputs:
                 if port.fill():
                     arrived = True
             if arrived:
-                process(self.ctx)
+                status.begin()
+                try:
+                    process(self.ctx)
+                finally:
+                    status.end()
                 continue
             if not control.messages.empty():
                 self._drain_control(control)
@@ -109,9 +125,14 @@ class NodeRunner:
 
     def _run_continuous(self, control: Any) -> None:
         process = self.instance.process
+        status = self.status
         next_tick = time.monotonic()
         while not control.stopping.is_set():
-            process(self.ctx)
+            status.begin()
+            try:
+                process(self.ctx)
+            finally:
+                status.end()
             if not control.messages.empty():
                 self._drain_control(control)
             next_tick += self.interval_s

@@ -10,6 +10,8 @@ File layout (all integers little-endian u64 unless said):
     0      header: magic, version, generation, slot_size, slot_count, write_seq,
            last_write_ns, moved, base_seq, slot_stride, slots_offset
     128    futex word (u32), bumped after every publish and when the ring moves
+    192    sleepers line: byte i is 1 while reader i may be asleep on the futex word
+           (reader i owns it like its record; the writer only reads it)
     256    reader table: 64 records of 64 bytes:
            pid, read_count, dropped, last_read_ns, active, next_seq, 0, 0
     8192   slots, each `slot_stride` bytes: seq, length, publish_ns, (pad to 64), payload
@@ -17,6 +19,22 @@ File layout (all integers little-endian u64 unless said):
 Sequence numbers start at 1 and continue across generations. Slot seq word is
 2*s - 1 while bag s is being written and 2*s once published (a seqlock): a reader copies
 the payload, then re-reads the word; a change means the writer lapped it mid-copy.
+
+Waking: a writer calls FUTEX_WAKE only when some sleepers byte is set (a wake syscall
+costs ~2 us even with nobody waiting). The handshake is Dekker's:
+
+    reader: sleepers[i] = 1; futex_wait(word, w)    (kernel: smp_mb, then load word)
+    writer: word += 1;       full_fence(); load sleepers; wake if any is set
+
+The kernel documents a full barrier in futex_wait between queueing the waiter and
+loading the word (hb_waiters_inc + smp_mb, kernel/futex/waitwake.c), so the reader's
+flag store precedes its load of the word; the writer's full_fence orders its word store
+before its flag load. Both stores precede both loads, so at least one side sees the
+other: either the kernel sees the new word and the wait returns at once, or the writer
+sees the flag and wakes. A reader killed while asleep leaves its byte set; the writer
+then just keeps calling wake (the old cost), harming nobody. Readers on a busy link
+(bags less than _SPIN_GAP_NS apart) poll briefly before sleeping, so they rarely sleep
+and the writer rarely pays for a wake.
 """
 
 from __future__ import annotations
@@ -25,7 +43,7 @@ import mmap
 import os
 import time
 
-from .futex import fence, futex_wait, futex_waitv, futex_wake, word_at
+from .futex import fence, full_fence, futex_wait, futex_waitv, futex_wake, word_at
 
 __all__ = [
     "BagTooLarge",
@@ -42,7 +60,7 @@ __all__ = [
 ]
 
 MAGIC = int.from_bytes(b"TATORNG1", "little")
-VERSION = 1
+VERSION = 2  # 2: the sleepers line (a version-1 reader would never set it, and miss wakes)
 MAX_READERS = 64
 MAX_BAG_BYTES = 1 << 30  # 1 GiB
 _MIB = 1 << 20
@@ -52,6 +70,13 @@ _MIN_GROWN_SLOTS = 4
 # header word indices (u64)
 _MAGIC, _VERSION, _GEN, _SLOT_SIZE, _SLOT_COUNT, _WRITE_SEQ, _LAST_WRITE_NS, _MOVED, _BASE_SEQ, _STRIDE, _H_SLOTS_OFF = range(11)
 _FUTEX_OFF = 128
+_SLEEPERS_OFF = 192
+_NO_SLEEPERS = bytes(MAX_READERS)
+# A reader whose last two bags were published less than _SPIN_GAP_NS apart polls for up
+# to _SPIN_NS (yielding the CPU between looks) before it sleeps. Slower links sleep at
+# once, so an idle or 1 kHz reader costs no extra CPU.
+_SPIN_GAP_NS = 50_000
+_SPIN_NS = 50_000
 _TABLE_OFF = 256
 _RECORD_BYTES = 64
 _TABLE_BYTES = MAX_READERS * _RECORD_BYTES
@@ -156,6 +181,7 @@ class _Gen:
         self.stride_q = q[_STRIDE] // 8
         self.slots_q = q[_H_SLOTS_OFF] // 8
         self.word, self.addr = word_at(self.mm, _FUTEX_OFF)
+        self.sleepers = self.mv[_SLEEPERS_OFF:_SLEEPERS_OFF + MAX_READERS]
 
     def slot_q(self, seq: int) -> int:
         return self.slots_q + ((seq - 1) % self.count) * self.stride_q
@@ -169,6 +195,7 @@ class _Gen:
 
     def close(self) -> None:
         self.word = None
+        self.sleepers.release()
         self.q.release()
         self.mv.release()
         self.mm.close()
@@ -245,6 +272,7 @@ class RingWriter:
         self._i = self._seq % g.count
         self._word = g.word
         self._addr = g.addr
+        self._sleepers = g.sleepers
 
     @property
     def seq(self) -> int:
@@ -256,7 +284,7 @@ class RingWriter:
         return self._g.gen
 
     def write(self, payload: bytes) -> int:
-        """Publish one bag and wake every waiting reader; returns its sequence number."""
+        """Publish one bag and wake every sleeping reader; returns its sequence number."""
         n = len(payload)
         if n > self._slot_size:
             if type(payload) is not bytes:
@@ -283,7 +311,9 @@ class RingWriter:
         self._i = 0 if i == self._count else i
         word = self._word
         word.value += 1
-        futex_wake(self._addr)
+        full_fence()  # the word store before the sleepers load: see the module docstring
+        if self._sleepers != _NO_SLEEPERS:
+            futex_wake(self._addr)
         return s
 
     def _grow(self, n: int) -> None:
@@ -307,7 +337,7 @@ class RingWriter:
     def close(self) -> None:
         """Unmap the ring (the files stay: the runtime removes them)."""
         if self._g is not None:
-            self._q = self._mv = self._word = None
+            self._q = self._mv = self._word = self._sleepers = None
             self._slots = []
             self._g.close()
             self._g = None
@@ -340,6 +370,8 @@ class RingReader:
         self.read_count = q[r + _R_READ]
         self.dropped = q[r + _R_DROPPED]
         self._next = q[r + _R_NEXT] or (1 if start == "beginning" else q[_WRITE_SEQ] + 1)
+        self._last_ts = 0
+        self._gap = 1 << 62  # ns between the last two bags read: is the link busy?
         self._attach(g)
 
     def _attach(self, g: _Gen) -> None:
@@ -357,6 +389,7 @@ class RingReader:
         q[r + _R_DROPPED] = self.dropped
         q[r + _R_NEXT] = self._next
         q[r + _R_ACTIVE] = 1
+        g.sleepers[self.index] = 0
 
     @property
     def generation(self) -> int:
@@ -380,6 +413,79 @@ class RingReader:
 
     def read(self) -> tuple[bytes, int] | None:
         """The next bag as (payload, publish_ns), or None when there is nothing new."""
+        return self._read(None)
+
+    def read_into(self, buffer) -> tuple[int, int] | None:
+        """Copy the next bag into `buffer` (any writable buffer: bytearray, numpy array,
+        mmap) and return (length, publish_ns), or None when there is nothing new.
+
+        For big bags: no new object per bag (a fresh 8 MB bytes costs its page faults
+        every time). The bag is checked after the copy, so `buffer[:length]` is never torn.
+        Raises ValueError, leaving the bag unread, when it does not fit."""
+        with memoryview(buffer) as mv, mv.cast("B") as dest:
+            return self._read(dest)
+
+    def read_many(self, limit: int = 64) -> list[tuple[bytes, int]]:
+        """Up to `limit` bags as (payload, publish_ns), oldest first; [] when nothing is new.
+
+        For "ordered" readers this takes every bag already published in one pass (one
+        counter update per call); "newest" gives at most one bag, as `read` does."""
+        if self._newest or limit < 1:
+            got = self._read(None)
+            return [] if got is None else [got]
+        out = []
+        while True:
+            q = self._q
+            nxt = self._next
+            last = q[_WRITE_SEQ]
+            room = limit - len(out)
+            if last - nxt >= room:
+                last = nxt + room - 1
+            slots, count, mv, size = self._slots, self._count, self._mv, self._slot_size
+            s = nxt
+            ts = 0
+            while s <= last:
+                # Bag s is in its slot, whole, exactly when the slot's seqlock word reads 2*s
+                # before and after the copy; anything else (lapped, torn) goes the slow way.
+                h = slots[(s - 1) % count]
+                v = q[h]
+                if v != 2 * s:
+                    break
+                n = q[h + 1]
+                if n > size:
+                    break
+                ts = q[h + 2]
+                off = (h << 3) + _SLOT_HEADER
+                data = mv[off:off + n].tobytes()
+                fence()
+                if q[h] != v:
+                    break
+                out.append((data, ts))
+                s += 1
+            if s > nxt:
+                got = s - nxt
+                self.read_count += got
+                self._next = s
+                if got > 1:
+                    self._gap = (ts - out[-got][1]) // (got - 1)
+                else:
+                    self._gap = ts - self._last_ts
+                self._last_ts = ts
+                r = self._r
+                q[r + _R_READ] = self.read_count
+                q[r + _R_NEXT] = s
+                q[r + _R_LAST_READ_NS] = time.monotonic_ns()
+            if len(out) >= limit or s > q[_WRITE_SEQ] and not q[_MOVED]:
+                return out
+            # lapped, torn, or the ring moved: the one-bag path sorts it out (and counts drops)
+            got = self._read(None)
+            if got is None:
+                return out
+            out.append(got)
+            if len(out) >= limit:
+                return out
+
+    def _read(self, dest: memoryview | None) -> tuple[bytes, int] | tuple[int, int] | None:
         q = self._q
         floor = self._next
         while True:
@@ -411,7 +517,17 @@ class RingReader:
                 floor = self._headroom(target)
                 continue
             off = (h << 3) + _SLOT_HEADER
-            data = self._mv[off:off + n].tobytes()
+            if dest is None:
+                data = self._mv[off:off + n].tobytes()
+            else:
+                if n > dest.nbytes:
+                    raise ValueError(
+                        f"a bag of {n:,} bytes does not fit the {dest.nbytes:,} byte buffer "
+                        f"given to read_into on {self.base}; pass a buffer of at least "
+                        f"{self._slot_size:,} bytes (the ring's slot size)"
+                    )
+                dest[:n] = self._mv[off:off + n]
+                data = n
             fence()
             if q[h] != v:
                 floor = self._headroom(target)  # torn: lapped during the copy
@@ -422,6 +538,8 @@ class RingReader:
                 q[self._r + _R_DROPPED] = self.dropped
             self.read_count += 1
             self._next = target + 1
+            self._gap = ts - self._last_ts
+            self._last_ts = ts
             r = self._r
             q[r + _R_READ] = self.read_count
             q[r + _R_NEXT] = target + 1
@@ -434,10 +552,25 @@ class RingReader:
         Returns False on timeout, True when new data may exist (also after a signal,
         so a node's stop handler gets to run)."""
         g = self._g
-        w = g.word.value
+        word = g.word
+        w = word.value
         if self.has_new():
             return True
-        return futex_wait(g.addr, w, timeout_s)
+        if self._gap < _SPIN_GAP_NS and _spin([word], [w]):
+            return True
+        sleepers, i = g.sleepers, self.index
+        sleepers[i] = 1  # before futex_wait's load of the word: see the module docstring
+        try:
+            return futex_wait(g.addr, w, timeout_s)
+        finally:
+            sleepers[i] = 0
+
+    def interrupt(self) -> None:
+        """Wake whoever waits on this ring now (any thread): a stop request must not wait
+        for the next bag, which may never come once the node upstream has stopped."""
+        g = self._g
+        if g is not None and g.word is not None:
+            g.bump_and_wake()
 
     def close(self) -> None:
         """Detach; the record keeps its totals and position so a restarted reader resumes."""
@@ -453,13 +586,39 @@ def wait_any(readers: list[RingReader], timeout_s: float | None) -> bool:
 
     Returns False on timeout, True otherwise (including after a signal)."""
     words = []
+    busy = False
     for r in readers:
         g = r._g
         w = g.word.value
         if r.has_new():
             return True
         words.append((g.addr, w))
-    return futex_waitv(words, timeout_s) != -1
+        if r._gap < _SPIN_GAP_NS:
+            busy = True
+    if busy and _spin([r._g.word for r in readers], [w for _, w in words]):
+        return True
+    for r in readers:
+        r._g.sleepers[r.index] = 1
+    try:
+        return futex_waitv(words, timeout_s) != -1
+    finally:
+        for r in readers:
+            if r._g is not None:
+                r._g.sleepers[r.index] = 0
+
+
+def _spin(words: list, expected: list[int]) -> bool:
+    """Poll the futex words for up to _SPIN_NS, yielding the CPU between looks; True as
+    soon as one changes (a publish, a move or an interrupt), False when the time is up."""
+    deadline = time.monotonic_ns() + _SPIN_NS
+    clock, pause = time.monotonic_ns, os.sched_yield
+    while True:
+        pause()
+        for word, w in zip(words, expected):
+            if word.value != w:
+                return True
+        if clock() > deadline:
+            return False
 
 
 def _open_for_runtime(base: str) -> _Gen:

@@ -62,6 +62,10 @@ async def compile_stream(
             f"the stream function in {project} did not return within {COMPILE_TIMEOUT_S} s; "
             "a stream function only builds the graph: move long work into a node"
         ) from None
+    except asyncio.CancelledError:  # the client hung up mid-compile (dev): leave no process behind
+        process.kill()
+        await asyncio.shield(process.wait())
+        raise
     stderr = err.decode(errors="replace")
     if "No module named tatolab" in stderr or "No module named 'tatolab'" in stderr:
         raise CompileError(

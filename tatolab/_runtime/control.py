@@ -6,7 +6,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from tatolab._runtime import paths
 from tatolab._runtime.compiler import CompileError, compile_stream, project_python
+from tatolab._runtime.kept import KeptStreams
+from tatolab._runtime.records import DamagedRecord
 from tatolab._runtime.streams import LoadedStream
 
 
@@ -15,10 +18,12 @@ class ControlError(Exception):
 
 
 class Runtime:
-    def __init__(self) -> None:
+    def __init__(self, kept: KeptStreams | None = None) -> None:
         self.streams: dict[str, LoadedStream] = {}
+        self.kept = kept if kept is not None else KeptStreams(paths.state_dir())
         self._load_lock = asyncio.Lock()
         self._unloading: set[asyncio.Task] = set()
+        self.closing = False  # set by shutdown: no stream starts after it
 
     async def load(
         self,
@@ -38,35 +43,134 @@ class Runtime:
         except CompileError as exc:
             raise ControlError(str(exc)) from None
         async with self._load_lock:
+            if self.closing:
+                raise ControlError("the runtime is stopping")
             stream_name = graph["stream"]
-            holder = self.streams.get(stream_name)
-            if holder is not None:
-                raise ControlError(
-                    f"a stream named {stream_name} is already loaded from {holder.project} ({holder.mode}); "
-                    f"stop it with `tatolab stop {stream_name}`, or load this one under another name with --name"
-                )
+            if mode == "kept":
+                return await self._keep(stream_name, project_dir, python, graph, target=target, file=file)
+            self.check_name_free(stream_name)
             stream = LoadedStream(name=stream_name, project=project_dir, graph=graph, mode=mode)
             self.streams[stream_name] = stream
             stream.start(python)
         return stream
 
+    async def _keep(self, name: str, project: Path, python: Path, graph: dict[str, Any], *,
+                    target: str | None, file: str | None) -> LoadedStream:
+        """`run -d`, under the load lock: record the stream, replacing this project's earlier
+        version of it (record and running stream), and start it."""
+        old = self.streams.get(name)
+        if old is not None and not (old.mode == "kept" and old.project == project):
+            old = None
+        self.check_name_free(name, replacing=old, keeping_from=project)
+        if old is not None:
+            await self._unload(old, "replaced by a new `tatolab run -d`")
+        self.kept.keep(name, project, python, graph, target=target, file=file)
+        stream = LoadedStream(name=name, project=project, graph=graph, mode="kept")
+        self.streams[name] = stream
+        try:
+            stream.start(python)
+        finally:
+            self.kept.loaded(name)
+        return stream
+
+    def check_name_free(self, stream_name: str, *, replacing: LoadedStream | None = None,
+                        keeping_from: Path | None = None) -> None:
+        """Refuse a name another stream holds; every load (run, run -d, dev) goes through here.
+
+        A kept stream's record holds its name even while it is stopped or failed; only
+        `run -d` from the record's own project (``keeping_from``) may replace it.
+        """
+        record = self.kept.holder(stream_name)
+        if record is not None and not (
+            keeping_from is not None and (isinstance(record, DamagedRecord) or Path(record.project) == keeping_from)
+        ):
+            state = "failed" if isinstance(record, DamagedRecord) else record.state
+            raise ControlError(
+                f"a stream named {stream_name} is kept from {record.project} ({state}); a kept stream holds its "
+                f"name even while stopped: remove it first with `tatolab rm {stream_name}`, or load this one under "
+                f"another name with --name"
+            )
+        holder = self.streams.get(stream_name)
+        if holder is None or holder is replacing:
+            return
+        if holder.mode == "kept":
+            raise ControlError(
+                f"a stream named {stream_name} is kept from {holder.project}; a kept stream holds its name: "
+                f"remove it first with `tatolab rm {stream_name}`, or load this one under another name with --name"
+            )
+        raise ControlError(
+            f"a stream named {stream_name} is already loaded from {holder.project} ({holder.mode}); "
+            f"stop it with `tatolab stop {stream_name}`, or load this one under another name with --name"
+        )
+
+    async def replace(
+        self,
+        project: Path,
+        graph: dict[str, Any],
+        *,
+        old: LoadedStream | None = None,
+        mode: str = "attached",
+        reason: str = "replaced by a new version",
+    ) -> LoadedStream:
+        """Start the compiled ``graph`` in place of ``old`` (which may have another name, or be None).
+
+        The name is checked first, so a refused replacement leaves ``old`` running. ``old``
+        stops completely before the new version starts: two versions of a node never run at
+        once (they would share files and devices). Cancelling the caller does not cut this short.
+        """
+        project = Path(project).resolve()
+        try:
+            python = project_python(project)
+        except CompileError as exc:
+            raise ControlError(str(exc)) from None
+
+        async def swap() -> LoadedStream:
+            async with self._load_lock:
+                if self.closing:
+                    raise ControlError("the runtime is stopping")
+                self.check_name_free(graph["stream"], replacing=old)
+                if old is not None and self.streams.get(old.name) is old:
+                    await self._unload(old, reason)
+                stream = LoadedStream(name=graph["stream"], project=project, graph=graph, mode=mode)
+                self.streams[stream.name] = stream
+                stream.start(python)
+                return stream
+
+        return await asyncio.shield(asyncio.ensure_future(swap()))
+
     def list_streams(self) -> list[dict[str, Any]]:
-        return [
+        """Loaded streams, then kept ones not loaded now (stopped, failed with a reason, or about to load)."""
+        loaded = [
             {"name": s.name, "state": s.mode, "nodes": len(s.graph["nodes"]), "project": str(s.project)}
             for s in self.streams.values()
         ]
+        return loaded + self.kept.rows(set(self.streams))
+
+    def unknown(self, name: str) -> ControlError:
+        """The error for a name that is neither loaded nor kept, listing what exists."""
+        known = ", ".join(f"{row['name']} ({row['state']})" for row in self.list_streams()) or "none"
+        return ControlError(f"no stream named {name} on this machine; its streams: {known}")
 
     def _find(self, name: str) -> LoadedStream:
         stream = self.streams.get(name)
         if stream is None:
-            known = ", ".join(sorted(self.streams)) or "none"
-            raise ControlError(f"no stream named {name} is loaded; loaded streams: {known}")
+            raise self.unknown(name)
         return stream
 
     async def stop(self, name: str, reason: str = "stopped by `tatolab stop`") -> dict[str, Any]:
-        stream = self._find(name)
-        await self._unload(stream, reason)
-        return {"name": name, "state": "stopped"}
+        """Unload a stream; a kept one is recorded as stopped first, so it stays stopped across restarts."""
+        record = self.kept.holder(name)
+        if isinstance(record, DamagedRecord):
+            raise ControlError(f"{name} cannot be stopped or started: {record.reason}; `tatolab rm {name}` forgets it")
+        stream = self.streams.get(name)
+        if record is None and stream is None:
+            raise self.unknown(name)
+        if record is not None:
+            self.kept.set_stopped(record, True)
+        if stream is not None:
+            await self._unload(stream, reason)
+            self.kept.unloaded(name)
+        return {"name": name, "state": "stopped", "kept": record is not None}
 
     async def _unload(self, stream: LoadedStream, reason: str, *, by_runtime: bool = False) -> None:
         """Unload ``stream``; shutdown waits for unloads in progress, so none is cut short."""
@@ -83,7 +187,9 @@ class Runtime:
             await self._unload(stream, reason)
 
     async def shutdown(self) -> None:
-        streams = list(self.streams.values())
+        self.closing = True
+        async with self._load_lock:  # a load or replace in progress finishes first, then is unloaded
+            streams = list(self.streams.values())
         await asyncio.gather(
             *(self._unload(s, "the runtime stopped", by_runtime=True) for s in streams),
             *self._unloading,

@@ -16,6 +16,7 @@ from tatolab import __version__, _records
 from tatolab._links import ring
 from tatolab._runtime import paths
 from tatolab._runtime.control import Runtime
+from tatolab._runtime.kept import KeptStreams, load_at_start
 from tatolab._runtime.lock import MachineLock, RuntimeAlreadyRunning
 from tatolab._runtime.logs import RotatingJsonl
 from tatolab._runtime.server import ControlServer
@@ -67,7 +68,9 @@ async def serve(lock: MachineLock) -> None:
     if reaped:
         say("info", f"removed {reaped} shared-memory files left by an earlier runtime")
 
-    runtime = Runtime()
+    kept = KeptStreams(state, say)
+    kept.begin()  # the two-crash rule, from the marker the previous run left
+    runtime = Runtime(kept)
     server = ControlServer(runtime, say)
     old_umask = os.umask(0o177)
     try:
@@ -82,12 +85,19 @@ async def serve(lock: MachineLock) -> None:
         loop.add_signal_handler(sig, stopping.set)
     say("info", f"tatolabd {__version__} running (pid {os.getpid()}), listening on {sock_path}",
         socket=str(sock_path), state=str(state))
+    loading = asyncio.create_task(load_at_start(runtime), name="load kept streams")
+    clean = False
     try:
         await stopping.wait()
+        clean = True
     finally:
         say("info", "stopping: ending every stream")
         listener.close()
+        loading.cancel()
+        await asyncio.gather(loading, return_exceptions=True)
         await runtime.shutdown()
+        if clean:
+            kept.stopped_cleanly()  # a clean stop ends every crash streak
         ring.reap(paths.shm_namespace())
         try:
             sock_path.unlink()

@@ -4,6 +4,7 @@ handed to whoever is watching (an attached terminal)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -12,14 +13,50 @@ from tatolab import _records
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
 KEPT_FILES = 3  # the live file plus two rotated ones: a chatty node cannot fill the disk
+MAX_BYTES_ENV = "TATOLAB_LOG_MAX_BYTES"  # overrides MAX_FILE_BYTES (tests use a small limit)
+_MIN_FILE_BYTES = 4096
+
+
+def max_file_bytes() -> int:
+    value = os.environ.get(MAX_BYTES_ENV)
+    if not value:
+        return MAX_FILE_BYTES
+    try:
+        return max(_MIN_FILE_BYTES, int(value))
+    except ValueError:
+        raise SystemExit(f"error: {MAX_BYTES_ENV}={value!r} is not a number of bytes") from None
+
+
+def fit_line(data: bytes, max_bytes: int) -> bytes:
+    """A record line no longer than ``max_bytes``: an oversized record keeps its head, its
+    message cut, and says how long it was (so one huge print cannot break the size bound)."""
+    if len(data) <= max_bytes:
+        return data
+    try:
+        record = json.loads(data)
+    except ValueError:
+        record = {"message": data.decode("utf-8", "replace")}
+    message = str(record.get("message", ""))
+    fields = {"truncated_from_bytes": len(data)}
+    keep = max(0, max_bytes // 2)
+    while True:
+        short = {**record, "message": message[:keep] + "...", "fields": fields}
+        line = (json.dumps(short, default=repr, ensure_ascii=False) + "\n").encode("utf-8", "replace")
+        if len(line) <= max_bytes:
+            return line
+        if keep == 0:
+            bare = {k: record.get(k) for k in ("ts_ns", "time", "level", "stream")}
+            bare.update(message="(a record too large for the log was left out)", fields=fields)
+            return (json.dumps(bare, default=repr) + "\n").encode()
+        keep //= 2
 
 
 class RotatingJsonl:
     """Appends whole lines with one ``write`` each, so a hard kill never leaves half a record."""
 
-    def __init__(self, path: Path, max_bytes: int = MAX_FILE_BYTES, kept: int = KEPT_FILES) -> None:
+    def __init__(self, path: Path, max_bytes: int | None = None, kept: int = KEPT_FILES) -> None:
         self.path = path
-        self.max_bytes = max_bytes
+        self.max_bytes = max_bytes or max_file_bytes()
         self.kept = kept
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -29,6 +66,7 @@ class RotatingJsonl:
         data = line.encode("utf-8", "replace")
         if not data.endswith(b"\n"):
             data += b"\n"
+        data = fit_line(data, self.max_bytes)
         if self._size + len(data) > self.max_bytes and self._size > 0:
             self._rotate()
         os.write(self._fd, data)

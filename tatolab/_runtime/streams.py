@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tatolab._host import status
 from tatolab._links import ring
 from tatolab._runtime import paths
 from tatolab._runtime.logs import StreamLog
@@ -26,11 +27,32 @@ def link_key(link: dict[str, Any]) -> str:
 class OutputRing:
     base: str
     next_reader: int = 0
+    released: list[int] = field(default_factory=list)  # tap records given back, reused first
 
     def claim_reader(self) -> int:
+        if self.released:
+            return self.released.pop()
+        if self.next_reader >= ring.MAX_READERS:
+            raise ring.RingError(f"{self.base} already has {ring.MAX_READERS} readers (links and taps)")
         index = self.next_reader
         self.next_reader += 1
         return index
+
+    def release(self, index: int) -> None:
+        """A tap ended: clear its record in the ring and let the next tap reuse the index."""
+        try:
+            ring.release_reader(self.base, index)
+        except ring.RingError:
+            return  # the stream stopped and its rings were reaped
+        self.released.append(index)
+
+
+@dataclass
+class LinkWiring:
+    """Where a wired link's counters live: its source ring and the reader record it uses."""
+
+    base: str
+    reader_index: int
 
 
 @dataclass
@@ -42,6 +64,8 @@ class LoadedStream:
     instance: int = field(default_factory=lambda: next(_instance_ids))
     nodes: dict[str, NodeProcess] = field(default_factory=dict)
     rings: dict[tuple[str, str], OutputRing] = field(default_factory=dict)
+    wiring: dict[str, LinkWiring] = field(default_factory=dict)  # link_key -> its ring and reader record
+    waiting: dict[str, str] = field(default_factory=dict)  # link_key -> why it is not wired yet
     log: StreamLog | None = None
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     end_reason: str = ""
@@ -54,6 +78,10 @@ class LoadedStream:
     def ring_base(self, node: str, port: str) -> str:
         return str(paths.SHM_DIR / f"{self.shm_prefix}{node}+{port}")
 
+    def status_path(self, node: str) -> str:
+        # "#" is never in a URL-safe name, so this cannot meet a ring file
+        return str(paths.SHM_DIR / f"{self.shm_prefix}{node}#status")
+
     def start(self, python: Path) -> None:
         self.log = self.log or StreamLog(self.name, self.project)
         specs: dict[str, dict[str, Any]] = {}
@@ -64,6 +92,7 @@ class LoadedStream:
                 ring.create_ring(base)
                 self.rings[(node["name"], out["port"])] = OutputRing(base)
                 outputs[out["port"]] = {"base": base}
+            status.create(self.status_path(node["name"]))
             specs[node["name"]] = {
                 "stream": self.name,
                 "node": node["name"],
@@ -71,6 +100,9 @@ class LoadedStream:
                 "config": node.get("config") or {},
                 "execution": node.get("execution", "reactive"),
                 "interval_ms": node.get("interval_ms"),
+                "watchdog_ms": node.get("watchdog_ms"),
+                "memory_limit_mb": node.get("memory_limit_mb"),
+                "status": self.status_path(node["name"]),
                 "project": str(self.project),
                 "inputs": {
                     port["port"]: {"delivery_profile": port["delivery_profile"], "links": []}
@@ -81,11 +113,15 @@ class LoadedStream:
         for link in self.graph["links"]:
             source = link["from"]
             if "address" in source:
-                continue  # a remote output: wired when exposure between streams lands
+                # a remote output: wired when exposure between streams lands
+                self.waiting[link_key(link)] = f"remote output {source['address']} is not wired yet"
+                continue
             out = self.rings[(source["node"], source["port"])]
             target = specs[link["to"]["node"]]["inputs"][link["to"]["port"]]
+            wiring = LinkWiring(out.base, out.claim_reader())
+            self.wiring[link_key(link)] = wiring
             target["links"].append(
-                {"key": link_key(link), "base": out.base, "reader_index": out.claim_reader()}
+                {"key": link_key(link), "base": out.base, "reader_index": wiring.reader_index}
             )
         for name, spec in specs.items():
             process = NodeProcess(stream=self.name, spec=spec, python=python, project=self.project, log=self.log)

@@ -10,8 +10,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from tatolab import _records
 from tatolab._host.orphans import die_with_parent
+from tatolab._host.status import NodeStatus
+from tatolab._runtime import health
 from tatolab._runtime.compiler import child_env
 from tatolab._runtime.logs import StreamLog
 
@@ -20,6 +24,7 @@ MAX_BACKOFF_S = 5.0
 STABLE_AFTER_S = 10.0  # a node that ran this long starts its backoff afresh
 STOP_GRACE_S = 3.0
 LINE_LIMIT = 1024 * 1024
+STACK_DUMP_WAIT_S = 0.3  # a hung node gets this long to dump its stacks (SIGUSR1) before SIGKILL
 
 
 def describe_exit(code: int) -> str:
@@ -45,12 +50,43 @@ class NodeProcess:
         self.process: asyncio.subprocess.Process | None = None
         self._stopping = False
         self._task: asyncio.Task | None = None
+        # health: the watchdog reads the status file the node host writes around process()
+        self.watchdog_ms = health.watchdog_limit_ms(spec.get("execution", "reactive"), spec.get("watchdog_ms"))
+        self.memory_limit = health.memory_limit_bytes(spec.get("memory_limit_mb"))
+        self.status: NodeStatus | None = None
+        self.busy_since_ns = 0
+        self.hangs = 0
+        self.memory_restarts = 0
+        self.crash_streak = 0
+        self._kill_reason: str | None = None
+        self._ps: psutil.Process | None = None  # kept between calls so cpu_percent measures an interval
 
     @property
     def pid(self) -> int | None:
         return self.process.pid if self.process and self.process.returncode is None else None
 
+    def usage(self) -> dict[str, Any]:
+        """CPU (percent since the previous call) and resident memory of the running process."""
+        pid = self.pid
+        if pid is None:
+            return {"cpu_percent": None, "memory_bytes": None}
+        try:
+            if self._ps is None or self._ps.pid != pid:
+                self._ps = psutil.Process(pid)
+            with self._ps.oneshot():
+                return {"cpu_percent": self._ps.cpu_percent(None), "memory_bytes": self._ps.memory_info().rss}
+        except psutil.Error:
+            return {"cpu_percent": None, "memory_bytes": None}
+
+    def busy_ms(self) -> float | None:
+        """How long the running process() call has lasted, read live; None when idle."""
+        if self.status is None or self.pid is None:
+            return None
+        return health.busy_ms(self.status.busy_since_ns(), time.monotonic_ns())
+
     def start(self) -> None:
+        if self.spec.get("status"):
+            self.status = NodeStatus(self.spec["status"])
         self._task = asyncio.create_task(self._supervise(), name=f"node {self.stream}/{self.name}")
 
     def send(self, message: dict[str, Any]) -> None:
@@ -82,6 +118,9 @@ class NodeProcess:
             except asyncio.CancelledError:
                 pass
         self.state = "stopped"
+        if self.status is not None:
+            self.status.close()
+            self.status = None
 
     async def _supervise(self) -> None:
         backoff = FIRST_BACKOFF_S
@@ -90,7 +129,11 @@ class NodeProcess:
             code = await self._run_once()
             if self._stopping:
                 break
-            if code == 0:
+            if self._kill_reason is not None:
+                how = f"was {self._kill_reason.split(':', 1)[0]} and was killed"
+                self.last_error = self._kill_reason
+                self._kill_reason = None
+            elif code == 0:
                 how = "returned"
                 self.last_error = self.last_error or "the node process ended by itself"
             else:
@@ -99,7 +142,9 @@ class NodeProcess:
                     self.last_error = f"node process {how}"
             if time.monotonic() - started > STABLE_AFTER_S:
                 backoff = FIRST_BACKOFF_S
-            self.state = "restarting"
+                self.crash_streak = 0
+            self.crash_streak += 1
+            self.state = health.state_after_exit(self.crash_streak)
             self.log.say(
                 f"node {self.name} of stream {self.stream} {how}; restarting it in {backoff:.1f} s",
                 level="error", node=self.name, restarts=self.restarts + 1,
@@ -139,9 +184,50 @@ class NodeProcess:
         records = asyncio.create_task(self._pump_records(read_fd))
         out = asyncio.create_task(self._pump_lines(process.stdout, "info", "stdout"))
         err = asyncio.create_task(self._pump_lines(process.stderr, "warning", "stderr"))
+        watch = asyncio.create_task(self._watch(process))
         code = await process.wait()
-        await asyncio.gather(records, out, err, return_exceptions=True)
+        watch.cancel()
+        await asyncio.gather(records, out, err, watch, return_exceptions=True)
+        if self.status is not None:
+            self.status.reset()  # a killed node died inside process(); its successor starts idle
         return code
+
+    async def _watch(self, process: asyncio.subprocess.Process) -> None:
+        """Restart the node when its process() call outlasts the watchdog or it outgrows its memory limit."""
+        while process.returncode is None and not self._stopping:
+            await asyncio.sleep(health.POLL_S)
+            if process.returncode is not None or self._stopping:
+                return
+            reason = None
+            if self.status is not None:
+                reason = health.hung_reason(self.status.busy_since_ns(), time.monotonic_ns(), self.watchdog_ms)
+                if reason is not None:
+                    self.hangs += 1
+            if reason is None and self.memory_limit is not None:
+                try:
+                    rss = psutil.Process(process.pid).memory_info().rss
+                except psutil.Error:
+                    rss = None
+                reason = health.over_memory_reason(rss, self.memory_limit)
+                if reason is not None:
+                    self.memory_restarts += 1
+            if reason is None:
+                continue
+            self._kill_reason = reason
+            self.last_error = reason
+            self.log.say(
+                f"node {self.name} of stream {self.stream} is {reason}; restarting it",
+                level="error", node=self.name, health=reason.split(":", 1)[0],
+            )
+            if reason.startswith("hung"):
+                try:
+                    process.send_signal(signal.SIGUSR1)  # its stacks go to stderr, so to the log
+                    await asyncio.wait_for(process.wait(), STACK_DUMP_WAIT_S)
+                except (ProcessLookupError, asyncio.TimeoutError):
+                    pass
+            if process.returncode is None:
+                process.kill()
+            return
 
     async def _pump_records(self, fd: int) -> None:
         loop = asyncio.get_running_loop()

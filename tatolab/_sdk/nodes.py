@@ -51,6 +51,8 @@ class NodeSpec:
     takes_config: bool
     config_type: Any  # dict for "any dict", else a dataclass / TypedDict / pydantic model / msgspec Struct
     config_optional: bool  # annotated ``T | None``: an omitted config arrives as None
+    watchdog_ms: int | float | None = None  # None: the runtime's default; 0: no watchdog
+    memory_limit_mb: int | float | None = None  # None: no limit
 
 
 class _NodeDecorator:
@@ -63,10 +65,13 @@ class _NodeDecorator:
         *,
         execution: str | None = None,
         interval_ms: int | float | None = None,
+        watchdog_ms: int | float | None = None,
+        memory_limit_mb: int | float | None = None,
     ) -> Any:
+        limits = {"watchdog_ms": watchdog_ms, "memory_limit_mb": memory_limit_mb}
         if cls is None:
-            return lambda target: _define(target, execution, interval_ms)
-        return _define(cls, execution, interval_ms)
+            return lambda target: _define(target, execution, interval_ms, **limits)
+        return _define(cls, execution, interval_ms, **limits)
 
     def input(self, delivery_profile: Any = _NO_PROFILE) -> Any:
         """Mark a method as an input port: ``@node.input(delivery_profile="newest" | "ordered")``."""
@@ -113,7 +118,7 @@ def node_spec(cls: Any) -> NodeSpec:
 def describe_node(cls: type) -> dict[str, Any]:
     """The node's entry in the compiled graph, without ``name`` and ``config`` (the builder adds those)."""
     spec = node_spec(cls)
-    return {
+    described = {
         "class": spec.class_path,
         "doc": spec.doc,
         "execution": spec.execution,
@@ -121,9 +126,30 @@ def describe_node(cls: type) -> dict[str, Any]:
         "inputs": [{"port": p.name, "delivery_profile": p.delivery_profile} for p in spec.inputs],
         "outputs": [{"port": p.name} for p in spec.outputs],
     }
+    # Present only when the node sets them: the runtime applies its defaults otherwise.
+    if spec.watchdog_ms is not None:
+        described["watchdog_ms"] = spec.watchdog_ms
+    if spec.memory_limit_mb is not None:
+        described["memory_limit_mb"] = spec.memory_limit_mb
+    return described
 
 
-def _define(cls: Any, execution: str | None, interval_ms: int | float | None) -> Any:
+def _check_limit(name: str, option: str, value: Any, *, zero_ok: bool, example: str) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (value == 0 and not zero_ok):
+        allowed = "a number of milliseconds above 0, or 0 for no watchdog" if zero_ok else "a number of megabytes above 0"
+        raise NodeDefinitionError(f"Node {name}: {option} must be {allowed}, e.g. @node({example}); got {option}={value!r}.")
+
+
+def _define(
+    cls: Any,
+    execution: str | None,
+    interval_ms: int | float | None,
+    *,
+    watchdog_ms: int | float | None = None,
+    memory_limit_mb: int | float | None = None,
+) -> Any:
     if not isinstance(cls, type):
         raise NodeDefinitionError(
             f"@node decorates a class, not {cls!r}. "
@@ -176,6 +202,13 @@ def _define(cls: Any, execution: str | None, interval_ms: int | float | None) ->
         if value is not None and not callable(value):
             raise NodeDefinitionError(f"Node {name}: {hook} must be a method taking (self, ctx).")
 
+    _check_limit(name, "watchdog_ms", watchdog_ms, zero_ok=True, example="watchdog_ms=5000")
+    _check_limit(name, "memory_limit_mb", memory_limit_mb, zero_ok=False, example="memory_limit_mb=512")
+    if watchdog_ms and execution == "manual":
+        raise NodeDefinitionError(
+            f'Node {name}: watchdog_ms applies to nodes whose process() Tatolab calls; a node with execution="manual" '
+            "drives itself. Remove watchdog_ms, or choose reactive or continuous execution."
+        )
     takes_config, config_type, optional = _config_signature(cls)
     doc = cls.__dict__.get("__doc__")
     spec = NodeSpec(
@@ -189,6 +222,8 @@ def _define(cls: Any, execution: str | None, interval_ms: int | float | None) ->
         takes_config=takes_config,
         config_type=config_type,
         config_optional=optional,
+        watchdog_ms=watchdog_ms,
+        memory_limit_mb=memory_limit_mb,
     )
     setattr(cls, _NODE_ATTR, spec)
     return cls

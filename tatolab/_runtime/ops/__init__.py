@@ -26,3 +26,6 @@ def op(name: str) -> Callable[[Operation], Operation]:
 def load_all() -> None:
     """Import every operations module so each registers itself."""
     from tatolab._runtime.ops import streams  # noqa: F401
+    from tatolab._runtime.ops import kept  # noqa: F401
+    from tatolab._runtime.ops import dev  # noqa: F401
+    from tatolab._runtime.ops import inspect  # noqa: F401

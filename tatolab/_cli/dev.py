@@ -1,0 +1,140 @@
+"""`tatolab dev`: load the stream attached and again after every save (the runtime watches).
+
+If the runtime goes down, dev says so, waits for one to answer again, and loads the
+stream again. Ctrl-C (or closing the terminal) hangs up, which unloads the stream.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import time
+from typing import Any
+
+from tatolab import _records
+from tatolab._cli.client import Client, NoRuntime, RequestFailed
+from tatolab._cli.streams import _Hangup, _load_args, add_load_arguments
+from tatolab._runtime import protocol
+
+NOTHING_LOADED = "no stream is loaded — fix it and save again"
+POLL_S = 0.2
+
+
+class _RuntimeDown(Exception):
+    pass
+
+
+def describe(event: dict[str, Any]) -> str | None:
+    """What the terminal shows for one event from the runtime's dev operation."""
+    kind = event.get("event")
+    if kind == "log":
+        return _records.format_for_terminal(event["record"])
+    if kind == "loaded":
+        if event.get("reload"):
+            since = event.get("timings_ms", {}).get("since_change")
+            after = f" {since / 1000:.2f} s after the save" if since is not None else ""
+            return f"reloaded {event['name']} ({_nodes(event['nodes'])}){after}"
+        return (f"{event['name']} running attached ({_nodes(event['nodes'])}, project {event['project']}); "
+                "it reloads on every save; Ctrl-C stops it")
+    if kind == "change":
+        return f"saved {', '.join(event['files'])}; reloading"
+    if kind == "failed":
+        running = event.get("running")
+        then = (f"{running} keeps running the previous version until a save that works" if running
+                else NOTHING_LOADED)
+        return f"error: {event['error'].rstrip()}\n{then}"
+    return None
+
+
+def _nodes(count: int) -> str:
+    return f"{count} node" if count == 1 else f"{count} nodes"
+
+
+def _open_session(load: dict[str, Any]) -> tuple[Client, dict[str, Any]]:
+    """Ask the runtime to start dev; raises NoRuntime/_RuntimeDown when it is not there."""
+    client = Client()
+    try:
+        client.sock.sendall(_request(load))
+        answer = client.next_message()
+    except OSError:
+        client.close()
+        raise _RuntimeDown() from None
+    if answer is None:
+        client.close()
+        raise _RuntimeDown()
+    if not answer.get("ok"):
+        client.close()
+        raise RequestFailed(answer.get("error", "the runtime refused to start dev"))
+    return client, answer["result"]
+
+
+def _request(load: dict[str, Any]) -> bytes:
+    return protocol.encode({"op": "dev", "args": load})
+
+
+def _follow(client: Client, first: dict[str, Any]) -> int | None:
+    """Print events until the stream ends (an exit code) or the runtime goes away (None)."""
+    event: dict[str, Any] | None = first
+    name = first.get("name")
+    while event is not None:
+        if event.get("event") == "loaded":
+            name = event["name"]
+        if event.get("event") == "ended":
+            if event.get("runtime_down"):
+                return None
+            print(f"{name or 'the stream'} stopped: {event.get('reason')}", flush=True)
+            return 0
+        text = describe(event)
+        if text is not None:
+            print(text, flush=True)
+        try:
+            event = client.next_message()
+        except OSError:
+            return None
+    return None
+
+
+def _wait_for_runtime(load: dict[str, Any]) -> tuple[Client, dict[str, Any]]:
+    while True:
+        try:
+            return _open_session(load)
+        except (NoRuntime, _RuntimeDown):
+            time.sleep(POLL_S)
+
+
+def cmd_dev(args: argparse.Namespace) -> int:
+    load = _load_args(args)
+
+    def hang_up(*_: Any) -> None:
+        raise _Hangup()
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, hang_up)
+    client: Client | None = None
+    try:
+        try:
+            client, first = _open_session(load)
+        except _RuntimeDown:
+            raise RequestFailed("the runtime closed the connection before answering") from None
+        while True:
+            code = _follow(client, first)
+            client.close()
+            client = None
+            if code is not None:
+                return code
+            print("the runtime went down; waiting for it to come back (Ctrl-C stops dev)", flush=True)
+            client, first = _wait_for_runtime(load)
+            print("the runtime is back; loading the stream again", flush=True)
+    except (KeyboardInterrupt, _Hangup):
+        return 130
+    finally:
+        if client is not None:
+            client.close()  # hanging up is what unloads the stream
+
+
+def register(commands: Any) -> None:
+    dev = commands.add_parser(
+        "dev", help="load a stream attached, and again every time a .py file or pyproject.toml is saved"
+    )
+    add_load_arguments(dev)
+    dev.set_defaults(func=cmd_dev)

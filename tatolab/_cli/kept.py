@@ -1,0 +1,37 @@
+"""`tatolab start` and `tatolab rm`: bringing back and forgetting kept streams (`stop` is in streams.py)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from tatolab._cli.client import Client
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    result = Client().request("start", name=args.name)
+    if result.get("already"):
+        print(f"{args.name} is already running (kept, project {result['project']})")
+    else:
+        how = "retried and running" if result.get("retried") else "started"
+        print(f"{args.name} {how} (kept, {result['nodes']} nodes, project {result['project']})")
+    return 0
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    result = Client().request("rm", name=args.name)
+    if result.get("forgotten"):
+        print(f"{args.name} removed: stopped and forgotten (project {result['project']})")
+    else:
+        print(f"{args.name} stopped (it was attached, so there was nothing to forget)")
+    return 0
+
+
+def register(commands: Any) -> None:
+    start = commands.add_parser("start", help="load a stopped kept stream again, or retry a failed one")
+    start.add_argument("name")
+    start.set_defaults(func=cmd_start)
+
+    rm = commands.add_parser("rm", help="stop a kept stream and forget it")
+    rm.add_argument("name")
+    rm.set_defaults(func=cmd_rm)

@@ -1,0 +1,151 @@
+"""`tatolab service install|uninstall`: the runtime as a systemd user service on Linux.
+
+The unit starts ``tatolabd`` at login and restarts it when it crashes; kept streams come
+back with it. Enabling is the symlink ``systemctl --user enable`` would make, so install
+works even where no user manager is running yet (a fresh ssh login, a container).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tatolab._cli.output import fail
+
+UNIT_NAME = "tatolabd.service"
+WANTED_BY = "default.target"
+# Passed on so the service's runtime uses the same state folder and lock as this shell's CLI.
+_CARRIED_ENV = ("XDG_STATE_HOME", "TATOLAB_MACHINE_LOCK")
+
+
+def unit_folder() -> Path:
+    config = os.environ.get("XDG_CONFIG_HOME")
+    return (Path(config) if config else Path.home() / ".config") / "systemd" / "user"
+
+
+def find_tatolabd() -> Path | None:
+    beside = Path(sys.executable).parent / "tatolabd"  # the same environment as this CLI
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return beside.absolute()
+    found = shutil.which("tatolabd")
+    return Path(found).absolute() if found else None
+
+
+def _quote(word: str) -> str:
+    """One word of a systemd command line: specifiers and quotes escaped."""
+    word = word.replace("%", "%%")
+    if any(ch in word for ch in ' \t"\\\''):
+        return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return word
+
+
+def unit_text(tatolabd: Path, env: dict[str, str]) -> str:
+    lines = [
+        "[Unit]",
+        "Description=Tatolab runtime (tatolabd): runs this user's streams, and loads kept streams at start",
+        "Documentation=https://tatolab.com/docs/run/manage",
+        "",
+        "[Service]",
+        "Type=simple",
+        f"ExecStart={_quote(str(tatolabd))}",
+        "Restart=on-failure",
+        "RestartSec=2",
+        # tatolabd ends its streams on SIGTERM; give node processes time to stop cleanly
+        "TimeoutStopSec=30",
+        "Environment=PYTHONUNBUFFERED=1",
+    ]
+    lines += [f"Environment={_quote(f'{key}={value}')}" for key, value in sorted(env.items())]
+    lines += ["", "[Install]", f"WantedBy={WANTED_BY}", ""]
+    return "\n".join(lines)
+
+
+def user_manager_reachable() -> bool:
+    runtime_dir = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+    return shutil.which("systemctl") is not None and (Path(runtime_dir) / "systemd" / "private").exists()
+
+
+def _systemctl(*args: str) -> tuple[bool, str]:
+    result = subprocess.run(["systemctl", "--user", *args], capture_output=True, text=True, timeout=60)
+    return result.returncode == 0, (result.stderr or result.stdout).strip()
+
+
+def linger_hint() -> str:
+    user = getpass.getuser()
+    if Path("/var/lib/systemd/linger", user).exists():
+        return f"Lingering is on for {user}: the runtime keeps running when nobody is logged in."
+    return (
+        "On a machine nobody logs into (over ssh, a server), turn on lingering so the runtime, and your "
+        f"kept streams, keep running when nobody is logged in:\n  loginctl enable-linger {user}"
+    )
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    if not sys.platform.startswith("linux"):
+        return fail("`tatolab service` writes a systemd user unit, which only Linux has")
+    tatolabd = find_tatolabd()
+    if tatolabd is None:
+        return fail(f"no tatolabd beside {sys.executable} or on PATH; install it with `pip install \"tatolab[runtime]\"`")
+    folder = unit_folder()
+    unit = folder / UNIT_NAME
+    wants = folder / f"{WANTED_BY}.wants" / UNIT_NAME
+    env = {key: os.environ[key] for key in _CARRIED_ENV if os.environ.get(key)}
+    folder.mkdir(parents=True, exist_ok=True)
+    unit.write_text(unit_text(tatolabd, env))
+    wants.parent.mkdir(parents=True, exist_ok=True)
+    if wants.is_symlink() or wants.exists():
+        wants.unlink()
+    wants.symlink_to(unit)
+    print(f"wrote {unit}: it starts {tatolabd} at login and restarts it if it crashes")
+    print(f"enabled it ({wants})")
+    start = "systemctl --user daemon-reload && systemctl --user restart tatolabd"
+    if args.no_start or not user_manager_reachable():
+        print(f"start it now with: {start}")
+        print("(stop a tatolabd running in a terminal first: one runtime runs per machine)")
+    else:
+        ok, message = _systemctl("daemon-reload")
+        if ok:
+            ok, message = _systemctl("restart", UNIT_NAME)
+        if not ok:
+            return fail(f"the unit is installed, but starting it failed: {message}. "
+                        f"Stop any tatolabd running in a terminal, then: {start}")
+        print("started it: `systemctl --user status tatolabd` shows it, `journalctl --user -u tatolabd` its output")
+    print(linger_hint())
+    return 0
+
+
+def cmd_uninstall(args: argparse.Namespace) -> int:
+    folder = unit_folder()
+    unit = folder / UNIT_NAME
+    wants = folder / f"{WANTED_BY}.wants" / UNIT_NAME
+    if not unit.exists() and not wants.is_symlink():
+        print(f"no {UNIT_NAME} in {folder}; nothing to remove")
+        return 0
+    reachable = user_manager_reachable()
+    if reachable:
+        _systemctl("stop", UNIT_NAME)  # kept streams stay recorded; they load with the next runtime
+    if wants.is_symlink() or wants.exists():
+        wants.unlink()
+    unit.unlink(missing_ok=True)
+    if reachable:
+        _systemctl("daemon-reload")
+        print(f"stopped and removed {unit}")
+    else:
+        print(f"removed {unit}; if the service is running, stop it with: systemctl --user stop tatolabd")
+    print("Kept streams stay recorded: they load again the next time `tatolabd` starts.")
+    return 0
+
+
+def register(commands: Any) -> None:
+    service = commands.add_parser("service", help="run the runtime as a systemd user service (Linux)")
+    actions = service.add_subparsers(dest="action", required=True, metavar="ACTION")
+    install = actions.add_parser("install", help="write and enable a systemd user unit for tatolabd")
+    install.add_argument("--no-start", action="store_true", help="write and enable the unit, but do not start it now")
+    install.set_defaults(func=cmd_install)
+    uninstall = actions.add_parser("uninstall", help="stop the service and remove its unit")
+    uninstall.set_defaults(func=cmd_uninstall)

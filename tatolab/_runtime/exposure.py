@@ -1,0 +1,58 @@
+"""Who may read an output, and whether a remote link can be wired: plain decisions, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Protocol
+
+from tatolab._sdk.naming import Address, format_address
+
+LEVELS = ("internal", "private", "public")
+
+
+class SourceView(Protocol):
+    """What the decision needs to know about a stream that might be a link's source."""
+
+    running: bool
+    state: str
+
+    def has_output(self, node: str, port: str) -> bool: ...
+
+    def exposure(self, node: str, port: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class Resolution:
+    wired: bool
+    reason: str | None = None
+
+    @property
+    def state(self) -> str:
+        return "wired" if self.wired else "waiting"
+
+
+def exposure_levels(graph: dict) -> dict[tuple[str, str], str]:
+    """Each output's level from a compiled graph; outputs not listed are internal."""
+    return {(e["node"], e["port"]): e["level"] for e in graph.get("exposures", [])}
+
+
+def resolve(address: Address, this_machine: str, sources: Mapping[str, SourceView]) -> Resolution:
+    """Can a reader on this machine read ``address`` now? If not, why (the link's ``waiting`` reason)."""
+    text = format_address(address._replace(machine=None))
+    if address.machine and address.machine != this_machine:
+        return Resolution(False, f"{format_address(address)} is on another machine ({address.machine}); "
+                                 "streams read other machines' outputs by URL over MoQ, which this runtime "
+                                 "does not serve yet")
+    source = sources.get(address.stream)
+    if source is None:
+        return Resolution(False, f"no stream named {address.stream} is loaded on this machine")
+    if not source.running:
+        return Resolution(False, f"stream {address.stream} is not running ({source.state})")
+    if not source.has_output(address.node, address.port):
+        return Resolution(False, f"stream {address.stream} has no output {address.node}/{address.port}")
+    level = source.exposure(address.node, address.port)
+    if level == "internal":
+        return Resolution(False, f"{text} is internal: only its own stream reads it. Expose it with "
+                                 f"stream_builder.expose(...) in {address.stream}'s stream function, "
+                                 f"or `tatolab expose {text}`")
+    return Resolution(True)

@@ -1,0 +1,193 @@
+"""The live graph that ``tatolab graph`` prints: a plain function over the runtime's state.
+
+Counters come from the rings' shared memory at the moment of the call, never from a cache.
+The shape is documented in docs/graph.md; bump ``GRAPH_VERSION`` when it changes incompatibly.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable
+
+from tatolab import __version__
+from tatolab._links import ring
+from tatolab._runtime.exposure import exposure_levels
+from tatolab._runtime.machine import machine_name
+from tatolab._runtime.streams import LoadedStream, link_key
+from tatolab._runtime.supervisor import NodeProcess
+
+GRAPH_VERSION = 1
+
+CounterReader = Callable[[str], dict[str, Any]]
+
+
+def _age_ms(then_ns: int, now_ns: int) -> float | None:
+    return round((now_ns - then_ns) / 1e6, 1) if then_ns else None
+
+
+def _read_all(stream: LoadedStream, read_counters: CounterReader) -> dict[tuple[str, str], dict[str, Any] | None]:
+    counters: dict[tuple[str, str], dict[str, Any] | None] = {}
+    for key, out in stream.rings.items():
+        try:
+            counters[key] = read_counters(out.base)
+        except ring.RingError:
+            counters[key] = None  # reaped while we looked: the stream is stopping
+    return counters
+
+
+def node_entry(node: dict[str, Any], process: NodeProcess | None, now_ns: int) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "name": node["name"],
+        "kind": node["class"],
+        "execution": node.get("execution", "reactive"),
+        "pid": None,
+        "state": "stopped",
+        "restarts": 0,
+        "last_error": None,
+        "hung": False,
+        "busy_ms": None,
+        "watchdog_ms": None,
+        "memory_limit_mb": node.get("memory_limit_mb"),
+        "hangs": 0,
+        "memory_restarts": 0,
+        "cpu_percent": None,
+        "memory_bytes": None,
+    }
+    if process is None:
+        return entry
+    busy = process.busy_ms()
+    entry.update(
+        pid=process.pid,
+        state=process.state,
+        restarts=process.restarts,
+        last_error=process.last_error,
+        busy_ms=None if busy is None else round(busy, 1),
+        hung=busy is not None and process.watchdog_ms is not None and busy > process.watchdog_ms,
+        watchdog_ms=process.watchdog_ms,
+        hangs=process.hangs,
+        memory_restarts=process.memory_restarts,
+        **process.usage(),
+    )
+    return entry
+
+
+def stream_entry(
+    stream: LoadedStream, row: dict[str, Any], *, now_ns: int, read_counters: CounterReader = ring.read_counters
+) -> dict[str, Any]:
+    counters = _read_all(stream, read_counters)
+    levels = exposure_levels(stream.graph)
+    link_readers: dict[str, set[int]] = {}
+    for wiring in stream.wiring.values():
+        link_readers.setdefault(wiring.base, set()).add(wiring.reader_index)
+
+    nodes = []
+    for node in stream.graph["nodes"]:
+        entry = node_entry(node, stream.nodes.get(node["name"]), now_ns)
+        entry["inputs"] = [
+            {"port": p["port"], "delivery_profile": p["delivery_profile"]} for p in node["inputs"]
+        ]
+        outputs = []
+        for p in node["outputs"]:
+            out = stream.rings.get((node["name"], p["port"]))
+            live = counters.get((node["name"], p["port"]))
+            port: dict[str, Any] = {
+                "port": p["port"],
+                "exposure": levels.get((node["name"], p["port"]), "internal"),
+                "written": live["write_seq"] if live else None,
+                "last_bag_ns": (live["last_write_ns"] or None) if live else None,
+                "last_bag_age_ms": _age_ms(live["last_write_ns"], now_ns) if live else None,
+                "taps": [],
+            }
+            if live and out is not None:
+                wired = link_readers.get(out.base, set())
+                port["taps"] = [
+                    {"reader": r["index"], "read": r["read"], "dropped": r["dropped"]}
+                    for r in live["readers"]
+                    if r["active"] and r["index"] not in wired
+                ]
+            outputs.append(port)
+        entry["outputs"] = outputs
+        nodes.append(entry)
+
+    profiles = {
+        (node["name"], p["port"]): p["delivery_profile"] for node in stream.graph["nodes"] for p in node["inputs"]
+    }
+    links = []
+    for link in stream.graph["links"]:
+        key = link_key(link)
+        to = link["to"]
+        entry = {
+            "key": key,
+            "from": dict(link["from"]),
+            "to": dict(to),
+            "delivery_profile": profiles.get((to["node"], to["port"])),
+            "state": "waiting",
+            "reason": None,
+            "counters": None,
+        }
+        wiring = stream.wiring.get(key)
+        if wiring is None:
+            entry["reason"] = stream.waiting.get(key, "not wired")
+            links.append(entry)
+            continue
+        entry["state"] = "wired"
+        source = link["from"]
+        live = counters.get((source["node"], source["port"])) if "node" in source else _safe(read_counters, wiring.base)
+        if live is not None:
+            reader = next((r for r in live["readers"] if r["index"] == wiring.reader_index), None) or {}
+            entry["counters"] = {
+                "written": live["write_seq"],
+                "read": reader.get("read", 0),
+                "dropped": reader.get("dropped", 0),
+                "reader": wiring.reader_index,
+                "reader_active": reader.get("active", False),
+                "last_read_ns": reader.get("last_read_ns") or None,
+                "last_bag_ns": live["last_write_ns"] or None,
+                "last_bag_age_ms": _age_ms(live["last_write_ns"], now_ns),
+            }
+        links.append(entry)
+    return {
+        "name": row["name"],
+        "state": row["state"],
+        "project": row.get("project"),
+        "nodes": nodes,
+        "links": links,
+    }
+
+
+def _safe(read_counters: CounterReader, base: str) -> dict[str, Any] | None:
+    try:
+        return read_counters(base)
+    except ring.RingError:
+        return None
+
+
+def build_graph(
+    streams: dict[str, LoadedStream],
+    rows: list[dict[str, Any]],
+    *,
+    only: str | None = None,
+    read_counters: CounterReader = ring.read_counters,
+) -> dict[str, Any]:
+    """The graph of every stream in ``rows`` (what ``tatolab streams`` lists), or only the one named ``only``.
+
+    A stream listed but not loaded (a stopped or failed kept stream) appears with no nodes.
+    """
+    now_ns = time.monotonic_ns()
+    entries = []
+    for row in rows:
+        if only is not None and row["name"] != only:
+            continue
+        loaded = streams.get(row["name"])
+        if loaded is None:
+            entries.append({**{k: row.get(k) for k in ("name", "state", "project")}, "reason": row.get("reason"),
+                            "nodes": [], "links": []})
+        else:
+            entries.append(stream_entry(loaded, row, now_ns=now_ns, read_counters=read_counters))
+    return {
+        "version": GRAPH_VERSION,
+        "runtime": {"name": machine_name(), "version": __version__, "pid": os.getpid()},
+        "now_ns": now_ns,
+        "streams": entries,
+    }

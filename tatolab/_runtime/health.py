@@ -1,0 +1,70 @@
+"""Node health decisions: the watchdog, the memory limit and what a node's state is called.
+
+Plain functions over numbers, so each rule is testable without a process; the supervisor
+does the polling and the killing.
+"""
+
+from __future__ import annotations
+
+NODE_STATES = ("starting", "running", "restarting", "crashed", "stopped")
+
+DEFAULT_WATCHDOG_MS = 10_000  # reactive and continuous nodes; manual ones drive themselves
+CRASH_LOOP_AFTER = 3  # this many exits in a row without a stable run: the node is "crashed"
+POLL_S = 0.25  # how often the supervisor reads a node's status and memory
+
+
+def watchdog_limit_ms(execution: str, declared: float | None) -> float | None:
+    """The watchdog a node runs under: what it declared, else the default; None for no watchdog."""
+    if declared is not None:
+        return declared or None  # 0 turns it off
+    if execution == "manual":
+        return None  # the runtime never calls process(), so there is nothing to time
+    return DEFAULT_WATCHDOG_MS
+
+
+def memory_limit_bytes(declared_mb: float | None) -> int | None:
+    return int(declared_mb * 1024 * 1024) if declared_mb else None
+
+
+def busy_ms(busy_since_ns: int, now_ns: int) -> float | None:
+    """How long the running ``process()`` call has taken so far; None when the node is idle."""
+    if not busy_since_ns or now_ns < busy_since_ns:
+        return None
+    return (now_ns - busy_since_ns) / 1e6
+
+
+def hung_reason(busy_since_ns: int, now_ns: int, limit_ms: float | None) -> str | None:
+    """Why the node counts as hung (``"hung: ..."``), or None while it is within its watchdog."""
+    if limit_ms is None:
+        return None
+    busy = busy_ms(busy_since_ns, now_ns)
+    if busy is None or busy <= limit_ms:
+        return None
+    return (
+        f"hung: process() has not returned for {busy / 1000:.1f} s, longer than its watchdog "
+        f"of {limit_ms / 1000:g} s (raise it with @node(watchdog_ms=...) if such calls are expected)"
+    )
+
+
+def over_memory_reason(rss_bytes: int | None, limit_bytes: int | None) -> str | None:
+    """Why the node is over its memory limit (``"over its memory limit: ..."``), or None."""
+    if limit_bytes is None or rss_bytes is None or rss_bytes <= limit_bytes:
+        return None
+    return (
+        f"over its memory limit: it uses {rss_bytes / 2**20:.0f} MB, more than "
+        f"memory_limit_mb={limit_bytes / 2**20:g}"
+    )
+
+
+def state_after_exit(crash_streak: int) -> str:
+    """The state of a node whose process ended and will be started again.
+
+    ``restarting`` while it is coming back; ``crashed`` once it has ended ``CRASH_LOOP_AFTER``
+    times in a row without a stable run (it is still retried, at the longest backoff).
+    """
+    return "crashed" if crash_streak >= CRASH_LOOP_AFTER else "restarting"
+
+
+def is_trouble(node: dict) -> bool:
+    """Whether ``tatolab streams`` should mention this node (from its ``graph`` entry)."""
+    return node.get("state") in ("restarting", "crashed") or bool(node.get("restarts")) or bool(node.get("hung"))

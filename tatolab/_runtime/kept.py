@@ -1,0 +1,279 @@
+"""Kept streams: their records, the runtime marker, and loading them from the recorded graph.
+
+The decisions live in ``crashes.py`` (the two-crash rule) and ``records.py`` (what a record
+holds); this module does the file and process work around them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from tatolab._host.orphans import die_with_parent
+from tatolab._runtime.compiler import child_env
+from tatolab._runtime.crashes import Lifecycle, RunState, start_run
+from tatolab._runtime.records import DamagedRecord, KeptRecord, RecordStore, write_json_atomically
+from tatolab._runtime.streams import LoadedStream
+
+if TYPE_CHECKING:
+    from tatolab._runtime.control import Runtime
+
+CHECK_TIMEOUT_S = 60
+_CHECK_MARK = "TATOLAB-NODE-CHECK "
+
+# Runs in the project's interpreter: can the node host start there, and does each node class import?
+_CHECK_SCRIPT = r"""
+import importlib, json, sys
+spec = json.loads(sys.stdin.readline())
+sys.path.insert(0, spec["project"])
+problems = {}
+try:
+    import tatolab._host.main
+except BaseException as exc:
+    problems[""] = type(exc).__name__ + ": " + str(exc)
+for node, path in spec["classes"].items():
+    module, _, qualname = path.partition(":")
+    try:
+        obj = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except BaseException as exc:
+        problems[node] = type(exc).__name__ + ": " + str(exc)
+sys.stdout.flush()
+print("MARK" + json.dumps(problems), flush=True)
+""".replace("MARK", _CHECK_MARK)
+
+Say = Callable[..., None]
+
+
+def _quiet(level: str, message: str, **fields: Any) -> None:
+    pass
+
+
+class KeptStreams:
+    """The kept streams' records and the marker saying what the running runtime is doing."""
+
+    def __init__(self, state: Path, say: Say = _quiet) -> None:
+        self.store = RecordStore(state / "streams")
+        self.marker = state / "running.json"
+        self.say = say
+        self.lifecycle = Lifecycle(RunState())
+
+    # -- the runtime's start and clean stop ------------------------------------------------
+
+    def begin(self) -> None:
+        """Read the previous run's marker, apply the two-crash rule, and mark this run as running."""
+        for path in self.store.remove_leftover_temporaries():
+            self.say("warning", f"removed {path}, a record write cut short by a crash; the record before it is intact")
+        previous = self._read_marker()
+        records = {r.name: r for r in self.store.read_all() if isinstance(r, KeptRecord)}
+        verdict = start_run(previous, os.getpid(), set(records))
+        if verdict.crashed:
+            who = previous.pid if previous and previous.pid else "unknown"
+            involved = ", ".join(f"{n} ({how})" for n, how in sorted(verdict.involved.items())) or "none"
+            self.say("warning", f"the previous runtime (pid {who}) did not stop cleanly; kept streams involved: {involved}",
+                     involved=verdict.involved)
+        for name, reason in verdict.failed.items():
+            record = records[name]
+            record.failed = reason
+            self.store.save(record)
+            self.say("error", f"kept stream {name} is marked failed and not loaded: {reason}; "
+                     f"`tatolab start {name}` retries it", stream=name)
+        self.lifecycle = Lifecycle(verdict.state)
+        self._write_marker()
+
+    def stopped_cleanly(self) -> None:
+        self.lifecycle.stopped_cleanly()
+        self._write_marker()
+
+    def _read_marker(self) -> RunState | None:
+        try:
+            return RunState.from_json(json.loads(self.marker.read_bytes()))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            # Only a hand edit does this (writes are atomic); count it as a crash nothing is known about.
+            self.say("warning", f"the runtime marker {self.marker} cannot be read ({exc}); "
+                     "treating the previous run as a crash with no stream known to be involved")
+            return RunState(clean=False)
+
+    def _write_marker(self) -> None:
+        write_json_atomically(self.marker, self.lifecycle.state.to_json())
+
+    # -- what the running runtime is doing, written down before it does it ------------------
+
+    def loading(self, name: str) -> None:
+        self.lifecycle.loading(name)
+        self._write_marker()
+
+    def loaded(self, name: str) -> None:
+        self.lifecycle.loaded(name)
+        self._write_marker()
+
+    def not_loading(self, name: str) -> None:
+        if name in self.lifecycle.state.loading:
+            self.lifecycle.not_loading(name)
+            self._write_marker()
+
+    def unloaded(self, name: str) -> None:
+        if name in self.lifecycle.state.loading | self.lifecycle.state.loaded:
+            self.lifecycle.unloaded(name)
+            self._write_marker()
+
+    # -- records ----------------------------------------------------------------------------
+
+    def holder(self, name: str) -> KeptRecord | DamagedRecord | None:
+        return self.store.read(name)
+
+    def keep(self, name: str, project: Path, python: Path, graph: dict[str, Any], *,
+             target: str | None, file: str | None) -> KeptRecord:
+        """Record a stream from `run -d` (replacing any record of that name) before it starts."""
+        record = KeptRecord(name=name, project=str(project), python=str(python), graph=graph,
+                            target=target, file=file)
+        self.lifecycle.forget(name)
+        self.lifecycle.loading(name)
+        self._write_marker()
+        self.store.save(record)
+        return record
+
+    def mark_failed(self, record: KeptRecord, reason: str) -> None:
+        record.failed = reason
+        self.store.save(record)
+        self.say("error", f"kept stream {record.name} cannot be loaded and is marked failed: {reason}",
+                 stream=record.name, project=record.project)
+
+    def set_stopped(self, record: KeptRecord, stopped: bool) -> None:
+        record.stopped = stopped
+        record.failed = None
+        self.store.save(record)
+
+    def forget(self, name: str) -> None:
+        self.store.remove(name)
+        self.lifecycle.forget(name)
+        self._write_marker()
+
+    def rows(self, loaded: set[str]) -> list[dict[str, Any]]:
+        """`tatolab streams` rows for the records not loaded right now."""
+        rows = []
+        for record in self.store.read_all():
+            if record.name in loaded:
+                continue
+            if isinstance(record, DamagedRecord):
+                rows.append({"name": record.name, "state": "failed", "nodes": None,
+                             "project": record.project or "-", "reason": record.reason})
+                continue
+            row = {"name": record.name, "state": record.state, "nodes": None, "project": record.project}
+            if record.failed:
+                row["reason"] = record.failed
+            rows.append(row)
+        return rows
+
+
+def _strip(reason: str) -> str:
+    return reason.strip().rstrip(".")
+
+
+async def preflight(record: KeptRecord) -> str | None:
+    """Why ``record`` cannot load from its recorded graph, or None: the project and its
+    interpreter must exist, and the node host and every node class must import there."""
+    project = Path(record.project)
+    if not project.is_dir():
+        return f"its project folder {project} is gone"
+    python = Path(record.python)
+    if not python.exists():
+        return (f"its project's Python environment is gone: {python} does not exist; "
+                f"run `uv sync` in {project}, then start it again")
+    classes = {node["name"]: node["class"] for node in record.graph["nodes"] if node.get("class")}
+    try:
+        process = await asyncio.create_subprocess_exec(
+            str(python), "-c", _CHECK_SCRIPT, cwd=project, env=child_env(),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            preexec_fn=die_with_parent,
+        )
+    except OSError as exc:
+        return f"its interpreter {python} cannot start: {exc.strerror}"
+    request = json.dumps({"project": str(project), "classes": classes}) + "\n"
+    try:
+        out, err = await asyncio.wait_for(process.communicate(request.encode()), CHECK_TIMEOUT_S)
+    except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+        process.kill()
+        await process.wait()
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+        return f"importing its node classes with {python} did not finish within {CHECK_TIMEOUT_S} s"
+    lines = [ln for ln in out.decode(errors="replace").splitlines() if ln.startswith(_CHECK_MARK)]
+    if not lines:
+        tail = err.decode(errors="replace").strip().splitlines()[-1:] or [f"exit {process.returncode}"]
+        return f"checking its node classes with {python} failed: {tail[0]}"
+    problems: dict[str, str] = json.loads(lines[-1][len(_CHECK_MARK):])
+    if "" in problems:
+        return f"its project's .venv cannot run the node host ({_strip(problems[''])}); install tatolab in {project}/.venv"
+    if problems:
+        node, problem = sorted(problems.items())[0]
+        more = f" (and {len(problems) - 1} more node(s))" if len(problems) > 1 else ""
+        return f"node {node} ({classes[node]}) cannot be imported from {project}: {_strip(problem)}{more}"
+    return None
+
+
+async def start_kept(runtime: "Runtime", name: str, record: KeptRecord) -> LoadedStream | None:
+    """Load a kept stream from its record. On a load problem it is marked failed and
+    ``KeptLoadFailed`` is raised; returns None if the record changed meanwhile."""
+    kept = runtime.kept
+    if name in runtime.streams:
+        return runtime.streams[name]
+    kept.loading(name)
+    try:
+        problem = await preflight(record)
+        async with runtime._load_lock:
+            if runtime.closing:
+                return None
+            current = kept.holder(name)
+            if not isinstance(current, KeptRecord) or current.stopped or current.project != record.project:
+                return None  # stopped, removed or replaced while it was being checked
+            if name in runtime.streams:
+                return runtime.streams[name]
+            if problem:
+                kept.mark_failed(current, _strip(problem))
+                raise KeptLoadFailed(name, _strip(problem))
+            stream = LoadedStream(name=name, project=Path(current.project), graph=current.graph, mode="kept")
+            runtime.streams[name] = stream
+            stream.start(Path(current.python))
+        kept.loaded(name)
+        return stream
+    finally:
+        kept.not_loading(name)
+
+
+class KeptLoadFailed(Exception):
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(reason)
+        self.name = name
+        self.reason = reason
+
+
+async def load_at_start(runtime: "Runtime") -> None:
+    """Load every kept stream that is neither stopped nor failed, one at a time (so a crash
+    while loading names the one stream being loaded); one that cannot load is marked failed
+    and the others still start."""
+    kept = runtime.kept
+    for record in kept.store.read_all():
+        if isinstance(record, DamagedRecord):
+            kept.say("error", f"kept stream {record.name} is skipped: {record.reason}; "
+                     f"`tatolab rm {record.name}` forgets it, then `tatolab run -d` keeps it again",
+                     stream=record.name)
+            continue
+        if record.stopped or record.failed:
+            continue
+        try:
+            stream = await start_kept(runtime, record.name, record)
+        except KeptLoadFailed:
+            continue  # already reported by mark_failed
+        except Exception as exc:  # a bug must not keep the other streams from starting
+            kept.say("error", f"loading kept stream {record.name} failed: {exc!r}", stream=record.name)
+            continue
+        if stream is not None:
+            kept.say("info", f"kept stream {record.name} loaded from its record "
+                     f"({len(record.graph['nodes'])} nodes, project {record.project})", stream=record.name)

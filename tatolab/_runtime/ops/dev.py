@@ -1,0 +1,203 @@
+"""`tatolab dev`: load a stream attached, and load it again after every save.
+
+The runtime does the watching. Per burst of saves: compile in the project's ``.venv``; if
+that works, replace the running version (every node process of the old version stops,
+then every node of the new one starts from the new code, with fresh rings); if it fails,
+send the error and keep the previous version running. Hanging up unloads the stream.
+
+Events sent to the client, in order:
+  ``loaded``   a version is running: name, nodes, project, reload (bool), and timings
+  ``change``   saves were seen: files, ts_ns
+  ``failed``   a save did not load: error (with its traceback), running (the name still running, or None)
+  ``log``      a record from the stream's log
+  ``ended``    the stream ended by other means (`tatolab stop`, the runtime stopping): reason, runtime_down
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+from tatolab._runtime.compiler import CompileError, compile_stream, project_python
+from tatolab._runtime.control import ControlError, Runtime
+from tatolab._runtime.ops import op
+from tatolab._runtime.streams import LoadedStream
+from tatolab._runtime.watch import QUIET_MS, project_changes
+
+RELOAD_REASON = "replaced by the version just saved"
+SPAWN_WAIT_S = 2.0  # how long the `loaded` event waits to report when node processes were spawned
+
+
+@op("dev")
+async def dev(
+    runtime: Runtime,
+    project: str,
+    target: str | None = None,
+    file: str | None = None,
+    name: str | None = None,
+) -> AsyncIterator[dict[str, Any]]:
+    project_dir = Path(project).resolve()
+    if not project_dir.is_dir():
+        raise ControlError(f"{project_dir} is not a folder; pass a project folder with --dir")
+    try:
+        project_python(project_dir)
+    except CompileError as exc:
+        raise ControlError(str(exc)) from None
+    session = DevSession(runtime, project_dir, {"target": target, "file": file, "name": name})
+    session.start_watching()
+    try:
+        await session.first_load()  # a refused name ends dev here, as an error answer
+    except BaseException:
+        await session.close()
+        raise
+    return session.events()
+
+
+class DevSession:
+    def __init__(self, runtime: Runtime, project: Path, which: dict[str, Any]) -> None:
+        self.runtime = runtime
+        self.project = project
+        self.which = which
+        self.stream: LoadedStream | None = None
+        self.retiring: LoadedStream | None = None  # the version being replaced: its end is not dev's end
+        self.out: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.changed: list[str] = []
+        self.change_ns = 0
+        self.wake = asyncio.Event()
+        self.stop_watching = threading.Event()
+        self.tasks: list[asyncio.Task] = []
+        self.swap: asyncio.Future | None = None
+
+    def start_watching(self) -> None:
+        self.tasks.append(asyncio.create_task(self._watch(), name=f"dev watch {self.project}"))
+
+    async def first_load(self) -> None:
+        await asyncio.sleep(0)  # let the watcher set up its watches before the first compile
+        try:
+            graph = await self._compile()
+        except CompileError as exc:
+            self._say_failed(str(exc))
+        else:
+            await self._swap_in(graph, time.monotonic_ns(), reload=False)
+        self.tasks.append(asyncio.create_task(self._reload_loop(), name=f"dev reload {self.project}"))
+
+    async def events(self) -> AsyncIterator[dict[str, Any]]:
+        try:
+            while True:
+                event = await self.out.get()
+                yield event
+                if event["event"] == "ended":
+                    return
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        """Stop watching and reloading, then unload the stream dev loaded."""
+        self.stop_watching.set()
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        current = [self.stream]
+        if self.swap is not None:  # a replacement under way finishes, then is unloaded too
+            swapped = (await asyncio.gather(self.swap, return_exceptions=True))[0]
+            current.append(swapped if isinstance(swapped, LoadedStream) else None)
+        for stream in current:
+            if stream is not None:
+                await self.runtime.unload_if_current(stream, "its terminal closed")
+
+    async def _watch(self) -> None:
+        async for files in project_changes(self.project, self.stop_watching):
+            if not self.changed:
+                self.change_ns = time.monotonic_ns()
+            self.changed.extend(f for f in files if f not in self.changed)
+            self.wake.set()
+
+    async def _reload_loop(self) -> None:
+        # Saves that arrive while a reload is under way gather into the next one.
+        while True:
+            await self.wake.wait()
+            while True:  # the burst is over once no batch came for QUIET_MS
+                self.wake.clear()
+                try:
+                    await asyncio.wait_for(self.wake.wait(), QUIET_MS / 1000)
+                except asyncio.TimeoutError:
+                    break
+            self.wake.clear()
+            files, self.changed = self.changed, []
+            detected_ns = time.monotonic_ns()
+            self.out.put_nowait({"event": "change", "files": files, "ts_ns": detected_ns,
+                                 "first_seen_ns": self.change_ns})
+            try:
+                graph = await self._compile()
+            except CompileError as exc:
+                self._say_failed(str(exc))
+                continue
+            compiled_ns = time.monotonic_ns()
+            self.out.put_nowait({"event": "compiled", "ts_ns": compiled_ns,
+                                 "compile_ms": (compiled_ns - detected_ns) / 1e6})
+            await self._swap_in(graph, detected_ns, reload=True)
+
+    async def _compile(self) -> dict[str, Any]:
+        return await compile_stream(self.project, **{k: v for k, v in self.which.items() if v})
+
+    async def _swap_in(self, graph: dict[str, Any], detected_ns: int, *, reload: bool) -> None:
+        old = self.stream
+        self.retiring = old
+        started_ns = time.monotonic_ns()
+        self.swap = asyncio.ensure_future(self.runtime.replace(self.project, graph, old=old, reason=RELOAD_REASON))
+        try:
+            stream = await asyncio.shield(self.swap)
+        except ControlError as exc:
+            if not reload:
+                raise  # the first load: refusing the name refuses dev
+            self._say_failed(str(exc))
+            return
+        finally:
+            self.retiring = None
+        self.stream = stream
+        self.swap = None
+        replaced_ns = time.monotonic_ns()
+        self.tasks.append(asyncio.create_task(self._follow(stream), name=f"dev log {stream.name}"))
+        spawned_ns = await _spawned(stream)
+        self.out.put_nowait({
+            "event": "loaded", "name": stream.name, "project": str(stream.project),
+            "nodes": len(stream.graph["nodes"]), "reload": reload, "ts_ns": spawned_ns,
+            "timings_ms": {
+                "replace": (replaced_ns - started_ns) / 1e6,
+                "spawn": (spawned_ns - replaced_ns) / 1e6,
+                "since_change": (spawned_ns - detected_ns) / 1e6,
+            },
+        })
+
+    def _say_failed(self, error: str) -> None:
+        running = self.stream.name if self.stream is not None and not self.stream.ended.is_set() else None
+        self.out.put_nowait({"event": "failed", "error": error, "running": running, "ts_ns": time.monotonic_ns()})
+
+    async def _follow(self, stream: LoadedStream) -> None:
+        """Forward the stream's log; its end ends dev unless a newer version replaced it."""
+        assert stream.log is not None
+        queue = stream.log.watch()
+        try:
+            async for event in stream.log_events(queue):
+                replaced = stream is self.retiring or stream is not self.stream
+                if event["event"] == "log":
+                    if not (replaced and event["record"].get("node") is None):
+                        self.out.put_nowait(event)  # the old version's own stop notice is noise here
+                elif not replaced:
+                    self.out.put_nowait(event)
+        finally:
+            if stream.log is not None:
+                stream.log.unwatch(queue)
+
+
+async def _spawned(stream: LoadedStream) -> int:
+    """When every node process of ``stream`` has been spawned (for the timings in ``loaded``)."""
+    deadline = time.monotonic() + SPAWN_WAIT_S
+    while time.monotonic() < deadline:
+        if all(node.process is not None or node.state != "starting" for node in stream.nodes.values()):
+            break
+        await asyncio.sleep(0.002)
+    return time.monotonic_ns()

@@ -1,0 +1,173 @@
+"""Seeing inside: the live graph, tapping an output, where a stream's log is, node trouble."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, AsyncIterator
+
+import msgspec
+
+from tatolab._links.ring import RingError, RingReader
+from tatolab._runtime import health
+from tatolab._runtime.control import ControlError, Runtime
+from tatolab._runtime.graph import build_graph, node_entry
+from tatolab._runtime.machine import machine_name
+from tatolab._runtime.ops import op
+from tatolab._runtime.streams import LoadedStream, OutputRing
+from tatolab._sdk.errors import AddressError
+from tatolab._sdk.naming import parse_address
+
+TAP_POLL_S = 0.005  # a tap looks at its ring this often; reading never makes the writer wait
+HEX_PREVIEW_BYTES = 16
+MAX_LIST_ITEMS = 32
+MAX_TEXT_CHARS = 200
+
+
+def _known(runtime: Runtime) -> str:
+    return ", ".join(sorted(row["name"] for row in runtime.list_streams())) or "none"
+
+
+def _row(runtime: Runtime, name: str) -> dict[str, Any]:
+    for row in runtime.list_streams():
+        if row["name"] == name:
+            return row
+    raise ControlError(f"no stream named {name} on this machine; streams: {_known(runtime)}")
+
+
+@op("graph")
+async def graph(runtime: Runtime, stream: str | None = None) -> dict[str, Any]:
+    rows = runtime.list_streams()
+    if stream is not None:
+        _row(runtime, stream)
+    return build_graph(runtime.streams, rows, only=stream)
+
+
+@op("troubled_nodes")
+async def troubled_nodes(runtime: Runtime) -> list[dict[str, Any]]:
+    """Nodes that crashed, restarted or hang, for the lines under ``tatolab streams``."""
+    found = []
+    for stream in runtime.streams.values():
+        for node in stream.graph["nodes"]:
+            process = stream.nodes.get(node["name"])
+            if process is None:
+                continue
+            entry = node_entry(node, process, 0)
+            if health.is_trouble(entry):
+                found.append({"stream": stream.name, **{k: entry[k] for k in ("name", "state", "restarts", "last_error", "hung")}})
+    return found
+
+
+@op("stream_log")
+async def stream_log(runtime: Runtime, stream: str) -> dict[str, Any]:
+    """Where ``stream`` writes its log; the CLI reads the files itself."""
+    row = _row(runtime, stream)
+    if not row.get("project"):
+        raise ControlError(f"stream {stream} has no project folder, so it has no log file")
+    return {"name": row["name"], "project": row["project"], "log": f"{row['project']}/.streamlib/logs/{row['name']}.jsonl"}
+
+
+def preview(value: Any) -> Any:
+    """A bag made fit for one JSON line: bytes as length plus a short hex preview, long things cut."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        return {"$bytes": len(data), "hex": data[:HEX_PREVIEW_BYTES].hex()}
+    if isinstance(value, dict):
+        return {str(k): preview(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        items = [preview(v) for v in value[:MAX_LIST_ITEMS]]
+        if len(value) > MAX_LIST_ITEMS:
+            items.append({"$more": len(value) - MAX_LIST_ITEMS})
+        return items
+    if isinstance(value, str) and len(value) > MAX_TEXT_CHARS:
+        return value[:MAX_TEXT_CHARS] + f"... ({len(value)} chars)"
+    return value
+
+
+def describe_bag(payload: bytes) -> Any:
+    try:
+        return preview(msgspec.msgpack.decode(payload))
+    except msgspec.DecodeError:
+        return preview(payload)  # not msgpack: show the raw bytes
+
+
+def _find_output(runtime: Runtime, address: str) -> tuple[LoadedStream, OutputRing, str]:
+    try:
+        where = parse_address(address)
+    except AddressError as exc:
+        raise ControlError(str(exc)) from None
+    here = machine_name()
+    if where.machine is not None and where.machine != here:
+        raise ControlError(
+            f"{address} is on machine {where.machine}, and tap reads outputs on this machine ({here}); "
+            f"run `tatolab tap {where.stream}/{where.node}/{where.port}` on {where.machine}"
+        )
+    stream = runtime.streams.get(where.stream)
+    if stream is None:
+        raise ControlError(f"no stream named {where.stream} is running; running streams: {', '.join(sorted(runtime.streams)) or 'none'}")
+    out = stream.rings.get((where.node, where.port))
+    if out is None:
+        outputs = ", ".join(f"{stream.name}/{n}/{p}" for n, p in sorted(stream.rings)) or "none"
+        raise ControlError(f"stream {stream.name} has no output {where.node}/{where.port}; its outputs: {outputs}")
+    return stream, out, f"{stream.name}/{where.node}/{where.port}"
+
+
+@op("tap")
+async def tap(
+    runtime: Runtime,
+    address: str,
+    count: int | None = None,
+    timeout: float | None = 10.0,
+    profile: str = "newest",
+) -> AsyncIterator[dict[str, Any]]:
+    if profile not in ("newest", "ordered"):
+        raise ControlError(f'a tap reads as "newest" or "ordered", not {profile!r}')
+    if count is not None and count < 1:
+        raise ControlError(f"--count must be 1 or more, not {count}")
+    stream, out, name = _find_output(runtime, address)
+    try:
+        index = out.claim_reader()
+    except RingError as exc:
+        raise ControlError(f"cannot tap {name}: {exc}") from None
+    try:
+        reader = RingReader(out.base, index, profile, start="now")
+    except RingError as exc:
+        out.release(index)
+        raise ControlError(f"cannot tap {name}: {exc}") from None
+    # The server starts the iterator at once, so its finally always releases the record.
+    return _tap(stream, out, index, reader, name, count, timeout)
+
+
+async def _tap(
+    stream: LoadedStream,
+    out: OutputRing,
+    index: int,
+    reader: RingReader,
+    name: str,
+    count: int | None,
+    timeout: float | None,
+) -> AsyncIterator[dict[str, Any]]:
+    """Read ``out`` through a reader record of its own, released however the tap ends."""
+    loop = asyncio.get_running_loop()
+    try:
+        yield {"event": "tapping", "address": name, "profile": reader.profile, "reader": index}
+        got = 0
+        deadline = loop.time() + timeout if timeout else None
+        reason = "count"
+        while count is None or got < count:
+            if stream.ended.is_set():
+                reason = "stream stopped"
+                break
+            if deadline is not None and loop.time() >= deadline:
+                reason = "timeout"
+                break
+            item = reader.read() if reader.has_new() else None
+            if item is None:
+                await asyncio.sleep(TAP_POLL_S)
+                continue
+            payload, publish_ns = item
+            got += 1
+            yield {"event": "bag", "n": got, "ts_ns": publish_ns, "size": len(payload), "bag": describe_bag(payload)}
+        yield {"event": "end", "got": got, "reason": reason, "dropped": reader.dropped}
+    finally:
+        reader.close()
+        out.release(index)

@@ -1,0 +1,56 @@
+"""Kept streams: `start` (a stopped one, or retry a failed one) and `rm` (the only way to forget one)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tatolab._runtime.control import ControlError, Runtime
+from tatolab._runtime.kept import KeptLoadFailed, start_kept
+from tatolab._runtime.ops import op
+from tatolab._runtime.records import DamagedRecord, KeptRecord
+
+
+@op("start")
+async def start(runtime: Runtime, name: str) -> dict[str, Any]:
+    record = runtime.kept.holder(name)
+    stream = runtime.streams.get(name)
+    if record is None:
+        if stream is not None:
+            raise ControlError(f"{name} is {stream.mode} and already running; only kept streams are started")
+        raise runtime.unknown(name)
+    if isinstance(record, DamagedRecord):
+        raise ControlError(
+            f"{name} cannot be started: {record.reason}. `tatolab rm {name}` forgets it; "
+            f"then `tatolab run -d` in its project keeps it again"
+        )
+    if stream is not None:
+        return {"name": name, "state": "kept", "project": record.project, "already": True}
+    retried = record.failed is not None
+    runtime.kept.set_stopped(record, False)
+    try:
+        loaded = await start_kept(runtime, name, record)
+    except KeptLoadFailed as exc:
+        raise ControlError(
+            f"{name} failed again: {exc.reason}. Fix it, then `tatolab start {name}` retries it, "
+            f"or `tatolab rm {name}` forgets it"
+        ) from None
+    if loaded is None:
+        raise ControlError(f"{name} changed while it was starting (stopped, removed or replaced); see `tatolab streams`")
+    return {"name": name, "state": "kept", "project": record.project, "retried": retried,
+            "nodes": len(loaded.graph["nodes"])}
+
+
+@op("rm")
+async def rm(runtime: Runtime, name: str) -> dict[str, Any]:
+    record = runtime.kept.holder(name)
+    stream = runtime.streams.get(name)
+    if record is None and stream is None:
+        raise runtime.unknown(name)
+    if isinstance(record, KeptRecord):
+        runtime.kept.set_stopped(record, True)  # a crash before the record is gone leaves it stopped, not back
+    if stream is not None:
+        await runtime.unload_if_current(stream, "removed by `tatolab rm`")
+    if record is not None:
+        runtime.kept.forget(name)
+    project = record.project if record is not None else str(stream.project) if stream is not None else None
+    return {"name": name, "forgotten": record is not None, "project": project}

@@ -1,0 +1,381 @@
+"""Kept streams with a real tatolabd: `run -d`, stop/start/rm, coming back after restarts and
+crashes, the two-crash rule, records on disk, which stream to load, and the systemd unit."""
+
+from __future__ import annotations
+
+import configparser
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+from harness import BIN, Runtime, make_project, read_jsonl, wait_for
+from nodes_fixture import COUNTER, SINK
+
+HINT = "`tatolab start {0}` retries it, `tatolab rm {0}` forgets it."
+
+
+def counting_files(function: str, out: str = "out.jsonl") -> dict[str, str]:
+    """A two-node stream (a counter and a sink writing ``out``) named after ``function``."""
+    stream_py = f'''
+from tatolab.stream import StreamBuilder, stream
+from nodes.counter import Counter
+from nodes.sinks import OrderedSink
+
+
+@stream
+def {function}(stream_builder: StreamBuilder) -> None:
+    counter = stream_builder.add(Counter)
+    sink = stream_builder.add(OrderedSink, config={{"path": "{out}"}})
+    stream_builder.connect(counter.output("counts"), sink.input("rows"))
+'''
+    return {"stream.py": stream_py, "nodes/__init__.py": "", "nodes/counter.py": COUNTER, "nodes/sinks.py": SINK}
+
+
+def keep(runtime: Runtime, project: Path, *args: str, cwd: Path | None = None) -> str:
+    """`tatolab run -d`: returns its one line of output."""
+    result = runtime.cli("run", "-d", *args, cwd=cwd or project, check=True)
+    return result.stdout
+
+
+def produces(path: Path, what: str = "") -> None:
+    """``path`` gains rows from now on: the stream is running."""
+    before = len(read_jsonl(path))
+    wait_for(lambda: len(read_jsonl(path)) >= before + 10, timeout=40, what=what or f"new rows in {path}")
+
+
+def table(runtime: Runtime) -> dict[str, list[str]]:
+    """`tatolab streams` as name -> [state, nodes, project]."""
+    out = runtime.cli("streams", check=True).stdout.split("\n\n")[0].splitlines()
+    assert out[0].split() == ["NAME", "STATE", "NODES", "PROJECT"]
+    return {line.split()[0]: line.split()[1:] for line in out[1:] if line.strip()}
+
+
+def failed_lines(runtime: Runtime) -> list[str]:
+    out = runtime.cli("streams", check=True).stdout
+    return out.split("\n\n", 1)[1].splitlines() if "\n\n" in out else []
+
+
+def restart(runtime: Runtime, sig: int = signal.SIGTERM) -> None:
+    runtime.stop(sig)
+    if sig == signal.SIGKILL:
+        wait_for(lambda: runtime.leftover_processes() == [], what="node processes to end with the killed runtime")
+    runtime.start()
+
+
+def state_folder(runtime: Runtime) -> Path:
+    return runtime.root / "state" / "tatolab"
+
+
+def test_run_d_returns_at_once_and_the_stream_outlives_the_command_and_a_killed_runtime(runtime, project_venv, tmp_path):
+    project = make_project(tmp_path / "motion-watcher", project_venv, counting_files("motion_watcher")).resolve()
+    assert keep(runtime, project) == f"motion_watcher kept (project {project})\n"
+    produces(project / "out.jsonl", "the kept stream to produce after `run -d` exited")
+    assert table(runtime) == {"motion_watcher": ["kept", "2", str(project)]}
+
+    record = json.loads((state_folder(runtime) / "streams" / "motion_watcher.json").read_text())
+    assert record["project"] == str(project)
+    assert record["python"] == str(project / ".venv" / "bin" / "python")
+    assert record["stopped"] is False and record["failed"] is None
+    assert [n["name"] for n in record["graph"]["nodes"]] == ["counter", "orderedsink"]
+    assert record["exposures"] == record["graph"]["exposures"]
+
+    restart(runtime, signal.SIGKILL)
+    produces(project / "out.jsonl", "the kept stream to come back, with no command, after SIGKILL")
+    assert table(runtime)["motion_watcher"][0] == "kept"
+
+
+def test_stop_survives_a_restart_start_brings_it_back_and_rm_forgets_it(runtime, project_venv, tmp_path):
+    garage = make_project(tmp_path / "garage", project_venv, counting_files("garage")).resolve()
+    watcher = make_project(tmp_path / "watcher", project_venv, counting_files("watcher")).resolve()
+    keep(runtime, garage)
+    keep(runtime, watcher)
+    produces(garage / "out.jsonl")
+
+    stopped = runtime.cli("stop", "garage", check=True)
+    assert "garage stopped" in stopped.stdout
+    wait_for(lambda: len(runtime.node_pids()) == 2, what="garage's node processes to end")
+    assert table(runtime)["garage"] == ["stopped", "-", str(garage)]
+    # a kept stream holds its name even while stopped: an attached load of that name is refused
+    refused = runtime.cli("run", cwd=garage)
+    assert refused.returncode == 1
+    assert f"kept from {garage} (stopped)" in refused.stderr and "tatolab rm garage" in refused.stderr
+
+    restart(runtime)
+    # kept streams load one at a time in name order, so once watcher runs, garage was passed over
+    produces(watcher / "out.jsonl", "watcher to come back")
+    assert table(runtime)["garage"] == ["stopped", "-", str(garage)]
+    assert len(runtime.node_pids()) == 2
+
+    started = runtime.cli("start", "garage", check=True)
+    assert started.stdout.startswith("garage started")
+    produces(garage / "out.jsonl", "garage to run again after `start`")
+    assert table(runtime)["garage"] == ["kept", "2", str(garage)]
+
+    removed = runtime.cli("rm", "garage", check=True)
+    assert "garage removed" in removed.stdout
+    assert "garage" not in table(runtime)
+    assert not (state_folder(runtime) / "streams" / "garage.json").exists()
+    restart(runtime)
+    produces(watcher / "out.jsonl")
+    assert list(table(runtime)) == ["watcher"]
+
+    for command in ("stop", "start", "rm"):
+        unknown = runtime.cli(command, "nope")
+        assert unknown.returncode == 1
+        assert "no stream named nope" in unknown.stderr and "watcher (kept)" in unknown.stderr
+
+
+def test_two_crashes_in_a_row_mark_a_stream_failed_a_clean_restart_resets_and_start_retries(
+    runtime, project_venv, tmp_path
+):
+    cam = make_project(tmp_path / "cam", project_venv, counting_files("cam")).resolve()
+    log = make_project(tmp_path / "log", project_venv, counting_files("log")).resolve()
+    keep(runtime, cam)
+    produces(cam / "out.jsonl")
+
+    restart(runtime, signal.SIGKILL)  # crash 1 with cam loaded
+    produces(cam / "out.jsonl", "cam back after one crash")
+    restart(runtime, signal.SIGTERM)  # a clean restart resets the count
+    produces(cam / "out.jsonl")
+    restart(runtime, signal.SIGKILL)  # crash 1 again, not 2
+    produces(cam / "out.jsonl", "cam back: the clean restart reset its count")
+    assert table(runtime)["cam"][0] == "kept"
+
+    keep(runtime, log)  # kept after cam's first crash: involved in one crash only
+    produces(log / "out.jsonl")
+    restart(runtime, signal.SIGKILL)  # crash 2 for cam, 1 for log
+    produces(log / "out.jsonl", "log to start without cam")
+    rows = table(runtime)
+    assert rows["cam"] == ["failed", "-", str(cam)] and rows["log"][0] == "kept"
+    [line] = failed_lines(runtime)
+    assert line.startswith("cam failed: it was involved in the runtime's last 2 crashes in a row (")
+    assert line.endswith(". " + HINT.format("cam"))
+    runtime_log = read_jsonl(state_folder(runtime) / "runtime.jsonl")
+    assert any("cam" in r["message"] and "marked failed" in r["message"] for r in runtime_log)
+
+    retried = runtime.cli("start", "cam", check=True)
+    assert retried.stdout.startswith("cam retried and running")
+    produces(cam / "out.jsonl", "cam to run again after `start`")
+    assert table(runtime)["cam"][0] == "kept" and failed_lines(runtime) == []
+
+
+def test_a_crash_while_a_stream_loads_involves_only_that_stream(runtime, project_venv, tmp_path):
+    steady = make_project(tmp_path / "steady", project_venv, counting_files("a_steady")).resolve()
+    files = counting_files("b_slow")
+    # importing the sink hangs while the flag file exists, holding b_slow in its loading step
+    files["nodes/sinks.py"] = "import os, time\nif os.path.exists('slow-import'):\n    time.sleep(120)\n" + SINK
+    slow = make_project(tmp_path / "slow", project_venv, files).resolve()
+    keep(runtime, steady)
+    keep(runtime, slow)
+    produces(slow / "out.jsonl")
+    (slow / "slow-import").touch()
+    marker = state_folder(runtime) / "running.json"
+
+    def loading_slow() -> bool:
+        state = json.loads(marker.read_text())
+        return state["loading"] == ["b_slow"] and state["loaded"] == ["a_steady"]
+
+    restart(runtime)  # kept streams load in name order: a_steady is running while b_slow loads
+    for _ in range(2):
+        wait_for(loading_slow, timeout=30, what="the marker to say b_slow is loading and a_steady running")
+        restart(runtime, signal.SIGKILL)
+    (slow / "slow-import").unlink()
+    produces(steady / "out.jsonl", "a_steady, running at both crashes but not involved, to start")
+    assert table(runtime)["b_slow"][0] == "failed" and table(runtime)["a_steady"][0] == "kept"
+    [line] = failed_lines(runtime)
+    assert "(the runtime died while it was being loaded, 2 times)" in line
+
+
+def test_a_stream_that_cannot_load_is_marked_failed_while_the_others_start(runtime, project_venv, tmp_path):
+    no_venv = make_project(tmp_path / "a", project_venv, counting_files("a_novenv")).resolve()
+    no_module = make_project(tmp_path / "b", project_venv, counting_files("b_nomodule")).resolve()
+    fine = make_project(tmp_path / "c", project_venv, counting_files("c_fine")).resolve()
+    for project in (no_venv, no_module, fine):
+        keep(runtime, project)
+    wait_for(lambda: len(runtime.node_pids()) == 6, timeout=30, what="three kept streams running")
+
+    runtime.stop()
+    (no_venv / ".venv").unlink()
+    (no_module / "nodes" / "sinks.py").unlink()
+    runtime.start()
+    produces(fine / "out.jsonl", "the loadable stream to start")
+    rows = table(runtime)
+    assert rows["a_novenv"][0] == "failed" and rows["b_nomodule"][0] == "failed" and rows["c_fine"][0] == "kept"
+    lines = failed_lines(runtime)
+    assert lines[0] == (
+        f"a_novenv failed: its project's Python environment is gone: {no_venv}/.venv/bin/python does not exist; "
+        f"run `uv sync` in {no_venv}, then start it again. " + HINT.format("a_novenv")
+    )
+    assert lines[1].startswith("b_nomodule failed: node orderedsink (nodes.sinks:OrderedSink) cannot be imported")
+    assert "No module named 'nodes.sinks'" in lines[1] and lines[1].endswith(HINT.format("b_nomodule"))
+
+    again = runtime.cli("start", "a_novenv")
+    assert again.returncode == 1 and "a_novenv failed again" in again.stderr and ".venv/bin/python" in again.stderr
+    (no_venv / ".venv").symlink_to(project_venv, target_is_directory=True)  # fix it, then retry
+    runtime.cli("start", "a_novenv", check=True)
+    produces(no_venv / "out.jsonl", "the repaired stream to run")
+
+
+def test_run_d_again_replaces_the_recorded_graph_and_edits_alone_change_nothing(runtime, project_venv, tmp_path):
+    project = make_project(tmp_path / "p", project_venv, counting_files("recorder", "first.jsonl")).resolve()
+    keep(runtime, project)
+    produces(project / "first.jsonl")
+
+    (project / "stream.py").write_text(counting_files("recorder", "second.jsonl")["stream.py"])
+    restart(runtime)
+    produces(project / "first.jsonl", "the recorded graph, not the edited file, after a restart")
+    assert not (project / "second.jsonl").exists()
+
+    assert keep(runtime, project) == f"recorder kept (project {project})\n"
+    produces(project / "second.jsonl", "the new version after `run -d` again")
+    wait_for(lambda: len(runtime.node_pids()) == 2, what="the old version's nodes to end")
+    assert table(runtime) == {"recorder": ["kept", "2", str(project)]}
+    record = json.loads((state_folder(runtime) / "streams" / "recorder.json").read_text())
+    assert record["graph"]["nodes"][1]["config"]["path"] == "second.jsonl"
+
+    other = make_project(tmp_path / "other", project_venv, counting_files("recorder")).resolve()
+    refused = runtime.cli("run", "-d", cwd=other)
+    assert refused.returncode == 1
+    assert f"kept from {project}" in refused.stderr and "--name" in refused.stderr
+
+    (project / "stream.py").write_text(counting_files("recorder")["stream.py"] + "\nraise RuntimeError('half edited')\n")
+    broken = runtime.cli("run", "-d", cwd=project)
+    assert broken.returncode == 1 and "half edited" in broken.stderr
+    produces(project / "second.jsonl", "the kept version to keep running after a failed `run -d`")
+
+
+def test_a_truncated_record_is_reported_and_the_runtime_still_starts(runtime, project_venv, tmp_path):
+    cut = make_project(tmp_path / "cut", project_venv, counting_files("cut")).resolve()
+    whole = make_project(tmp_path / "whole", project_venv, counting_files("whole")).resolve()
+    keep(runtime, cut)
+    keep(runtime, whole)
+    runtime.stop()
+    record = state_folder(runtime) / "streams" / "cut.json"
+    record.write_bytes(record.read_bytes()[:120])
+
+    runtime.start()
+    produces(whole / "out.jsonl", "the other kept stream to start")
+    assert table(runtime)["cut"] == ["failed", "-", str(cut)]
+    [line] = failed_lines(runtime)
+    assert line.startswith(f"cut failed: its record {record} is damaged and cannot be read (120 bytes, ")
+    logged = [r for r in read_jsonl(state_folder(runtime) / "runtime.jsonl") if "cut" in r["message"]]
+    assert any(str(record) in r["message"] and r["level"] == "error" for r in logged)
+
+    assert runtime.cli("rm", "cut", check=True).returncode == 0
+    assert not record.exists()
+    keep(runtime, cut)  # kept again from its project
+    produces(cut / "out.jsonl")
+
+
+TAG_NODE = """
+import json
+from dataclasses import dataclass
+from tatolab.stream import node
+
+
+@dataclass
+class TagConfig:
+    tag: str
+
+
+@node(execution="continuous", interval_ms=100)
+class Tag:
+    def __init__(self, config: TagConfig) -> None:
+        self.tag = config.tag
+
+    def process(self, ctx) -> None:
+        with open(self.tag + ".jsonl", "a") as out:
+            out.write(json.dumps({"tag": self.tag}) + "\\n")
+"""
+
+
+def tagged(*functions: str, node_module: str = "nodes.tag") -> str:
+    body = f"from tatolab.stream import StreamBuilder, stream\nfrom {node_module} import Tag\n"
+    for function in functions:
+        body += (f"\n\n@stream\ndef {function}(stream_builder: StreamBuilder) -> None:\n"
+                 f"    stream_builder.add(Tag, config={{'tag': '{function}'}})\n")
+    return body
+
+
+def installed_package_venv(path: Path, project_venv: Path) -> Path:
+    """A project .venv with `acme_streams` installed in its site-packages, and tatolab through a .pth."""
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(path)
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site = path / "lib" / version / "site-packages"
+    (site / "tatolab-test.pth").write_text(str(project_venv / "lib" / version / "site-packages") + "\n")
+    package = site / "acme_streams"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "tag.py").write_text(TAG_NODE)
+    (package / "rover.py").write_text(tagged("camera_rig", "other_rig", node_module="acme_streams.tag"))
+    return path
+
+
+def test_every_target_form_loads_the_right_function(runtime, project_venv, tmp_path):
+    files = {"stream.py": tagged("recorder", "viewer"), "cameras.py": tagged("front_door"),
+             "nodes/__init__.py": "", "nodes/tag.py": TAG_NODE}
+    cams = make_project(tmp_path / "cams", project_venv, files).resolve()
+    solo = make_project(tmp_path / "solo", project_venv, {**files, "stream.py": tagged("solo")}).resolve()
+    rover = make_project(tmp_path / "rover", None, {"README": "a project using an installed package\n"}).resolve()
+    installed_package_venv(rover / ".venv", project_venv)
+
+    cases = [
+        (cams, ["stream.py:recorder"], cams, "recorder", "recorder"),
+        (cams, ["cameras.py:front_door"], cams, "front_door", "front_door"),
+        (cams, ["-f", "cameras.py"], cams, "front_door", "front_door"),
+        (rover, ["acme_streams.rover:camera_rig"], rover, "camera_rig", "camera_rig"),
+        (tmp_path, ["--dir", str(solo)], solo, "solo", "solo"),
+        (cams, ["stream.py:viewer", "--name", "viewer_test"], cams, "viewer_test", "viewer"),
+    ]
+    for cwd, args, project, name, function in cases:
+        out = runtime.cli("run", "-d", *args, cwd=cwd, check=True).stdout
+        assert out == f"{name} kept (project {project})\n", args
+        wait_for(lambda: read_jsonl(project / f"{function}.jsonl"), timeout=30, what=f"{function} to run ({args})")
+        assert table(runtime)[name] == ["kept", "1", str(project)]
+        record = json.loads((state_folder(runtime) / "streams" / f"{name}.json").read_text())
+        assert record["graph"]["function"] == function
+        runtime.cli("rm", name, check=True)
+        wait_for(lambda: runtime.node_pids() == [], what=f"{name} to unload")
+        (project / f"{function}.jsonl").unlink()
+
+    wrong = runtime.cli("run", "-d", "stream.py:nope", cwd=cams)
+    assert wrong.returncode == 1 and "recorder, viewer" in wrong.stderr
+    several = runtime.cli("run", "-d", cwd=cams)
+    assert several.returncode == 1 and "several @stream functions" in several.stderr
+    assert table(runtime) == {}
+
+
+def test_service_install_writes_a_unit_systemd_accepts_and_uninstall_removes_it(tmp_path):
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_RUNTIME_DIR=str(tmp_path / "run"),
+               XDG_STATE_HOME=str(tmp_path / "state"))
+    env.pop("VIRTUAL_ENV", None)
+
+    def tatolab(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(BIN / "tatolab"), *args], env=env, capture_output=True, text=True, timeout=60)
+
+    installed = tatolab("service", "install", "--no-start")
+    assert installed.returncode == 0, installed.stderr
+    unit = tmp_path / "config" / "systemd" / "user" / "tatolabd.service"
+    wants = unit.parent / "default.target.wants" / "tatolabd.service"
+    assert wants.is_symlink() and wants.resolve() == unit.resolve()
+    assert "loginctl enable-linger" in installed.stdout or "Lingering is on" in installed.stdout
+
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.optionxform = str  # keys are case-sensitive in systemd
+    parser.read_string(unit.read_text())
+    assert parser["Service"]["ExecStart"] == str(BIN / "tatolabd")
+    assert parser["Service"]["Restart"] == "on-failure"
+    assert parser["Install"]["WantedBy"] == "default.target"
+    assert parser["Service"]["Environment"].endswith(f"XDG_STATE_HOME={tmp_path / 'state'}")
+    if shutil.which("systemd-analyze"):
+        verify = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
+        assert (verify.returncode, verify.stdout + verify.stderr) == (0, "")
+
+    removed = tatolab("service", "uninstall")
+    assert removed.returncode == 0, removed.stderr
+    assert not unit.exists() and not wants.is_symlink()
