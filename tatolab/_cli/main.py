@@ -7,12 +7,12 @@ import sys
 from typing import Sequence
 
 from tatolab import __version__
-from tatolab._cli import dev, kept, new, service, streams
+from tatolab._cli import dev, expose, kept, new, service, streams
 from tatolab._cli import inspect as inspect_commands
 from tatolab._cli.client import NoRuntime, RequestFailed
 from tatolab._cli.output import fail
 
-COMMAND_MODULES = [streams, dev, new, inspect_commands, kept, service]
+COMMAND_MODULES = [streams, dev, new, inspect_commands, kept, expose, service]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from tatolab._host.status import open_for_node
-from tatolab._links.ring import RingReader, RingWriter, wait_any
+from tatolab._links.ring import RingError, RingReader, RingWriter, wait_any
 from tatolab._sdk.nodes import create
 from tatolab._sdk.context import (
     InputPort,
@@ -28,6 +28,7 @@ class NodeRunner:
         self.interval_s = (spec.get("interval_ms") or 0) / 1000.0
         self.readers: dict[str, RingReader] = {}
         self.inputs: dict[str, InputPort] = {}
+        self.log = NodeLogger(sink.emit)
         for port, port_spec in spec.get("inputs", {}).items():
             self.inputs[port] = InputPort(port, port_spec["delivery_profile"])
             for link in port_spec.get("links", []):
@@ -41,16 +42,31 @@ class NodeRunner:
             node=self.name,
             inputs=Inputs(self.name, self.inputs),
             outputs=Outputs(self.name, outputs),
-            log=NodeLogger(sink.emit),
+            log=self.log,
         )
         self.instance = create(node_class, spec.get("config"), node=self.name)
         self.status = open_for_node(spec.get("status"))  # the runtime's watchdog reads it
 
     def _add_link(self, port: str, link: dict[str, Any]) -> None:
-        reader = RingReader(link["base"], link["reader_index"], self.inputs[port].profile)
         key = link["key"]
+        self._remove_link(key)
+        try:
+            reader = RingReader(
+                link["base"], link["reader_index"], self.inputs[port].profile, start=link.get("start", "beginning")
+            )
+        except RingError as exc:
+            # the source went away between wiring and now: the runtime rewires when it is back
+            self.log.warning(f"link {key} could not be opened: {exc}")
+            return
         self.readers[key] = reader
         self.inputs[port].add_link(key, reader)
+
+    def _remove_link(self, key: str) -> None:
+        for port in self.inputs.values():
+            reader = port.remove_link(key)
+            if reader is not None:
+                reader.close()
+        self.readers.pop(key, None)
 
     def wake(self) -> None:
         """Called from the control thread on stop: end a wait on the input rings at once."""
@@ -65,11 +81,7 @@ class NodeRunner:
         if op == "add_link" and message.get("port") in self.inputs:
             self._add_link(message["port"], message["link"])
         elif op == "remove_link":
-            for port in self.inputs.values():
-                reader = port.remove_link(message["key"])
-                if reader is not None:
-                    reader.close()
-            self.readers.pop(message["key"], None)
+            self._remove_link(message["key"])
 
     def _drain_control(self, control: Any) -> None:
         while not control.messages.empty():

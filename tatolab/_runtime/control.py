@@ -10,7 +10,9 @@ from tatolab._runtime import paths
 from tatolab._runtime.compiler import CompileError, compile_stream, project_python
 from tatolab._runtime.kept import KeptStreams
 from tatolab._runtime.records import DamagedRecord
+from tatolab._runtime.machine import machine_name
 from tatolab._runtime.streams import LoadedStream
+from tatolab._runtime.wiring import rewire
 
 
 class ControlError(Exception):
@@ -50,8 +52,7 @@ class Runtime:
                 return await self._keep(stream_name, project_dir, python, graph, target=target, file=file)
             self.check_name_free(stream_name)
             stream = LoadedStream(name=stream_name, project=project_dir, graph=graph, mode=mode)
-            self.streams[stream_name] = stream
-            stream.start(python)
+            self.start_stream(stream, python)
         return stream
 
     async def _keep(self, name: str, project: Path, python: Path, graph: dict[str, Any], *,
@@ -66,9 +67,8 @@ class Runtime:
             await self._unload(old, "replaced by a new `tatolab run -d`")
         self.kept.keep(name, project, python, graph, target=target, file=file)
         stream = LoadedStream(name=name, project=project, graph=graph, mode="kept")
-        self.streams[name] = stream
         try:
-            stream.start(python)
+            self.start_stream(stream, python)
         finally:
             self.kept.loaded(name)
         return stream
@@ -132,11 +132,19 @@ class Runtime:
                 if old is not None and self.streams.get(old.name) is old:
                     await self._unload(old, reason)
                 stream = LoadedStream(name=graph["stream"], project=project, graph=graph, mode=mode)
-                self.streams[stream.name] = stream
-                stream.start(python)
+                self.start_stream(stream, python)
                 return stream
 
         return await asyncio.shield(asyncio.ensure_future(swap()))
+
+    def start_stream(self, stream: LoadedStream, python: Path) -> None:
+        """Start ``stream`` under its name; links between streams wire themselves at once."""
+        self.streams[stream.name] = stream
+        stream.start(python)
+        self.rewire()
+
+    def rewire(self) -> None:
+        rewire(self.streams, self.kept.rows(set(self.streams)), machine_name())
 
     def list_streams(self) -> list[dict[str, Any]]:
         """Loaded streams, then kept ones not loaded now (stopped, failed with a reason, or about to load)."""
@@ -176,6 +184,7 @@ class Runtime:
         """Unload ``stream``; shutdown waits for unloads in progress, so none is cut short."""
         if self.streams.get(stream.name) is stream:
             self.streams.pop(stream.name)
+            self.rewire()  # readers of its outputs are cut before its rings go
         task = asyncio.create_task(stream.stop(reason, by_runtime=by_runtime))
         self._unloading.add(task)
         task.add_done_callback(self._unloading.discard)

@@ -47,7 +47,8 @@ def resolve(address: Address, this_machine: str, sources: Mapping[str, SourceVie
     if source is None:
         return Resolution(False, f"no stream named {address.stream} is loaded on this machine")
     if not source.running:
-        return Resolution(False, f"stream {address.stream} is not running ({source.state})")
+        state = "being loaded" if source.state == "kept" else source.state
+        return Resolution(False, f"stream {address.stream} is not running ({state})")
     if not source.has_output(address.node, address.port):
         return Resolution(False, f"stream {address.stream} has no output {address.node}/{address.port}")
     level = source.exposure(address.node, address.port)

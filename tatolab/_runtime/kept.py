@@ -239,8 +239,7 @@ async def start_kept(runtime: "Runtime", name: str, record: KeptRecord) -> Loade
                 kept.mark_failed(current, _strip(problem))
                 raise KeptLoadFailed(name, _strip(problem))
             stream = LoadedStream(name=name, project=Path(current.project), graph=current.graph, mode="kept")
-            runtime.streams[name] = stream
-            stream.start(Path(current.python))
+            runtime.start_stream(stream, Path(current.python))
         kept.loaded(name)
         return stream
     finally:

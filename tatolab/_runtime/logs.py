@@ -13,6 +13,7 @@ from tatolab import _records
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
 KEPT_FILES = 3  # the live file plus two rotated ones: a chatty node cannot fill the disk
+EARLY_RECORDS = 200  # said before an attached terminal watches; replayed to it
 MAX_BYTES_ENV = "TATOLAB_LOG_MAX_BYTES"  # overrides MAX_FILE_BYTES (tests use a small limit)
 _MIN_FILE_BYTES = 4096
 
@@ -91,6 +92,8 @@ class StreamLog:
         self.stream = stream
         self.file = RotatingJsonl(project / ".streamlib" / "logs" / f"{stream}.jsonl") if project else None
         self._watchers: list[asyncio.Queue[dict[str, Any]]] = []
+        # what was said before the first watcher came (load-time warnings), replayed to it
+        self._early: list[dict[str, Any]] | None = []
 
     def emit(self, record: dict[str, Any]) -> None:
         record.setdefault("stream", self.stream)
@@ -98,12 +101,17 @@ class StreamLog:
             self.file.write(_records.dumps(record))
         for queue in self._watchers:
             queue.put_nowait(record)
+        if self._early is not None and len(self._early) < EARLY_RECORDS:
+            self._early.append(record)
 
     def say(self, message: str, *, level: str = "info", node: str | None = None, **fields: Any) -> None:
         self.emit(_records.make_record(message, level=level, stream=self.stream, node=node, fields=fields))
 
     def watch(self) -> asyncio.Queue[dict[str, Any]]:
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        for record in self._early or ():
+            queue.put_nowait(record)
+        self._early = None
         self._watchers.append(queue)
         return queue
 

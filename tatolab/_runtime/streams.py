@@ -11,6 +11,7 @@ from typing import Any
 from tatolab._host import status
 from tatolab._links import ring
 from tatolab._runtime import paths
+from tatolab._runtime.exposure import exposure_levels
 from tatolab._runtime.logs import StreamLog
 from tatolab._runtime.supervisor import NodeProcess
 
@@ -114,7 +115,7 @@ class LoadedStream:
             source = link["from"]
             if "address" in source:
                 # a remote output: wired when exposure between streams lands
-                self.waiting[link_key(link)] = f"remote output {source['address']} is not wired yet"
+                self.waiting[link_key(link)] = "not wired yet"  # wiring.rewire decides, right after start
                 continue
             out = self.rings[(source["node"], source["port"])]
             target = specs[link["to"]["node"]]["inputs"][link["to"]["port"]]
@@ -127,6 +128,59 @@ class LoadedStream:
             process = NodeProcess(stream=self.name, spec=spec, python=python, project=self.project, log=self.log)
             self.nodes[name] = process
             process.start()
+
+    # -- as the source of other streams' remote links (see wiring.py) ----------------------
+
+    @property
+    def running(self) -> bool:
+        return not self.ended.is_set()
+
+    @property
+    def state(self) -> str:
+        return self.mode
+
+    def has_output(self, node: str, port: str) -> bool:
+        return (node, port) in self.rings
+
+    def exposure(self, node: str, port: str) -> str:
+        return exposure_levels(self.graph).get((node, port), "internal")
+
+    def set_exposure(self, node: str, port: str, level: str) -> None:
+        kept = [e for e in self.graph.get("exposures", []) if (e["node"], e["port"]) != (node, port)]
+        if level != "internal":
+            kept.append({"node": node, "port": port, "level": level})
+        self.graph["exposures"] = kept
+
+    # -- as the reader of remote links ------------------------------------------------------
+
+    def remote_links(self) -> dict[str, dict[str, Any]]:
+        return {link_key(link): link for link in self.graph["links"] if "address" in link["from"]}
+
+    def bind_remote(self, key: str, wiring: LinkWiring) -> None:
+        """Wire a remote link: the reading node opens the source's ring from now on."""
+        link = self.remote_links()[key]
+        to = link["to"]
+        entry = {"key": key, "base": wiring.base, "reader_index": wiring.reader_index, "start": "now"}
+        process = self.nodes.get(to["node"])
+        if process is None:
+            return
+        links = process.spec["inputs"][to["port"]]["links"]
+        links[:] = [existing for existing in links if existing["key"] != key] + [entry]  # a restart reads this
+        process.send({"op": "add_link", "port": to["port"], "link": entry})
+        self.wiring[key] = wiring
+        self.waiting.pop(key, None)
+
+    def unbind_remote(self, key: str, reason: str) -> LinkWiring | None:
+        """Cut a remote link at once; it waits, with ``reason``, until it can be wired again."""
+        wiring = self.wiring.pop(key, None)
+        self.waiting[key] = reason
+        to = self.remote_links()[key]["to"]
+        process = self.nodes.get(to["node"])
+        if wiring is not None and process is not None:
+            links = process.spec["inputs"][to["port"]]["links"]
+            links[:] = [existing for existing in links if existing["key"] != key]
+            process.send({"op": "remove_link", "key": key})
+        return wiring
 
     async def log_events(self, queue: asyncio.Queue) -> Any:
         """Log records as events until the stream ends, then one ``ended`` event."""

@@ -29,3 +29,4 @@ def load_all() -> None:
     from tatolab._runtime.ops import kept  # noqa: F401
     from tatolab._runtime.ops import dev  # noqa: F401
     from tatolab._runtime.ops import inspect  # noqa: F401
+    from tatolab._runtime.ops import exposure  # noqa: F401

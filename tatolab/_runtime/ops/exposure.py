@@ -1,0 +1,74 @@
+"""`tatolab expose`: change who may read an output of a running (or kept) stream."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tatolab._runtime.control import ControlError, Runtime
+from tatolab._runtime.exposure import LEVELS
+from tatolab._runtime.machine import machine_name
+from tatolab._runtime.ops import op
+from tatolab._runtime.records import KeptRecord
+from tatolab._sdk.errors import AddressError
+from tatolab._sdk.naming import format_address, parse_address
+
+
+@op("expose")
+async def expose(runtime: Runtime, address: str, level: str = "private") -> dict[str, Any]:
+    if level not in LEVELS:
+        raise ControlError(f"exposure level must be one of {', '.join(LEVELS)}, not {level!r}")
+    try:
+        where = parse_address(address)
+    except AddressError as exc:
+        raise ControlError(str(exc)) from None
+    if where.machine and where.machine != machine_name():
+        raise ControlError(
+            f"{address} names machine {where.machine}, and this is {machine_name()}; "
+            f"to change another machine's streams, ssh to it and run `tatolab expose` there"
+        )
+    short = format_address(where._replace(machine=None))
+    stream = runtime.streams.get(where.stream)
+    record = runtime.kept.holder(where.stream)
+    record = record if isinstance(record, KeptRecord) else None
+    if stream is not None and record is not None and str(stream.project) != record.project:
+        record = None  # the record belongs to another project's stream of that name
+    if stream is None and record is None:
+        raise runtime.unknown(where.stream)
+    graph = stream.graph if stream is not None else record.graph  # type: ignore[union-attr]
+    outputs = {(n["name"], p["port"]) for n in graph["nodes"] for p in n["outputs"]}
+    if (where.node, where.port) not in outputs:
+        known = ", ".join(f"{where.stream}/{n}/{p}" for n, p in sorted(outputs)) or "none"
+        raise ControlError(f"stream {where.stream} has no output {where.node}/{where.port}; its outputs: {known}")
+
+    if stream is not None:
+        stream.set_exposure(where.node, where.port, level)
+    if record is not None:
+        # recorded, so the level wins over the stream function's across restarts
+        entries = [e for e in record.graph.get("exposures", []) if (e["node"], e["port"]) != (where.node, where.port)]
+        if level != "internal":
+            entries.append({"node": where.node, "port": where.port, "level": level})
+        record.graph["exposures"] = entries
+        runtime.kept.store.save(record)
+    before = _readers_of(runtime, short)
+    runtime.rewire()
+    cut = sorted(before - _readers_of(runtime, short))
+    if stream is not None and stream.log is not None:
+        stream.log.say(f"{short} is now {level}" + (f"; cut: {', '.join(cut)}" if cut else ""))
+    return {"address": short, "level": level, "kept": record is not None, "cut": cut}
+
+
+def _readers_of(runtime: Runtime, address: str) -> set[str]:
+    """The streams whose remote links read ``address`` right now."""
+    readers = set()
+    for stream in runtime.streams.values():
+        for key, link in stream.remote_links().items():
+            if key in stream.wiring and _same(link["from"]["address"], address):
+                readers.add(stream.name)
+    return readers
+
+
+def _same(text: str, address: str) -> bool:
+    try:
+        return format_address(parse_address(text)._replace(machine=None)) == address
+    except AddressError:
+        return False

@@ -1,0 +1,88 @@
+"""Wiring remote links as streams come and go: whichever loads first, links wire themselves.
+
+The reading stream owns the link: it claims a reader record on the source's ring and its
+node opens that ring. Nothing in the source stream changes, so either side can stop,
+change and restart without touching the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from tatolab._runtime.exposure import SourceView, resolve
+from tatolab._runtime.streams import LinkWiring, LoadedStream
+from tatolab._sdk.errors import AddressError
+from tatolab._sdk.naming import parse_address
+
+
+@dataclass
+class NotLoaded:
+    """A kept stream that is stopped or failed: it exists, but nothing can be read from it."""
+
+    state: str
+    running: bool = False
+
+    def has_output(self, node: str, port: str) -> bool:
+        return False
+
+    def exposure(self, node: str, port: str) -> str:
+        return "internal"
+
+
+def rewire(streams: dict[str, LoadedStream], not_loaded: Iterable[dict[str, Any]], machine: str) -> None:
+    """Bring every remote link of every loaded stream in line with what its source allows now."""
+    sources: dict[str, SourceView] = {row["name"]: NotLoaded(row["state"]) for row in not_loaded}
+    sources.update({name: stream for name, stream in streams.items() if stream.running})
+    for reader in streams.values():
+        if not reader.running:
+            continue
+        for key, link in reader.remote_links().items():
+            _rewire_link(reader, key, link, streams, sources, machine)
+
+
+def _rewire_link(reader: LoadedStream, key: str, link: dict[str, Any], streams: dict[str, LoadedStream],
+                 sources: dict[str, SourceView], machine: str) -> None:
+    say = _sayer(reader)
+    try:
+        address = parse_address(link["from"]["address"])
+    except AddressError as exc:
+        reader.waiting[key] = str(exc)
+        return
+    decision = resolve(address, machine, sources)
+    bound = reader.wiring.get(key)
+    if decision.wired:
+        source = streams[address.stream]
+        ring = source.rings[(address.node, address.port)]
+        if bound is not None and bound.base == ring.base:
+            return  # already reading this very ring
+        if bound is not None:
+            _release(streams, reader.unbind_remote(key, "rewiring"))
+        reader.bind_remote(key, LinkWiring(ring.base, ring.claim_reader()))
+        say(f"link {key} wired to {source.name} (project {source.project})")
+        return
+    if bound is not None:
+        _release(streams, reader.unbind_remote(key, decision.reason or "waiting"))
+        say(f"link {key} cut: {decision.reason}", level="warning")
+    elif reader.waiting.get(key) != decision.reason:
+        reader.waiting[key] = decision.reason or "waiting"
+        say(f"link {key} waiting: {decision.reason}", level="warning")
+
+
+def _release(streams: dict[str, LoadedStream], wiring: LinkWiring | None) -> None:
+    """Give the reader record back to the source ring, if that source is still loaded."""
+    if wiring is None:
+        return
+    for stream in streams.values():
+        for ring in stream.rings.values():
+            if ring.base == wiring.base:
+                ring.release(wiring.reader_index)
+                return
+
+
+def _sayer(stream: LoadedStream) -> Callable[..., None]:
+    def say(message: str, level: str = "info") -> None:
+        if stream.log is not None:
+            stream.log.say(message, level=level)
+
+    return say
