@@ -1,0 +1,154 @@
+"""What nodes can do, end to end in a real runtime: manual execution, fan-in, big bags,
+typed reads, and bags that cannot be encoded."""
+
+from __future__ import annotations
+
+import hashlib
+import signal
+
+from harness import make_project, read_jsonl, wait_for
+
+NODES = """
+import hashlib, json, os, threading, time
+from dataclasses import dataclass
+from datetime import datetime
+from tatolab.stream import node
+
+
+@dataclass
+class TickerConfig:
+    label: str
+    every_ms: int = 5
+
+
+@node(execution="manual")
+class Ticker:
+    \"\"\"Drives itself from a thread it owns.\"\"\"
+
+    @node.output()
+    def ticks(self) -> dict: ...
+
+    def __init__(self, config: TickerConfig) -> None:
+        self.label = config.label
+        self.every = config.every_ms / 1000
+        self.running = True
+
+    def setup(self, ctx) -> None:
+        def loop():
+            n = 0
+            while self.running:
+                ctx.outputs.write("ticks", {"label": self.label, "n": n, "sent_ns": ctx.time})
+                n += 1
+                time.sleep(self.every)
+        self.thread = threading.Thread(target=loop, daemon=True)
+        self.thread.start()
+
+    def teardown(self, ctx) -> None:
+        self.running = False
+        self.thread.join()
+
+
+@dataclass
+class Tick:
+    label: str
+    n: int
+    sent_ns: int
+
+
+@node
+class Merger:
+    @node.input(delivery_profile="ordered")
+    def ticks(self) -> dict: ...
+
+    def __init__(self) -> None:
+        self.file = open("merged.jsonl", "a", buffering=1)
+
+    def process(self, ctx) -> None:
+        tick = ctx.inputs.read("ticks", into=Tick)
+        if tick is not None:
+            self.file.write(json.dumps({"label": tick.label, "n": tick.n, "sent_ns": tick.sent_ns}) + "\\n")
+
+
+@node(execution="continuous", interval_ms=50)
+class BigBags:
+    @node.output()
+    def blobs(self) -> dict: ...
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def process(self, ctx) -> None:
+        blob = os.urandom(1_000_000 + self.n)
+        ctx.outputs.write("blobs", {"n": self.n, "blob": blob, "sha": hashlib.sha256(blob).hexdigest()})
+        self.n += 1
+
+
+@node
+class BlobCheck:
+    @node.input(delivery_profile="ordered")
+    def blobs(self) -> dict: ...
+
+    def __init__(self) -> None:
+        self.file = open("blobs.jsonl", "a", buffering=1)
+
+    def process(self, ctx) -> None:
+        bag = ctx.inputs.read("blobs")
+        if bag is not None:
+            ok = hashlib.sha256(bag["blob"]).hexdigest() == bag["sha"]
+            self.file.write(json.dumps({"n": bag["n"], "size": len(bag["blob"]), "intact": ok}) + "\\n")
+
+
+@node(execution="continuous", interval_ms=200)
+class BadWriter:
+    @node.output()
+    def events(self) -> dict: ...
+
+    def process(self, ctx) -> None:
+        ctx.outputs.write("events", {"meta": {"when": datetime(2026, 1, 1)}})
+"""
+
+STREAM = """
+from tatolab.stream import StreamBuilder, stream
+from nodes.features import BadWriter, BigBags, BlobCheck, Merger, Ticker
+
+
+@stream
+def features(stream_builder: StreamBuilder) -> None:
+    left = stream_builder.add(Ticker, config={"label": "left"}, name="left")
+    right = stream_builder.add(Ticker, config={"label": "right", "every_ms": 7}, name="right")
+    merger = stream_builder.add(Merger)
+    stream_builder.connect(left.output("ticks"), merger.input("ticks"))
+    stream_builder.connect(right.output("ticks"), merger.input("ticks"))
+    big = stream_builder.add(BigBags)
+    check = stream_builder.add(BlobCheck)
+    stream_builder.connect(big.output("blobs"), check.input("blobs"))
+    stream_builder.add(BadWriter)
+"""
+
+
+def test_manual_nodes_fan_in_big_bags_and_unencodable_bags(runtime, project_venv, tmp_path):
+    project = make_project(tmp_path / "features", project_venv, {
+        "stream.py": STREAM, "nodes/__init__.py": "", "nodes/features.py": NODES,
+    })
+    run = runtime.popen_cli("run", cwd=project)
+    try:
+        wait_for(lambda: len(read_jsonl(project / "merged.jsonl")) >= 200, timeout=30, what="merged ticks")
+        wait_for(lambda: len(read_jsonl(project / "blobs.jsonl")) >= 5, timeout=30, what="big bags")
+    finally:
+        run.send_signal(signal.SIGINT)
+        out, _ = run.communicate(timeout=20)
+
+    merged = read_jsonl(project / "merged.jsonl")
+    # fan-in: both links arrive, each in its own order, merged by arrival time
+    for label in ("left", "right"):
+        ns = [row["n"] for row in merged if row["label"] == label]
+        assert ns and ns == list(range(len(ns))), label
+    assert [row["sent_ns"] for row in merged] == sorted(row["sent_ns"] for row in merged)
+
+    # bags far larger than a slot arrive whole
+    blobs = read_jsonl(project / "blobs.jsonl")
+    assert all(row["intact"] for row in blobs)
+    assert blobs[0]["size"] == 1_000_000
+
+    # a bag that cannot be encoded is refused at the writer, naming node, port and key
+    assert "badwriter" in out and "events" in out and 'bag["meta"]["when"]' in out and "datetime" in out
