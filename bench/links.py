@@ -292,7 +292,17 @@ def idle_cpu(seconds: float) -> float:
     return pct
 
 
+def reap_dead_runs() -> None:
+    """Remove ring files an earlier run left when it was killed before its own cleanup."""
+    for name in os.listdir("/dev/shm"):
+        if name.startswith("tatolab-bench-"):
+            pid = name.split("-")[2]
+            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                reap(f"/dev/shm/tatolab-bench-{pid}-")
+
+
 def main() -> None:
+    reap_dead_runs()
     quick = "--quick" in sys.argv
     repeats = 1 if quick else 3
     samples = 500 if quick else 2000
