@@ -204,3 +204,15 @@ def test_stop_ends_an_attached_run(runtime, project_venv, tmp_path):
     assert "pipeline stopped" in out
     unknown = runtime.cli("stop", "nope")
     assert unknown.returncode == 1 and "no stream named nope" in unknown.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL], ids=["sigterm", "closed-terminal", "killed"])
+def test_ending_the_run_command_any_way_unloads_the_stream(runtime, project_venv, tmp_path, sig):
+    project = make_project(tmp_path / "p", project_venv, pipeline_files())
+    run = runtime.popen_cli("run", cwd=project)
+    wait_for(lambda: len(read_jsonl(project / "out.jsonl")) > 3, timeout=30, what="bags")
+    run.send_signal(sig)
+    run.communicate(timeout=20)
+    wait_for(lambda: runtime.stream_names() == [], what="the stream to unload")
+    wait_for(lambda: runtime.node_pids() == [], what="its node processes to end")
+    assert runtime.shm_files() == []
