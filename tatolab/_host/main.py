@@ -97,7 +97,10 @@ def _import_node_class(class_path: str) -> type:
 def main() -> None:
     parent = os.environ.get("TATOLAB_PARENT_PID")
     die_with_parent(int(parent) if parent else None)
-    spec = json.loads(sys.stdin.readline())
+    first = sys.stdin.readline()
+    spec = json.loads(first) if first.strip() else {"op": "stop"}
+    if spec.get("op") == "stop":
+        return  # stopped before it was given its node
     log_fd = os.environ.get("TATOLAB_LOG_FD")
     sink = _RecordSink(int(log_fd) if log_fd else None, spec["stream"], spec["node"])
     logging.basicConfig(level=logging.INFO, handlers=[_LoggingBridge(sink)], force=True)

@@ -50,6 +50,7 @@ class NodeProcess:
         self.process: asyncio.subprocess.Process | None = None
         self._stopping = False
         self._task: asyncio.Task | None = None
+        self._spawning: asyncio.Future | None = None
         # health: the watchdog reads the status file the node host writes around process()
         self.watchdog_ms = health.watchdog_limit_ms(spec.get("execution", "reactive"), spec.get("watchdog_ms"))
         self.memory_limit = health.memory_limit_bytes(spec.get("memory_limit_mb"))
@@ -97,6 +98,11 @@ class NodeProcess:
 
     async def stop(self) -> None:
         self._stopping = True
+        if self._spawning is not None:
+            try:
+                self.process = await self._spawning
+            except OSError:
+                pass
         process = self.process
         if process is not None and process.returncode is None:
             try:
@@ -160,24 +166,26 @@ class NodeProcess:
         env["TATOLAB_LOG_FD"] = str(write_fd)
         env["TATOLAB_PARENT_PID"] = str(os.getpid())
         self.state = "starting"
+        # Spawning is shielded: a stop() arriving meanwhile waits for the process and ends it,
+        # rather than cancelling the spawn half-way and leaving a node nobody tracks.
+        self._spawning = asyncio.ensure_future(asyncio.create_subprocess_exec(
+            str(self.python), "-m", "tatolab._host", f"{self.stream}/{self.name}",
+            cwd=self.project, env=env, pass_fds=(write_fd,),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            preexec_fn=die_with_parent,
+            limit=LINE_LIMIT,
+        ))
         try:
-            self.process = await asyncio.create_subprocess_exec(
-                str(self.python), "-m", "tatolab._host", f"{self.stream}/{self.name}",
-                cwd=self.project, env=env, pass_fds=(write_fd,),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                preexec_fn=die_with_parent,
-                limit=LINE_LIMIT,
-            )
+            self.process = await asyncio.shield(self._spawning)
         except OSError as exc:
             os.close(read_fd)
-            os.close(write_fd)
             self.last_error = f"could not start {self.python}: {exc}"
             return 127
         finally:
-            if self.process is not None:
-                os.close(write_fd)
+            os.close(write_fd)
+            self._spawning = None
         process = self.process
         process.stdin.write((json.dumps(self.spec) + "\n").encode())  # type: ignore[union-attr]
         self.state = "running"
