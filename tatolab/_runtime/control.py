@@ -6,11 +6,12 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from tatolab._links import ring
 from tatolab._runtime import paths
 from tatolab._runtime.compiler import CompileError, compile_stream, project_python
 from tatolab._runtime.kept import KeptStreams
-from tatolab._runtime.records import DamagedRecord
 from tatolab._runtime.machine import machine_name
+from tatolab._runtime.records import DamagedRecord
 from tatolab._runtime.streams import LoadedStream
 from tatolab._runtime.wiring import rewire
 
@@ -140,7 +141,12 @@ class Runtime:
     def start_stream(self, stream: LoadedStream, python: Path) -> None:
         """Start ``stream`` under its name; links between streams wire themselves at once."""
         self.streams[stream.name] = stream
-        stream.start(python)
+        try:
+            stream.start(python)
+        except OSError as exc:  # shared memory full, say: nothing half-started stays behind
+            self.streams.pop(stream.name, None)
+            ring.reap(stream.shm_prefix)  # rings are made before any node starts
+            raise ControlError(f"stream {stream.name} could not start: {exc}") from None
         self.rewire()
 
     def rewire(self) -> None:
