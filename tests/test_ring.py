@@ -328,7 +328,7 @@ def test_counters_visible_from_another_process_and_resume_after_reopen(base):
     assert counters["write_seq"] == 12 and counters["last_write_ns"] > 0
     assert counters["readers"] == [
         {"index": 5, "pid": os.getpid(), "read": 8, "dropped": 4,
-         "last_read_ns": counters["readers"][0]["last_read_ns"], "active": True}
+         "last_read_ns": counters["readers"][0]["last_read_ns"], "active": True, "behind": 0}
     ]
     r.close()
     assert read_counters(base)["readers"][0]["active"] is False

@@ -76,7 +76,8 @@ def tap_summary(address: str, end: dict[str, Any], count: int | None, seconds: f
     elif end["reason"] == "stream stopped":
         line += " (the stream stopped)"
     if end.get("dropped"):
-        line += f"; the tap skipped {end['dropped']} bags"
+        skipped = end["dropped"]
+        line += f"; the tap skipped {skipped} bag{'s' if skipped != 1 else ''}"
     return line
 
 

@@ -641,11 +641,13 @@ def read_counters(base: str) -> dict:
         readers = []
         for i in range(MAX_READERS):
             r = g.record_q(i)
-            pid, read, dropped, last, active = q[r:r + 5]
+            pid, read, dropped, last, active, next_seq = q[r:r + 6]
             if active or pid or read or dropped:
+                # bags written that this reader has neither read nor dropped yet
+                behind = max(0, q[_WRITE_SEQ] - (next_seq - 1)) if next_seq else None
                 readers.append(
                     {"index": i, "pid": pid, "read": read, "dropped": dropped,
-                     "last_read_ns": last, "active": bool(active)}
+                     "last_read_ns": last, "active": bool(active), "behind": behind}
                 )
         return {
             "write_seq": q[_WRITE_SEQ],

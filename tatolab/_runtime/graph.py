@@ -140,6 +140,7 @@ def stream_entry(
                 "written": live["write_seq"],
                 "read": reader.get("read", 0),
                 "dropped": reader.get("dropped", 0),
+                "behind": reader.get("behind"),
                 "reader": wiring.reader_index,
                 "reader_active": reader.get("active", False),
                 "last_read_ns": reader.get("last_read_ns") or None,
