@@ -1,0 +1,29 @@
+"""The ``tatolabd`` command: checks that the runtime's own dependencies are installed first.
+
+A project's ``.venv`` holds only ``tatolab``; the runtime needs ``tatolab[runtime]``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+RUNTIME_DEPENDENCIES = ("psutil", "watchfiles")
+
+
+def missing_dependencies() -> list[str]:
+    return [name for name in RUNTIME_DEPENDENCIES if importlib.util.find_spec(name) is None]
+
+
+def main() -> None:
+    missing = missing_dependencies()
+    if missing:
+        print(
+            f"error: tatolabd needs {', '.join(missing)}, which come with the runtime's install: "
+            f"run `{sys.executable} -m pip install 'tatolab[runtime]'`",
+            file=sys.stderr,
+        )
+        sys.exit(1)
+    from tatolab._runtime.daemon import main as run_daemon
+
+    run_daemon()
