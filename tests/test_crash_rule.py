@@ -170,3 +170,15 @@ def test_write_atomically_fsyncs_the_file_and_its_folder(tmp_path: Path, monkeyp
     monkeypatch.setattr(os, "fsync", fsync)
     write_atomically(tmp_path / "x.json", b"{}")
     assert synced[0].endswith(".tmp") and synced[1] == str(tmp_path)
+
+
+def test_a_name_that_is_not_a_stream_name_never_reaches_outside_the_records(tmp_path):
+    from tatolab._runtime.records import RecordStore
+
+    victim = tmp_path / "victim.json"
+    victim.write_text("{}")
+    store = RecordStore(tmp_path / "streams")
+    (tmp_path / "streams").mkdir()
+    assert store.read("../victim") is None
+    store.remove("../victim")
+    assert victim.exists()

@@ -156,3 +156,43 @@ def test_manual_nodes_fan_in_big_bags_and_unencodable_bags(runtime, project_venv
 
     # a bag that cannot be encoded is refused at the writer, naming node, port and key
     assert "badwriter" in out and "events" in out and 'bag["meta"]["when"]' in out and "datetime" in out
+
+
+def test_what_a_node_says_while_stopping_reaches_the_log(runtime, project_venv, tmp_path):
+    project = make_project(tmp_path / "bye", project_venv, {
+        "stream.py": """
+            from tatolab.stream import StreamBuilder, stream
+            from nodes.bye import Bye
+
+
+            @stream
+            def bye(stream_builder: StreamBuilder) -> None:
+                stream_builder.add(Bye)
+        """,
+        "nodes/__init__.py": "",
+        "nodes/bye.py": """
+            from tatolab.stream import node
+
+
+            @node(execution="continuous", interval_ms=20)
+            class Bye:
+                @node.output()
+                def out(self) -> dict: ...
+
+                def process(self, ctx) -> None:
+                    ctx.outputs.write("out", {"ok": True})
+
+                def teardown(self, ctx) -> None:
+                    ctx.log.info("teardown ran", flushed=True)
+                    print("goodbye from teardown", flush=True)
+        """,
+    })
+    run = runtime.popen_cli("run", cwd=project)
+    log = project / ".streamlib" / "logs" / "bye.jsonl"
+    wait_for(lambda: runtime.stream_names() == ["bye"] and runtime.node_pids(), what="the node to run")
+    run.send_signal(signal.SIGINT)
+    run.communicate(timeout=20)
+    wait_for(lambda: runtime.stream_names() == [], what="the stream to unload")
+    messages = [record["message"] for record in read_jsonl(log)]
+    assert "teardown ran" in messages
+    assert "goodbye from teardown" in messages

@@ -183,9 +183,6 @@ class _Gen:
         self.word, self.addr = word_at(self.mm, _FUTEX_OFF)
         self.sleepers = self.mv[_SLEEPERS_OFF:_SLEEPERS_OFF + MAX_READERS]
 
-    def slot_q(self, seq: int) -> int:
-        return self.slots_q + ((seq - 1) % self.count) * self.stride_q
-
     def record_q(self, index: int) -> int:
         return (_TABLE_OFF + index * _RECORD_BYTES) // 8
 

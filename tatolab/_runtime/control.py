@@ -13,7 +13,7 @@ from tatolab._runtime.kept import KeptStreams
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.records import DamagedRecord
 from tatolab._runtime.streams import LoadedStream
-from tatolab._runtime.wiring import rewire
+from tatolab._runtime.wiring import release_remote, rewire
 
 
 class ControlError(Exception):
@@ -66,12 +66,15 @@ class Runtime:
         self.check_name_free(name, replacing=old, keeping_from=project)
         if old is not None:
             await self._unload(old, "replaced by a new `tatolab run -d`")
-        self.kept.keep(name, project, python, graph, target=target, file=file)
+        record = self.kept.keep(name, project, python, graph, target=target, file=file)
         stream = LoadedStream(name=name, project=project, graph=graph, mode="kept")
         try:
             self.start_stream(stream, python)
-        finally:
-            self.kept.loaded(name)
+        except ControlError as exc:
+            self.kept.not_loading(name)
+            self.kept.mark_failed(record, str(exc))  # recorded, but not running: say so
+            raise
+        self.kept.loaded(name)
         return stream
 
     def check_name_free(self, stream_name: str, *, replacing: LoadedStream | None = None,
@@ -129,8 +132,10 @@ class Runtime:
             async with self._load_lock:
                 if self.closing:
                     raise ControlError("the runtime is stopping")
+                if old is not None and self.streams.get(old.name) is not old:
+                    raise ControlError(f"{old.name} was stopped meanwhile ({old.end_reason or 'unloaded'})")
                 self.check_name_free(graph["stream"], replacing=old)
-                if old is not None and self.streams.get(old.name) is old:
+                if old is not None:
                     await self._unload(old, reason)
                 stream = LoadedStream(name=graph["stream"], project=project, graph=graph, mode=mode)
                 self.start_stream(stream, python)
@@ -143,9 +148,11 @@ class Runtime:
         self.streams[stream.name] = stream
         try:
             stream.start(python)
-        except OSError as exc:  # shared memory full, say: nothing half-started stays behind
+        except (OSError, ring.RingError) as exc:  # shared memory full, say: nothing half-started stays
             self.streams.pop(stream.name, None)
             ring.reap(stream.shm_prefix)  # rings are made before any node starts
+            if stream.log is not None:
+                stream.log.close()
             raise ControlError(f"stream {stream.name} could not start: {exc}") from None
         self.rewire()
 
@@ -165,12 +172,6 @@ class Runtime:
         known = ", ".join(f"{row['name']} ({row['state']})" for row in self.list_streams()) or "none"
         return ControlError(f"no stream named {name} on this machine; its streams: {known}")
 
-    def _find(self, name: str) -> LoadedStream:
-        stream = self.streams.get(name)
-        if stream is None:
-            raise self.unknown(name)
-        return stream
-
     async def stop(self, name: str, reason: str = "stopped by `tatolab stop`") -> dict[str, Any]:
         """Unload a stream; a kept one is recorded as stopped first, so it stays stopped across restarts."""
         record = self.kept.holder(name)
@@ -188,13 +189,16 @@ class Runtime:
 
     async def _unload(self, stream: LoadedStream, reason: str, *, by_runtime: bool = False) -> None:
         """Unload ``stream``; shutdown waits for unloads in progress, so none is cut short."""
-        if self.streams.get(stream.name) is stream:
-            self.streams.pop(stream.name)
-            self.rewire()  # readers of its outputs are cut before its rings go
-        task = asyncio.create_task(stream.stop(reason, by_runtime=by_runtime))
-        self._unloading.add(task)
-        task.add_done_callback(self._unloading.discard)
-        await asyncio.shield(task)
+        try:
+            if self.streams.get(stream.name) is stream:
+                self.streams.pop(stream.name)
+                release_remote(self.streams, stream)  # its reader records on other streams' rings
+                self.rewire()  # readers of its outputs are cut before its rings go
+        finally:
+            task = asyncio.create_task(stream.stop(reason, by_runtime=by_runtime))
+            self._unloading.add(task)
+            task.add_done_callback(self._unloading.discard)
+            await asyncio.shield(task)
 
     async def unload_if_current(self, stream: LoadedStream, reason: str) -> None:
         """Unload ``stream`` unless it was already replaced or stopped."""

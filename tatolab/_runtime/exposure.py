@@ -36,6 +36,14 @@ def exposure_levels(graph: dict) -> dict[tuple[str, str], str]:
     return {(e["node"], e["port"]): e["level"] for e in graph.get("exposures", [])}
 
 
+def set_level(graph: dict, node: str, port: str, level: str) -> None:
+    """Record ``level`` for an output in a compiled graph (internal ones are not listed)."""
+    entries = [e for e in graph.get("exposures", []) if (e["node"], e["port"]) != (node, port)]
+    if level != "internal":
+        entries.append({"node": node, "port": port, "level": level})
+    graph["exposures"] = entries
+
+
 def resolve(address: Address, this_machine: str, sources: Mapping[str, SourceView]) -> Resolution:
     """Can a reader on this machine read ``address`` now? If not, why (the link's ``waiting`` reason)."""
     text = format_address(address._replace(machine=None))

@@ -36,7 +36,7 @@ def _read_all(stream: LoadedStream, read_counters: CounterReader) -> dict[tuple[
     return counters
 
 
-def node_entry(node: dict[str, Any], process: NodeProcess | None, now_ns: int) -> dict[str, Any]:
+def node_entry(node: dict[str, Any], process: NodeProcess | None) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "name": node["name"],
         "kind": node["class"],
@@ -83,7 +83,7 @@ def stream_entry(
 
     nodes = []
     for node in stream.graph["nodes"]:
-        entry = node_entry(node, stream.nodes.get(node["name"]), now_ns)
+        entry = node_entry(node, stream.nodes.get(node["name"]))
         entry["inputs"] = [
             {"port": p["port"], "delivery_profile": p["delivery_profile"]} for p in node["inputs"]
         ]

@@ -6,8 +6,6 @@ does the polling and the killing.
 
 from __future__ import annotations
 
-NODE_STATES = ("starting", "running", "restarting", "crashed", "stopped")
-
 DEFAULT_WATCHDOG_MS = 10_000  # reactive and continuous nodes; manual ones drive themselves
 CRASH_LOOP_AFTER = 3  # this many exits in a row without a stable run: the node is "crashed"
 POLL_S = 0.25  # how often the supervisor reads a node's status and memory

@@ -239,7 +239,11 @@ async def start_kept(runtime: "Runtime", name: str, record: KeptRecord) -> Loade
                 kept.mark_failed(current, _strip(problem))
                 raise KeptLoadFailed(name, _strip(problem))
             stream = LoadedStream(name=name, project=Path(current.project), graph=current.graph, mode="kept")
-            runtime.start_stream(stream, Path(current.python))
+            try:
+                runtime.start_stream(stream, Path(current.python))
+            except Exception as exc:  # ControlError: its rings could not be made
+                kept.mark_failed(current, _strip(str(exc)))
+                raise KeptLoadFailed(name, _strip(str(exc))) from None
         kept.loaded(name)
         return stream
     finally:

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tatolab._sdk.errors import AddressError
+from tatolab._sdk.naming import url_safe
+
 RECORD_VERSION = 1
 _TEMP_SUFFIX = ".tmp"
 
@@ -126,6 +129,14 @@ class DamagedRecord:
 _PROJECT_IN_TEXT = re.compile(r'"project":\s*"((?:[^"\\]|\\.)*)"')
 
 
+def is_stream_name(name: str) -> bool:
+    """Stream names are URL-safe; anything else (``../x``) is not one."""
+    try:
+        return url_safe(name) == name
+    except AddressError:
+        return False
+
+
 class RecordStore:
     """One JSON file per kept stream in ``<state>/streams/``."""
 
@@ -133,9 +144,13 @@ class RecordStore:
         self.folder = folder
 
     def path(self, name: str) -> Path:
+        if not is_stream_name(name):  # a name from a request must never reach outside the folder
+            raise ValueError(f"{name!r} is not a stream name")
         return self.folder / f"{name}.json"
 
     def read(self, name: str) -> KeptRecord | DamagedRecord | None:
+        if not is_stream_name(name):
+            return None  # no stream can have it: the caller says "no stream named ..."
         path = self.path(name)
         try:
             raw = path.read_bytes()
@@ -170,6 +185,8 @@ class RecordStore:
         write_json_atomically(self.path(record.name), record.to_json())
 
     def remove(self, name: str) -> None:
+        if not is_stream_name(name):
+            return
         try:
             self.path(name).unlink()
         except FileNotFoundError:

@@ -64,7 +64,11 @@ class ControlServer:
             return None
         if hasattr(result, "__aiter__"):
             first = await anext(result, None)  # the opening event carries the answer
-            await _send(writer, {"ok": True, "result": first})
+            try:
+                await _send(writer, {"ok": True, "result": first})
+            except ConnectionError:
+                await result.aclose()  # the client left already: its finally unloads what it loaded
+                raise
             return result
         await _send(writer, {"ok": True, "result": result})
         return None

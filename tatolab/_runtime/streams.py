@@ -11,7 +11,7 @@ from typing import Any
 from tatolab._host import status
 from tatolab._links import ring
 from tatolab._runtime import paths
-from tatolab._runtime.exposure import exposure_levels
+from tatolab._runtime.exposure import exposure_levels, set_level
 from tatolab._runtime.logs import StreamLog
 from tatolab._runtime.supervisor import NodeProcess
 
@@ -146,10 +146,7 @@ class LoadedStream:
         return exposure_levels(self.graph).get((node, port), "internal")
 
     def set_exposure(self, node: str, port: str, level: str) -> None:
-        kept = [e for e in self.graph.get("exposures", []) if (e["node"], e["port"]) != (node, port)]
-        if level != "internal":
-            kept.append({"node": node, "port": port, "level": level})
-        self.graph["exposures"] = kept
+        set_level(self.graph, node, port, level)
 
     # -- as the reader of remote links ------------------------------------------------------
 
@@ -161,9 +158,7 @@ class LoadedStream:
         link = self.remote_links()[key]
         to = link["to"]
         entry = {"key": key, "base": wiring.base, "reader_index": wiring.reader_index, "start": "now"}
-        process = self.nodes.get(to["node"])
-        if process is None:
-            return
+        process = self.nodes[to["node"]]  # the compiler checked that the link's node exists
         links = process.spec["inputs"][to["port"]]["links"]
         links[:] = [existing for existing in links if existing["key"] != key] + [entry]  # a restart reads this
         process.send({"op": "add_link", "port": to["port"], "link": entry})
@@ -185,6 +180,7 @@ class LoadedStream:
     async def log_events(self, queue: asyncio.Queue) -> Any:
         """Log records as events until the stream ends, then one ``ended`` event."""
         ended = asyncio.create_task(self.ended.wait())
+        record: asyncio.Task | None = None
         try:
             while True:
                 record = asyncio.create_task(queue.get())
@@ -199,6 +195,8 @@ class LoadedStream:
                 return
         finally:
             ended.cancel()
+            if record is not None:
+                record.cancel()
 
     async def stop(self, reason: str, *, by_runtime: bool = False) -> None:
         self.ended_by_runtime = by_runtime

@@ -23,6 +23,7 @@ FIRST_BACKOFF_S = 0.2
 MAX_BACKOFF_S = 5.0
 STABLE_AFTER_S = 10.0  # a node that ran this long starts its backoff afresh
 STOP_GRACE_S = 3.0
+PUMP_DRAIN_S = 1.0
 LINE_LIMIT = 1024 * 1024
 STACK_DUMP_WAIT_S = 0.3  # a hung node gets this long to dump its stacks (SIGUSR1) before SIGKILL
 
@@ -117,12 +118,15 @@ class NodeProcess:
                              level="warning", node=self.name)
                 process.kill()
                 await process.wait()
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        task = self._task
+        if task is not None:
+            if self.state == "restarting":
+                task.cancel()  # waiting out a backoff: nothing left to read
+            # otherwise let it read what the node said last (teardown's output, a traceback)
+            done, _ = await asyncio.wait({task}, timeout=PUMP_DRAIN_S)
+            if not done:
+                task.cancel()
+                await asyncio.wait({task})
         self.state = "stopped"
         if self.status is not None:
             self.status.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from tatolab._links.ring import RingError
 from tatolab._runtime.exposure import SourceView, resolve
 from tatolab._runtime.streams import LinkWiring, LoadedStream
 from tatolab._sdk.errors import AddressError
@@ -33,10 +34,8 @@ class NotLoaded:
 def rewire(streams: dict[str, LoadedStream], not_loaded: Iterable[dict[str, Any]], machine: str) -> None:
     """Bring every remote link of every loaded stream in line with what its source allows now."""
     sources: dict[str, SourceView] = {row["name"]: NotLoaded(row["state"]) for row in not_loaded}
-    sources.update({name: stream for name, stream in streams.items() if stream.running})
+    sources.update(streams)
     for reader in streams.values():
-        if not reader.running:
-            continue
         for key, link in reader.remote_links().items():
             _rewire_link(reader, key, link, streams, sources, machine)
 
@@ -58,7 +57,13 @@ def _rewire_link(reader: LoadedStream, key: str, link: dict[str, Any], streams: 
             return  # already reading this very ring
         if bound is not None:
             _release(streams, reader.unbind_remote(key, "rewiring"))
-        reader.bind_remote(key, LinkWiring(ring.base, ring.claim_reader()))
+        try:
+            index = ring.claim_reader()
+        except RingError as exc:
+            reader.waiting[key] = str(exc)
+            say(f"link {key} waiting: {exc}", level="warning")
+            return
+        reader.bind_remote(key, LinkWiring(ring.base, index))
         say(f"link {key} wired to {source.name} (project {source.project})")
         return
     if bound is not None:
@@ -67,6 +72,12 @@ def _rewire_link(reader: LoadedStream, key: str, link: dict[str, Any], streams: 
     elif reader.waiting.get(key) != decision.reason:
         reader.waiting[key] = decision.reason or "waiting"
         say(f"link {key} waiting: {decision.reason}", level="warning")
+
+
+def release_remote(streams: dict[str, LoadedStream], reader: LoadedStream) -> None:
+    """An unloaded reader gives back the reader records its remote links held on other streams' rings."""
+    for key in reader.remote_links():
+        _release(streams, reader.wiring.pop(key, None))
 
 
 def _release(streams: dict[str, LoadedStream], wiring: LinkWiring | None) -> None:

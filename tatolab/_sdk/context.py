@@ -67,9 +67,6 @@ class InputPort:
                     arrived = True
         return arrived
 
-    def has_pending(self) -> bool:
-        return any(link.pending is not None for link in self.links.values())
-
     def take(self) -> bytes | None:
         self.fill()
         candidates = [link for link in self.links.values() if link.pending is not None]

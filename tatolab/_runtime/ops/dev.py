@@ -153,6 +153,10 @@ class DevSession:
         except ControlError as exc:
             if not reload:
                 raise  # the first load: refusing the name refuses dev
+            if old is not None and old.ended.is_set():  # `tatolab stop` during the reload ends dev
+                self.out.put_nowait({"event": "ended", "reason": old.end_reason,
+                                     "runtime_down": old.ended_by_runtime})
+                return
             self._say_failed(str(exc))
             return
         finally:

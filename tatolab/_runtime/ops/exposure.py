@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tatolab._runtime.control import ControlError, Runtime
-from tatolab._runtime.exposure import LEVELS
+from tatolab._runtime.exposure import LEVELS, set_level
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.ops import op
 from tatolab._runtime.records import KeptRecord
@@ -43,11 +43,7 @@ async def expose(runtime: Runtime, address: str, level: str = "private") -> dict
     if stream is not None:
         stream.set_exposure(where.node, where.port, level)
     if record is not None:
-        # recorded, so the level wins over the stream function's across restarts
-        entries = [e for e in record.graph.get("exposures", []) if (e["node"], e["port"]) != (where.node, where.port)]
-        if level != "internal":
-            entries.append({"node": where.node, "port": where.port, "level": level})
-        record.graph["exposures"] = entries
+        set_level(record.graph, where.node, where.port, level)  # wins over the stream function's across restarts
         runtime.kept.store.save(record)
     before = _readers_of(runtime, short)
     runtime.rewire()

@@ -23,15 +23,11 @@ MAX_LIST_ITEMS = 32
 MAX_TEXT_CHARS = 200
 
 
-def _known(runtime: Runtime) -> str:
-    return ", ".join(sorted(row["name"] for row in runtime.list_streams())) or "none"
-
-
 def _row(runtime: Runtime, name: str) -> dict[str, Any]:
     for row in runtime.list_streams():
         if row["name"] == name:
             return row
-    raise ControlError(f"no stream named {name} on this machine; streams: {_known(runtime)}")
+    raise runtime.unknown(name)
 
 
 @op("graph")
@@ -51,7 +47,7 @@ async def troubled_nodes(runtime: Runtime) -> list[dict[str, Any]]:
             process = stream.nodes.get(node["name"])
             if process is None:
                 continue
-            entry = node_entry(node, process, 0)
+            entry = node_entry(node, process)
             if health.is_trouble(entry):
                 found.append({"stream": stream.name, **{k: entry[k] for k in ("name", "state", "restarts", "last_error", "hung")}})
     return found
