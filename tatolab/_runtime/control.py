@@ -174,9 +174,13 @@ class Runtime:
 
     async def stop(self, name: str, reason: str = "stopped by `tatolab stop`") -> dict[str, Any]:
         """Unload a stream; a kept one is recorded as stopped first, so it stays stopped across restarts."""
+        async with self._load_lock:  # never between a `run -d` replacing this stream and its start
+            return await self._stop(name, reason)
+
+    async def _stop(self, name: str, reason: str) -> dict[str, Any]:
         record = self.kept.holder(name)
         if isinstance(record, DamagedRecord):
-            raise ControlError(f"{name} cannot be stopped or started: {record.reason}; `tatolab rm {name}` forgets it")
+            raise ControlError(f"{name} cannot be stopped: {record.reason}. {record.fix}")
         stream = self.streams.get(name)
         if record is None and stream is None:
             raise self.unknown(name)

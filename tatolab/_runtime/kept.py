@@ -264,8 +264,7 @@ async def load_at_start(runtime: "Runtime") -> None:
     kept = runtime.kept
     for record in kept.store.read_all():
         if isinstance(record, DamagedRecord):
-            kept.say("error", f"kept stream {record.name} is skipped: {record.reason}; "
-                     f"`tatolab rm {record.name}` forgets it, then `tatolab run -d` keeps it again",
+            kept.say("error", f"kept stream {record.name} is skipped: {record.reason}. {record.fix}",
                      stream=record.name)
             continue
         if record.stopped or record.failed:

@@ -125,6 +125,10 @@ class DamagedRecord:
     def reason(self) -> str:
         return f"its record {self.path} is damaged and cannot be read ({self.problem})"
 
+    @property
+    def fix(self) -> str:
+        return f"`tatolab rm {self.name}` forgets it; then `tatolab run -d` in its project keeps it again"
+
 
 _PROJECT_IN_TEXT = re.compile(r'"project":\s*"((?:[^"\\]|\\.)*)"')
 

@@ -19,10 +19,7 @@ async def start(runtime: Runtime, name: str) -> dict[str, Any]:
             raise ControlError(f"{name} is {stream.mode} and already running; only kept streams are started")
         raise runtime.unknown(name)
     if isinstance(record, DamagedRecord):
-        raise ControlError(
-            f"{name} cannot be started: {record.reason}. `tatolab rm {name}` forgets it; "
-            f"then `tatolab run -d` in its project keeps it again"
-        )
+        raise ControlError(f"{name} cannot be started: {record.reason}. {record.fix}")
     if stream is not None:
         return {"name": name, "state": "kept", "project": record.project, "already": True}
     retried = record.failed is not None
@@ -42,6 +39,11 @@ async def start(runtime: Runtime, name: str) -> dict[str, Any]:
 
 @op("rm")
 async def rm(runtime: Runtime, name: str) -> dict[str, Any]:
+    async with runtime._load_lock:  # never between a `run -d` replacing this stream and its start
+        return await _rm(runtime, name)
+
+
+async def _rm(runtime: Runtime, name: str) -> dict[str, Any]:
     record = runtime.kept.holder(name)
     stream = runtime.streams.get(name)
     if record is None and stream is None:
