@@ -130,7 +130,9 @@ class NodeRunner:
                 self._drain_control(control)
                 inputs = list(self.inputs.values())
             readers = list(self.readers.values())
-            if readers:
+            if len(readers) == 1:
+                readers[0].wait(IDLE_WAKE_S)
+            elif readers:
                 wait_any(readers, IDLE_WAKE_S)
             else:
                 stopping.wait(IDLE_WAKE_S)

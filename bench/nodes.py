@@ -1,0 +1,157 @@
+"""One-way latency through real node processes under a real tatolabd, beside the raw link.
+
+    .venv/bin/python bench/nodes.py [--runs N]
+
+A source node writes a ~100-byte bag every millisecond with its send time; an `ordered`
+sink node computes ctx.time - sent. Both run as node processes from a project .venv under
+a tatolabd on temporary paths, so the figure includes the node host (decode, the
+reactive loop, ctx). The reference, in the same process tree: bench/links.py's ring and
+pyzmq latency at 1 kHz between two bare processes. Prints a table, then one JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+BIN = Path(sys.executable).parent
+sys.path.insert(0, str(HERE))
+
+import links  # noqa: E402  (bench/links.py: the bare-process reference)
+
+SOURCE = """
+from tatolab.stream import node
+
+
+@node(execution="continuous", interval_ms=1)
+class Source:
+    @node.output()
+    def bags(self) -> dict: ...
+
+    def __init__(self) -> None:
+        self.seq = 0
+
+    def process(self, ctx) -> None:
+        ctx.outputs.write("bags", {"seq": self.seq, "sent_ns": ctx.time, "pad": "x" * 68})
+        self.seq += 1
+"""
+
+SINK = """
+from tatolab.stream import node
+
+
+@node
+class Sink:
+    @node.input(delivery_profile="ordered")
+    def bags(self) -> dict: ...
+
+    def __init__(self) -> None:
+        self.out = open("latency.txt", "a", buffering=1)
+
+    def process(self, ctx) -> None:
+        bag = ctx.inputs.read("bags")
+        if bag is not None:
+            self.out.write(f"{ctx.time - bag['sent_ns']}\\n")
+"""
+
+STREAM = """
+from tatolab.stream import StreamBuilder, stream
+from nodes.source import Source
+from nodes.sink import Sink
+
+
+@stream
+def latency(stream_builder: StreamBuilder) -> None:
+    source = stream_builder.add(Source)
+    sink = stream_builder.add(Sink)
+    stream_builder.connect(source.output("bags"), sink.input("bags"))
+"""
+
+
+def _wait_for_socket(path: Path, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        probe = socket.socket(socket.AF_UNIX)
+        try:
+            probe.connect(str(path))
+            return
+        except OSError:
+            time.sleep(0.05)
+        finally:
+            probe.close()
+    raise RuntimeError(f"tatolabd did not answer at {path}")
+
+
+def node_latency(root: Path, env: dict, seconds: float) -> tuple[float, float, int]:
+    project = root / "project"
+    (project / "nodes").mkdir(parents=True, exist_ok=True)
+    if not (project / ".venv").exists():
+        (project / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+    for name, text in {"stream.py": STREAM, "nodes/__init__.py": "", "nodes/source.py": SOURCE,
+                       "nodes/sink.py": SINK}.items():
+        (project / name).write_text(textwrap.dedent(text))
+    out = project / "latency.txt"
+    out.unlink(missing_ok=True)
+    run = subprocess.Popen([str(BIN / "tatolab"), "run"], cwd=project, env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(seconds)  # a benchmark's measuring window, not synchronisation
+    run.send_signal(signal.SIGINT)
+    run.wait(timeout=20)
+    samples = sorted(int(line) for line in out.read_text().split()[200:])  # skip the start-up
+    return samples[len(samples) // 2] / 1e3, samples[int(len(samples) * 0.99)] / 1e3, len(samples)
+
+
+def main() -> None:
+    runs = int(sys.argv[sys.argv.index("--runs") + 1]) if "--runs" in sys.argv else 3
+    with tempfile.TemporaryDirectory(prefix="tatolab-bench-nodes-") as tmp:
+        root = Path(tmp)
+        env = dict(os.environ, XDG_RUNTIME_DIR=str(root / "run"), XDG_STATE_HOME=str(root / "state"),
+                   TATOLAB_MACHINE_LOCK=str(root / "machine.lock"))
+        (root / "run").mkdir()
+        daemon = subprocess.Popen([str(BIN / "tatolabd")], env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        try:
+            _wait_for_socket(root / "run" / "tatolab" / "local-api.sock")
+            nodes = [node_latency(root, env, 4.0) for _ in range(runs)]
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            daemon.wait(timeout=30)
+    try:
+        ring = [links.latency("ring", 2000) for _ in range(runs)]
+        zmq = [links.latency("pyzmq", 2000) for _ in range(runs)]
+    finally:
+        links.reap(links.PREFIX)
+    med = statistics.median
+    rows = {
+        "tatolab nodes (host, under tatolabd)": (med(r[0] for r in nodes), med(r[1] for r in nodes)),
+        "tatolab ring, bare processes": (med(r[0] for r in ring), med(r[1] for r in ring)),
+        "pyzmq ipc, bare processes": (med(r[0] for r in zmq), med(r[1] for r in zmq)),
+    }
+    print(f"one-way latency at 1 kHz, ~100-byte bags, median of {runs} runs")
+    print(f"{'':40}{'p50 µs':>10}{'p99 µs':>10}")
+    for name, (p50, p99) in rows.items():
+        print(f"{name:40}{p50:10.1f}{p99:10.1f}")
+    print(json.dumps({
+        "nodes_p50_us": round(rows["tatolab nodes (host, under tatolabd)"][0], 1),
+        "nodes_p99_us": round(rows["tatolab nodes (host, under tatolabd)"][1], 1),
+        "nodes_samples": [r[2] for r in nodes],
+        "ring_p50_us": round(rows["tatolab ring, bare processes"][0], 1),
+        "ring_p99_us": round(rows["tatolab ring, bare processes"][1], 1),
+        "pyzmq_p50_us": round(rows["pyzmq ipc, bare processes"][0], 1),
+        "pyzmq_p99_us": round(rows["pyzmq ipc, bare processes"][1], 1),
+    }))
+
+
+if __name__ == "__main__":
+    main()
