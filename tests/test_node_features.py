@@ -3,7 +3,6 @@ typed reads, and bags that cannot be encoded."""
 
 from __future__ import annotations
 
-import hashlib
 import signal
 
 from harness import make_project, read_jsonl, wait_for

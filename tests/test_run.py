@@ -6,13 +6,12 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import psutil
 import pytest
 
 from harness import BIN, Runtime, make_project, read_jsonl, wait_for
-from nodes_fixture import COUNTER, PASS_THROUGH, SINK, pipeline_files
+from nodes_fixture import COUNTER, SINK, pipeline_files
 
 
 def node_pid(runtime: Runtime, address: str) -> int | None:

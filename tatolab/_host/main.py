@@ -17,7 +17,6 @@ import queue
 import signal
 import sys
 import threading
-import time
 import traceback
 from typing import Any
 

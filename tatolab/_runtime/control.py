@@ -20,6 +20,17 @@ class ControlError(Exception):
     """A request that cannot be done; the message is for the person who asked."""
 
 
+def open_project(project: str | Path) -> tuple[Path, Path]:
+    """The project folder and its interpreter, or the error that says what to fix."""
+    folder = Path(project).resolve()
+    if not folder.is_dir():
+        raise ControlError(f"{folder} is not a folder; pass a project folder with --dir")
+    try:
+        return folder, project_python(folder)
+    except CompileError as exc:
+        raise ControlError(str(exc)) from None
+
+
 class Runtime:
     def __init__(self, kept: KeptStreams | None = None) -> None:
         self.streams: dict[str, LoadedStream] = {}
@@ -37,11 +48,8 @@ class Runtime:
         name: str | None = None,
         mode: str = "attached",
     ) -> LoadedStream:
-        project_dir = Path(project).resolve()
-        if not project_dir.is_dir():
-            raise ControlError(f"{project_dir} is not a folder; pass a project folder with --dir")
+        project_dir, python = open_project(project)
         try:
-            python = project_python(project_dir)
             graph = await compile_stream(project_dir, target=target, file=file, name=name)
         except CompileError as exc:
             raise ControlError(str(exc)) from None
@@ -122,11 +130,7 @@ class Runtime:
         stops completely before the new version starts: two versions of a node never run at
         once (they would share files and devices). Cancelling the caller does not cut this short.
         """
-        project = Path(project).resolve()
-        try:
-            python = project_python(project)
-        except CompileError as exc:
-            raise ControlError(str(exc)) from None
+        project, python = open_project(project)
 
         async def swap() -> LoadedStream:
             async with self._load_lock:

@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Any, AsyncIterator
 
-from tatolab._runtime.compiler import CompileError, compile_stream, project_python
-from tatolab._runtime.control import ControlError, Runtime
+from tatolab._runtime.compiler import CompileError, compile_stream
+from tatolab._runtime.control import ControlError, Runtime, open_project
 from tatolab._runtime.ops import op
 from tatolab._runtime.streams import LoadedStream
 from tatolab._runtime.watch import QUIET_MS, project_changes
@@ -39,13 +39,7 @@ async def dev(
     file: str | None = None,
     name: str | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
-    project_dir = Path(project).resolve()
-    if not project_dir.is_dir():
-        raise ControlError(f"{project_dir} is not a folder; pass a project folder with --dir")
-    try:
-        project_python(project_dir)
-    except CompileError as exc:
-        raise ControlError(str(exc)) from None
+    project_dir, _ = open_project(project)
     session = DevSession(runtime, project_dir, {"target": target, "file": file, "name": name})
     session.start_watching()
     try:
