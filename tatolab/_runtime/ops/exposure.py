@@ -6,8 +6,8 @@ from typing import Any
 
 from tatolab._runtime.control import ControlError, Runtime
 from tatolab._runtime.exposure import LEVELS, set_level
-from tatolab._runtime.machine import machine_name
 from tatolab._runtime.ops import op
+from tatolab._runtime.ops.addresses import local_address, no_output
 from tatolab._runtime.records import KeptRecord
 from tatolab._sdk.errors import AddressError
 from tatolab._sdk.naming import format_address, parse_address
@@ -17,15 +17,7 @@ from tatolab._sdk.naming import format_address, parse_address
 async def expose(runtime: Runtime, address: str, level: str = "private") -> dict[str, Any]:
     if level not in LEVELS:
         raise ControlError(f"exposure level must be one of {', '.join(LEVELS)}, not {level!r}")
-    try:
-        where = parse_address(address)
-    except AddressError as exc:
-        raise ControlError(str(exc)) from None
-    if where.machine and where.machine != machine_name():
-        raise ControlError(
-            f"{address} names machine {where.machine}, and this is {machine_name()}; "
-            f"to change another machine's streams, ssh to it and run `tatolab expose` there"
-        )
+    where = local_address(address, "expose")
     short = format_address(where._replace(machine=None))
     stream = runtime.streams.get(where.stream)
     record = runtime.kept.holder(where.stream)
@@ -37,8 +29,7 @@ async def expose(runtime: Runtime, address: str, level: str = "private") -> dict
     graph = stream.graph if stream is not None else record.graph  # type: ignore[union-attr]
     outputs = {(n["name"], p["port"]) for n in graph["nodes"] for p in n["outputs"]}
     if (where.node, where.port) not in outputs:
-        known = ", ".join(f"{where.stream}/{n}/{p}" for n, p in sorted(outputs)) or "none"
-        raise ControlError(f"stream {where.stream} has no output {where.node}/{where.port}; its outputs: {known}")
+        raise no_output(where.stream, where, outputs)
 
     if stream is not None:
         stream.set_exposure(where.node, where.port, level)

@@ -11,11 +11,9 @@ from tatolab._links.ring import RingError, RingReader
 from tatolab._runtime import health
 from tatolab._runtime.control import ControlError, Runtime
 from tatolab._runtime.graph import build_graph, node_entry
-from tatolab._runtime.machine import machine_name
 from tatolab._runtime.ops import op
+from tatolab._runtime.ops.addresses import local_address, no_output
 from tatolab._runtime.streams import LoadedStream, OutputRing
-from tatolab._sdk.errors import AddressError
-from tatolab._sdk.naming import parse_address
 
 TAP_POLL_S = 0.005  # a tap looks at its ring this often; reading never makes the writer wait
 HEX_PREVIEW_BYTES = 16
@@ -87,23 +85,13 @@ def describe_bag(payload: bytes) -> Any:
 
 
 def _find_output(runtime: Runtime, address: str) -> tuple[LoadedStream, OutputRing, str]:
-    try:
-        where = parse_address(address)
-    except AddressError as exc:
-        raise ControlError(str(exc)) from None
-    here = machine_name()
-    if where.machine is not None and where.machine != here:
-        raise ControlError(
-            f"{address} is on machine {where.machine}, and tap reads outputs on this machine ({here}); "
-            f"run `tatolab tap {where.stream}/{where.node}/{where.port}` on {where.machine}"
-        )
+    where = local_address(address, "tap")
     stream = runtime.streams.get(where.stream)
     if stream is None:
         raise ControlError(f"no stream named {where.stream} is running; running streams: {', '.join(sorted(runtime.streams)) or 'none'}")
     out = stream.rings.get((where.node, where.port))
     if out is None:
-        outputs = ", ".join(f"{stream.name}/{n}/{p}" for n, p in sorted(stream.rings)) or "none"
-        raise ControlError(f"stream {stream.name} has no output {where.node}/{where.port}; its outputs: {outputs}")
+        raise no_output(stream.name, where, stream.rings)
     return stream, out, f"{stream.name}/{where.node}/{where.port}"
 
 

@@ -1,0 +1,31 @@
+"""Reading an address given to an operation (`tap`, `expose`): one wording for each problem."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from tatolab._runtime.control import ControlError
+from tatolab._runtime.machine import machine_name
+from tatolab._sdk.errors import AddressError
+from tatolab._sdk.naming import Address, format_address, parse_address
+
+
+def local_address(address: str, command: str) -> Address:
+    """``address`` parsed, with its machine part (if any) checked to be this machine."""
+    try:
+        where = parse_address(address)
+    except AddressError as exc:
+        raise ControlError(str(exc)) from None
+    here = machine_name()
+    if where.machine is not None and where.machine != here:
+        short = format_address(where._replace(machine=None))
+        raise ControlError(
+            f"{address} is on machine {where.machine}, and `tatolab {command}` works on this machine ({here}); "
+            f"run `tatolab {command} {short}` on {where.machine} (ssh to it)"
+        )
+    return where
+
+
+def no_output(stream: str, where: Address, outputs: Iterable[tuple[str, str]]) -> ControlError:
+    known = ", ".join(f"{stream}/{node}/{port}" for node, port in sorted(outputs)) or "none"
+    return ControlError(f"stream {stream} has no output {where.node}/{where.port}; its outputs: {known}")
