@@ -12,23 +12,20 @@ pyzmq latency at 1 kHz between two bare processes. Prints a table, then one JSON
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(HERE))
 
 import links  # noqa: E402  (bench/links.py: the bare-process reference)
+from _runtime import isolated_runtime  # noqa: E402
 
 SOURCE = """
 from tatolab.stream import node
@@ -79,20 +76,6 @@ def latency(stream_builder: StreamBuilder) -> None:
 """
 
 
-def _wait_for_socket(path: Path, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        probe = socket.socket(socket.AF_UNIX)
-        try:
-            probe.connect(str(path))
-            return
-        except OSError:
-            time.sleep(0.05)
-        finally:
-            probe.close()
-    raise RuntimeError(f"tatolabd did not answer at {path}")
-
-
 def node_latency(root: Path, env: dict, seconds: float) -> tuple[float, float, int]:
     project = root / "project"
     (project / "nodes").mkdir(parents=True, exist_ok=True)
@@ -114,19 +97,8 @@ def node_latency(root: Path, env: dict, seconds: float) -> tuple[float, float, i
 
 def main() -> None:
     runs = int(sys.argv[sys.argv.index("--runs") + 1]) if "--runs" in sys.argv else 3
-    with tempfile.TemporaryDirectory(prefix="tatolab-bench-nodes-") as tmp:
-        root = Path(tmp)
-        env = dict(os.environ, XDG_RUNTIME_DIR=str(root / "run"), XDG_STATE_HOME=str(root / "state"),
-                   TATOLAB_MACHINE_LOCK=str(root / "machine.lock"))
-        (root / "run").mkdir()
-        daemon = subprocess.Popen([str(BIN / "tatolabd")], env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
-        try:
-            _wait_for_socket(root / "run" / "tatolab" / "local-api.sock")
-            nodes = [node_latency(root, env, 4.0) for _ in range(runs)]
-        finally:
-            daemon.send_signal(signal.SIGTERM)
-            daemon.wait(timeout=30)
+    with isolated_runtime("tatolab-bench-nodes-") as (root, env, _):
+        nodes = [node_latency(root, env, 4.0) for _ in range(runs)]
     try:
         ring = [links.latency("ring", 2000) for _ in range(runs)]
         zmq = [links.latency("pyzmq", 2000) for _ in range(runs)]

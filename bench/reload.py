@@ -15,22 +15,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from _runtime import isolated_runtime  # noqa: E402
 from tatolab._runtime import protocol  # noqa: E402
 
-BIN = Path(sys.executable).parent
 
 FILES = {
     "stream.py": """
@@ -174,24 +172,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reloads", type=int, default=7)
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="tatolab-bench-reload-"))
-    env = dict(os.environ, XDG_RUNTIME_DIR=str(root / "run"), XDG_STATE_HOME=str(root / "state"),
-               TATOLAB_MACHINE_LOCK=str(root / "machine.lock"))
-    env.pop("VIRTUAL_ENV", None)
-    (root / "run").mkdir()
-    project = root / "project"
-    (project / "nodes").mkdir(parents=True)
-    (project / ".venv").symlink_to(sys.prefix, target_is_directory=True)
-    for name, text in FILES.items():
-        (project / name).write_text(textwrap.dedent(text).lstrip())
-    tagger = project / "nodes" / "tagger.py"
-    tagger.write_text(TAGGER.format(version=0))
-    sock_path = root / "run" / "tatolab" / "local-api.sock"
-
-    daemon = subprocess.Popen([str(BIN / "tatolabd")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rows = {"change": [], "compiled": [], "spawned": [], "first_bag": []}
-    try:
-        wait_until(sock_path.exists, 20, "tatolabd to listen")
+    with isolated_runtime("tatolab-bench-reload-") as (root, _, sock_path):
+        project = root / "project"
+        (project / "nodes").mkdir(parents=True)
+        (project / ".venv").symlink_to(sys.prefix, target_is_directory=True)
+        for name, text in FILES.items():
+            (project / name).write_text(textwrap.dedent(text).lstrip())
+        tagger = project / "nodes" / "tagger.py"
+        tagger.write_text(TAGGER.format(version=0))
         dev = DevEvents(sock_path, project)
         wait_until(lambda: first_row(project / "out.jsonl", 0), 30, "the first version's bags")
         for version in range(1, args.reloads + 1):
@@ -209,9 +198,6 @@ def main() -> None:
             if os.environ.get("BENCH_VERBOSE"):
                 print(loaded["timings_ms"], file=sys.stderr)
         dev.close()
-    finally:
-        daemon.send_signal(signal.SIGTERM)
-        daemon.wait(timeout=20)
 
     labels = {
         "change": "change detected",
