@@ -27,13 +27,7 @@ def _age_ms(then_ns: int, now_ns: int) -> float | None:
 
 
 def _read_all(stream: LoadedStream, read_counters: CounterReader) -> dict[tuple[str, str], dict[str, Any] | None]:
-    counters: dict[tuple[str, str], dict[str, Any] | None] = {}
-    for key, out in stream.rings.items():
-        try:
-            counters[key] = read_counters(out.base)
-        except ring.RingError:
-            counters[key] = None  # reaped while we looked: the stream is stopping
-    return counters
+    return {key: _safe(read_counters, out.base) for key, out in stream.rings.items()}
 
 
 def node_entry(node: dict[str, Any], process: NodeProcess | None) -> dict[str, Any]:
@@ -161,7 +155,7 @@ def _safe(read_counters: CounterReader, base: str) -> dict[str, Any] | None:
     try:
         return read_counters(base)
     except ring.RingError:
-        return None
+        return None  # reaped while we looked: the stream is stopping
 
 
 def build_graph(
