@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import REPO, Runtime
+from harness import LIVE, REPO, Runtime
 
 
 @pytest.fixture(scope="session")
@@ -21,11 +21,23 @@ def project_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _end_what_tests_started():
+    """A test that fails half-way still ends every runtime and command it started, so the
+    tests after it start on a quiet machine."""
+    yield
+    while LIVE:
+        rt = LIVE.pop()
+        rt.end_commands()
+        rt.stop()
+
+
 @pytest.fixture
 def runtime(tmp_path: Path):
     """A started tatolabd on temporary paths; afterwards nothing of it may be left."""
     rt = Runtime(tmp_path / "rt").start()
     yield rt
+    rt.end_commands()
     output = rt.stop()
     assert rt.leftover_processes() == [], f"processes left behind: {rt.leftover_processes()}\n{output}"
     assert rt.shm_files() == [], f"shared-memory files left behind: {rt.shm_files()}"

@@ -101,9 +101,51 @@ def test_prints_logs_native_output_and_the_crash_all_become_records_naming_the_n
     crash = next(r for r in mine if "boom after two" in r["message"])
     assert crash["level"] == "error" and crash["message"] == "node chatty raised ValueError: boom after two"
     assert "Traceback" in crash["fields"]["traceback"] and "ValueError: boom after two" in crash["fields"]["traceback"]
+    # What the node printed before it raised comes before the crash, every time it ran.
+    messages = [r["message"] for r in mine]
+    first_crash = messages.index(crash["message"])
+    assert "printed line 2" in messages[:first_crash], messages
     assert any("restarting it" in r["message"] for r in mine)
     stamps = [r["ts_ns"] for r in records]
     assert all(isinstance(ts, int) and ts > 0 for ts in stamps)
+
+
+INTERLEAVED = """
+import logging, sys, warnings
+from tatolab.stream import node
+
+
+@node(execution="continuous", interval_ms=10)
+class Interleaved:
+    @node.output()
+    def out(self) -> dict: ...
+
+    def process(self, ctx) -> None:
+        for i in range(40):
+            print(f"print {i}")
+            ctx.log.info(f"log {i}")
+            sys.stderr.write(f"stderr {i}\\n")
+            logging.getLogger("lib").warning(f"logging {i}")
+        print("last words")
+        raise RuntimeError("after the last words")
+"""
+
+
+@pytest.mark.slow
+def test_a_nodes_prints_and_records_keep_the_order_they_were_written_in(runtime, project_venv, tmp_path):
+    project = make_project(tmp_path / "interleaved", project_venv, files("interleaved", "Interleaved", INTERLEAVED))
+    log = project / ".streamlib" / "logs" / "interleaved.jsonl"
+    run = runtime.popen_cli("run", cwd=project)
+    try:
+        wait_for(lambda: any("after the last words" in r["message"] for r in read_jsonl(log)), timeout=30,
+                 what="the crash record")
+    finally:
+        run.send_signal(signal.SIGINT)
+        run.communicate(timeout=20)
+    messages = [r["message"] for r in read_jsonl(log) if r["node"] == "interleaved"]
+    first_run = messages[: messages.index("node interleaved raised RuntimeError: after the last words") + 1]
+    expected = [m for i in range(40) for m in (f"print {i}", f"log {i}", f"stderr {i}", f"logging {i}")]
+    assert first_run == [*expected, "last words", "node interleaved raised RuntimeError: after the last words"]
 
 
 def test_logs_reads_filters_and_shows_json(runtime, project_venv, tmp_path):
