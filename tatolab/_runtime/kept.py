@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from tatolab._words import counted
 from tatolab._host.orphans import die_with_parent
 from tatolab._runtime.compiler import child_env
 from tatolab._runtime.crashes import Lifecycle, RunState, start_run
@@ -185,7 +186,7 @@ async def preflight(record: KeptRecord) -> str | None:
     python = Path(record.python)
     if not python.exists():
         return (f"its project's Python environment is gone: {python} does not exist; "
-                f"run `uv sync` in {project}, then start it again")
+                f"`tatolab sdk {project}` makes it again with this runtime's SDK")
     classes = {node["name"]: node["class"] for node in record.graph["nodes"] if node.get("class")}
     try:
         process = await asyncio.create_subprocess_exec(
@@ -278,4 +279,4 @@ async def load_at_start(runtime: "Runtime") -> None:
             continue
         if stream is not None:
             kept.say("info", f"kept stream {record.name} loaded from its record "
-                     f"({len(record.graph['nodes'])} nodes, project {record.project})", stream=record.name)
+                     f"({counted(len(record.graph['nodes']), 'node')}, project {record.project})", stream=record.name)

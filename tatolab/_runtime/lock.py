@@ -18,7 +18,7 @@ class RuntimeAlreadyRunning(Exception):
         exe = holder.get("executable", "?")
         super().__init__(
             f"a runtime is already running on this machine: pid {pid}, user {user}, "
-            f"executable {exe} (lock {lock_path}). Use that one, or stop it first"
+            f"executable {exe} (lock {lock_path}). Use that one, or stop it first."
         )
 
 

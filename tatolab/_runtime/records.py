@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tatolab._words import counted
 from tatolab._sdk.errors import AddressError
 from tatolab._sdk.naming import url_safe
 
@@ -168,7 +169,7 @@ class RecordStore:
             text = raw.decode(errors="replace")
             found = _PROJECT_IN_TEXT.search(text)
             project = json.loads(f'"{found.group(1)}"') if found else None
-            problem = f"{len(raw)} bytes, {'empty' if not raw.strip() else exc}"
+            problem = f"{counted(len(raw), 'byte')}, {'empty' if not raw.strip() else exc}"
             return DamagedRecord(name, path, problem, project)
         if record.name != name:
             return DamagedRecord(name, path, f"it names the stream {record.name!r}", record.project)
