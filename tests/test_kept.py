@@ -3,7 +3,6 @@ crashes, the two-crash rule, records on disk, which stream to load, and the syst
 
 from __future__ import annotations
 
-import configparser
 import json
 import os
 import shutil
@@ -349,33 +348,3 @@ def test_every_target_form_loads_the_right_function(runtime, project_venv, tmp_p
     assert several.returncode == 1 and "several @stream functions" in several.stderr
     assert table(runtime) == {}
 
-
-def test_service_install_writes_a_unit_systemd_accepts_and_uninstall_removes_it(tmp_path):
-    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_RUNTIME_DIR=str(tmp_path / "run"),
-               XDG_STATE_HOME=str(tmp_path / "state"))
-    env.pop("VIRTUAL_ENV", None)
-
-    def tatolab(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(BIN / "tatolab"), *args], env=env, capture_output=True, text=True, timeout=60)
-
-    installed = tatolab("service", "install", "--no-start")
-    assert installed.returncode == 0, installed.stderr
-    unit = tmp_path / "config" / "systemd" / "user" / "tatolabd.service"
-    wants = unit.parent / "default.target.wants" / "tatolabd.service"
-    assert wants.is_symlink() and wants.resolve() == unit.resolve()
-    assert "loginctl enable-linger" in installed.stdout or "Lingering is on" in installed.stdout
-
-    parser = configparser.ConfigParser(strict=False, interpolation=None)
-    parser.optionxform = str  # keys are case-sensitive in systemd
-    parser.read_string(unit.read_text())
-    assert parser["Service"]["ExecStart"] == str(BIN / "tatolabd")
-    assert parser["Service"]["Restart"] == "on-failure"
-    assert parser["Install"]["WantedBy"] == "default.target"
-    assert parser["Service"]["Environment"].endswith(f"XDG_STATE_HOME={tmp_path / 'state'}")
-    if shutil.which("systemd-analyze"):
-        verify = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
-        assert (verify.returncode, verify.stdout + verify.stderr) == (0, "")
-
-    removed = tatolab("service", "uninstall")
-    assert removed.returncode == 0, removed.stderr
-    assert not unit.exists() and not wants.is_symlink()

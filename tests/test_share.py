@@ -142,6 +142,13 @@ def test_expose_remove_cuts_a_live_reader_at_once(runtime, project_venv, tmp_pat
     wait_for(lambda: remote_link(runtime, "reader")["state"] == "wired", what="the link to wire once exposed")
     grows(reader / "got.jsonl")
 
+    # public: recorded, and honest that nothing serves other machines yet
+    public = runtime.cli("expose", "source/counter/counts", "--public", check=True)
+    assert public.stdout.startswith("source/counter/counts is public: other streams on this machine can read it now")
+    assert "public is recorded" in public.stdout and "nothing serves other machines yet" in public.stdout
+    assert "(recorded for the kept stream)" in public.stdout
+    assert remote_link(runtime, "reader")["state"] == "wired"
+
 
 def test_an_internal_output_is_refused_with_how_to_expose_it(runtime, project_venv, tmp_path):
     source = source_project(tmp_path / "source", project_venv, expose="")
