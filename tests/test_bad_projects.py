@@ -137,7 +137,7 @@ def test_project_without_venv(runtime, tmp_path, good_stream):
     project = make_project(tmp_path / "novenv", None, {"stream.py": "x = 1\n"})
     result = runtime.cli("run", cwd=project)
     assert result.returncode == 1
-    assert f"{project} has no .venv/bin/python; run `uv sync` in {project}" in result.stderr
+    assert f"{project} has no .venv/bin/python; `tatolab sdk {project}` creates it" in result.stderr
     _still_running(good_stream)
 
 
@@ -146,6 +146,6 @@ def test_venv_without_tatolab(runtime, tmp_path, good_stream):
     venv.EnvBuilder(with_pip=False).create(project / ".venv")
     result = runtime.cli("run", cwd=project)
     assert result.returncode == 1
-    assert f"{project}/.venv has no tatolab" in result.stderr
-    assert "uv add tatolab" in result.stderr
+    assert f"{project}/.venv has no tatolab (no module tatolab)" in result.stderr
+    assert f"`tatolab sdk {project}` installs this runtime's SDK there" in result.stderr
     _still_running(good_stream)

@@ -20,4 +20,5 @@ def test_tatolabd_without_the_runtime_extras_says_how_to_install_them(project_ve
     done = subprocess.run([str(project_venv / "bin" / "tatolabd")], capture_output=True, text=True, timeout=30)
     assert done.returncode == 1
     assert "tatolabd needs psutil, watchfiles" in done.stderr
-    assert "pip install 'tatolab[runtime]'" in done.stderr
+    assert "uv tool install '/path/to/tatolab[runtime]'" in done.stderr
+    assert "pip install 'tatolab[runtime]'" not in done.stderr  # the index's tatolab is a placeholder

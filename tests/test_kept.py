@@ -208,7 +208,7 @@ def test_a_stream_that_cannot_load_is_marked_failed_while_the_others_start(runti
     lines = failed_lines(runtime)
     assert lines[0] == (
         f"a_novenv failed: its project's Python environment is gone: {no_venv}/.venv/bin/python does not exist; "
-        f"run `uv sync` in {no_venv}, then start it again. " + HINT.format("a_novenv")
+        f"`tatolab sdk {no_venv}` makes it again with this runtime's SDK. " + HINT.format("a_novenv")
     )
     assert lines[1].startswith("b_nomodule failed: node orderedsink (nodes.sinks:OrderedSink) cannot be imported")
     assert "No module named 'nodes.sinks'" in lines[1] and lines[1].endswith(HINT.format("b_nomodule"))

@@ -156,6 +156,7 @@ def test_a_second_runtime_is_refused_naming_the_first(runtime):
     assert second.returncode == 1
     assert f"pid {runtime.process.pid}" in second.stderr
     assert "user " in second.stderr and "tatolabd" in second.stderr
+    assert second.stderr.strip().endswith("Use that one, or stop it first.")
 
 
 def test_every_command_says_no_runtime_is_running(tmp_path):

@@ -114,7 +114,8 @@ def cmd_install(args: argparse.Namespace) -> int:
         return fail("`tatolab service` writes a systemd user unit, which only Linux has")
     tatolabd = find_tatolabd()
     if tatolabd is None:
-        return fail(f"no tatolabd beside {sys.executable} or on PATH; install it with `pip install \"tatolab[runtime]\"`")
+        return fail(f"no tatolabd beside {sys.executable} or on PATH; install the runtime from a clone of Tatolab: "
+                    "`uv tool install '/path/to/tatolab[runtime]'` (README, \"Install\")")
     problem = user_manager_problem()
     if problem is not None and not args.no_start:
         print(f"error: no systemd user manager is running for {getpass.getuser()}: {problem}. "
