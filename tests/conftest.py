@@ -9,6 +9,16 @@ import pytest
 from harness import LIVE, REPO, Runtime
 
 
+SLOW_FIXTURES = {"runtime", "project_venv"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that starts a runtime, or needs the project environment, is slow even if unmarked."""
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def project_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One project environment for the session, holding tatolab as a user's project would."""

@@ -121,6 +121,7 @@ def _still_running(project: Path) -> None:
     wait_for(lambda: len(read_jsonl(project / "out.jsonl")) > count + 5, what="the good stream to keep producing")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_bad_project_gets_its_message(case, runtime, project_venv, tmp_path, good_stream):
     files, expected = CASES[case]
@@ -133,6 +134,7 @@ def test_bad_project_gets_its_message(case, runtime, project_venv, tmp_path, goo
     _still_running(good_stream)
 
 
+@pytest.mark.slow
 def test_project_without_venv(runtime, tmp_path, good_stream):
     project = make_project(tmp_path / "novenv", None, {"stream.py": "x = 1\n"})
     result = runtime.cli("run", cwd=project)
@@ -141,6 +143,7 @@ def test_project_without_venv(runtime, tmp_path, good_stream):
     _still_running(good_stream)
 
 
+@pytest.mark.slow
 def test_venv_without_tatolab(runtime, tmp_path, good_stream):
     project = make_project(tmp_path / "bare", None, pipeline_files())
     venv.EnvBuilder(with_pip=False).create(project / ".venv")

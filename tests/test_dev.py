@@ -7,6 +7,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from harness import Runtime, make_project, read_jsonl, wait_for
 from nodes_fixture import COUNTER, SINK
 
@@ -102,6 +104,7 @@ def save_tagger(project: Path, version: int | str) -> None:
     (project / "nodes" / "tagger.py").write_text(TAGGER.format(version=version).lstrip())
 
 
+@pytest.mark.slow
 def test_an_edit_reaches_the_sink_a_syntax_error_keeps_the_old_version_and_ctrl_c_leaves_nothing(
     runtime, project_venv, tmp_path
 ):
@@ -134,6 +137,7 @@ def test_an_edit_reaches_the_sink_a_syntax_error_keeps_the_old_version_and_ctrl_
     assert runtime.shm_files() == []
 
 
+@pytest.mark.slow
 def test_dev_on_a_broken_project_says_nothing_is_loaded_then_loads_the_fix(runtime, project_venv, tmp_path):
     files = project_files()
     files["nodes/tagger.py"] = "VERSION = (\n"
@@ -150,6 +154,7 @@ def test_dev_on_a_broken_project_says_nothing_is_loaded_then_loads_the_fix(runti
     wait_for(lambda: runtime.stream_names() == [], what="dev's stream to unload")
 
 
+@pytest.mark.slow
 def test_ten_saves_within_200_ms_cause_one_reload(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "edited", project_venv, project_files(version=1))
     dev = Dev(runtime, project)
@@ -170,6 +175,7 @@ def test_ten_saves_within_200_ms_cause_one_reload(runtime, project_venv, tmp_pat
         dev.ctrl_c()
 
 
+@pytest.mark.slow
 def test_dev_loads_again_by_itself_after_the_runtime_is_killed_and_restarted(tmp_path, project_venv):
     runtime = Runtime(tmp_path / "rt").start()
     project = make_project(tmp_path / "edited", project_venv, project_files(version=1))
@@ -191,6 +197,7 @@ def test_dev_loads_again_by_itself_after_the_runtime_is_killed_and_restarted(tmp
     assert runtime.shm_files() == []
 
 
+@pytest.mark.slow
 def test_dev_on_a_kept_streams_name_is_refused_even_while_it_is_stopped(runtime, project_venv, tmp_path):
     kept = make_project(tmp_path / "kept", project_venv, project_files(version=1))
     copy = make_project(tmp_path / "copy", project_venv, project_files(version=1))

@@ -6,6 +6,8 @@ import json
 import signal
 import subprocess
 
+import pytest
+
 from harness import Runtime, make_project, read_jsonl, wait_for
 from nodes_fixture import COUNTER, SINK
 
@@ -86,6 +88,7 @@ def stop(run: subprocess.Popen) -> None:
     run.communicate(timeout=20)
 
 
+@pytest.mark.slow
 def test_graph_shows_drops_at_a_slow_newest_reader_and_none_at_an_ordered_one(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "watched", project_venv, watched_files())
     run = start(runtime, project)
@@ -122,6 +125,7 @@ def test_graph_shows_drops_at_a_slow_newest_reader_and_none_at_an_ordered_one(ru
     assert node(g, "lagging")["inputs"] == [{"port": "rows", "delivery_profile": "newest"}]
 
 
+@pytest.mark.slow
 def test_graph_counters_are_live(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "watched", project_venv, watched_files())
     run = start(runtime, project)
@@ -139,6 +143,7 @@ def test_graph_counters_are_live(runtime, project_venv, tmp_path):
     assert unknown.returncode == 1 and "no stream named nope" in unknown.stderr
 
 
+@pytest.mark.slow
 def test_tap_returns_5_bags_without_slowing_the_source(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "watched", project_venv, watched_files())
     run = start(runtime, project)
@@ -171,6 +176,7 @@ def test_tap_returns_5_bags_without_slowing_the_source(runtime, project_venv, tm
     assert node(after, "fast")["outputs"][0]["taps"] == []
 
 
+@pytest.mark.slow
 def test_tap_shows_bytes_as_length_and_hex_and_takes_the_full_address(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "watched", project_venv, watched_files())
     run = start(runtime, project)
@@ -190,6 +196,7 @@ def test_tap_shows_bytes_as_length_and_hex_and_takes_the_full_address(runtime, p
     assert missing.returncode == 1 and "has no output slow/nope" in missing.stderr and "watched/slow/counts" in missing.stderr
 
 
+@pytest.mark.slow
 def test_tapping_an_output_nothing_writes_says_so_after_the_timeout(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "watched", project_venv, watched_files())
     run = start(runtime, project)
@@ -205,6 +212,7 @@ def test_tapping_an_output_nothing_writes_says_so_after_the_timeout(runtime, pro
     assert node(after, "quiet")["outputs"][0]["taps"] == []
 
 
+@pytest.mark.slow
 def test_a_tap_cut_short_by_its_client_releases_its_reader(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "watched", project_venv, watched_files())
     run = start(runtime, project)

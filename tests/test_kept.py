@@ -12,6 +12,8 @@ import sys
 import venv
 from pathlib import Path
 
+import pytest
+
 from harness import BIN, Runtime, make_project, read_jsonl, wait_for
 from nodes_fixture import COUNTER, SINK
 
@@ -70,6 +72,7 @@ def state_folder(runtime: Runtime) -> Path:
     return runtime.root / "state" / "tatolab"
 
 
+@pytest.mark.slow
 def test_run_d_returns_at_once_and_the_stream_outlives_the_command_and_a_killed_runtime(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "motion-watcher", project_venv, counting_files("motion_watcher")).resolve()
     assert keep(runtime, project) == f"motion_watcher kept (project {project})\n"
@@ -88,6 +91,7 @@ def test_run_d_returns_at_once_and_the_stream_outlives_the_command_and_a_killed_
     assert table(runtime)["motion_watcher"][0] == "kept"
 
 
+@pytest.mark.slow
 def test_stop_survives_a_restart_start_brings_it_back_and_rm_forgets_it(runtime, project_venv, tmp_path):
     garage = make_project(tmp_path / "garage", project_venv, counting_files("garage")).resolve()
     watcher = make_project(tmp_path / "watcher", project_venv, counting_files("watcher")).resolve()
@@ -129,6 +133,7 @@ def test_stop_survives_a_restart_start_brings_it_back_and_rm_forgets_it(runtime,
         assert "no stream named nope" in unknown.stderr and "watcher (kept)" in unknown.stderr
 
 
+@pytest.mark.slow
 def test_two_crashes_in_a_row_mark_a_stream_failed_a_clean_restart_resets_and_start_retries(
     runtime, project_venv, tmp_path
 ):
@@ -163,6 +168,7 @@ def test_two_crashes_in_a_row_mark_a_stream_failed_a_clean_restart_resets_and_st
     assert table(runtime)["cam"][0] == "kept" and failed_lines(runtime) == []
 
 
+@pytest.mark.slow
 def test_a_crash_while_a_stream_loads_involves_only_that_stream(runtime, project_venv, tmp_path):
     steady = make_project(tmp_path / "steady", project_venv, counting_files("a_steady")).resolve()
     files = counting_files("b_slow")
@@ -190,6 +196,7 @@ def test_a_crash_while_a_stream_loads_involves_only_that_stream(runtime, project
     assert "(the runtime died while it was being loaded, 2 times)" in line
 
 
+@pytest.mark.slow
 def test_a_stream_that_cannot_load_is_marked_failed_while_the_others_start(runtime, project_venv, tmp_path):
     no_venv = make_project(tmp_path / "a", project_venv, counting_files("a_novenv")).resolve()
     no_module = make_project(tmp_path / "b", project_venv, counting_files("b_nomodule")).resolve()
@@ -220,6 +227,7 @@ def test_a_stream_that_cannot_load_is_marked_failed_while_the_others_start(runti
     produces(no_venv / "out.jsonl", "the repaired stream to run")
 
 
+@pytest.mark.slow
 def test_run_d_again_replaces_the_recorded_graph_and_edits_alone_change_nothing(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "p", project_venv, counting_files("recorder", "first.jsonl")).resolve()
     keep(runtime, project)
@@ -248,6 +256,7 @@ def test_run_d_again_replaces_the_recorded_graph_and_edits_alone_change_nothing(
     produces(project / "second.jsonl", "the kept version to keep running after a failed `run -d`")
 
 
+@pytest.mark.slow
 def test_a_truncated_record_is_reported_and_the_runtime_still_starts(runtime, project_venv, tmp_path):
     cut = make_project(tmp_path / "cut", project_venv, counting_files("cut")).resolve()
     whole = make_project(tmp_path / "whole", project_venv, counting_files("whole")).resolve()
@@ -315,6 +324,7 @@ def installed_package_venv(path: Path, project_venv: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_every_target_form_loads_the_right_function(runtime, project_venv, tmp_path):
     files = {"stream.py": tagged("recorder", "viewer"), "cameras.py": tagged("front_door"),
              "nodes/__init__.py": "", "nodes/tag.py": TAG_NODE}

@@ -74,6 +74,7 @@ def files(name: str, cls: str, code: str) -> dict[str, str]:
 RECORD_KEYS = {"ts_ns", "time", "level", "stream", "node", "message", "fields"}
 
 
+@pytest.mark.slow
 def test_prints_logs_native_output_and_the_crash_all_become_records_naming_the_node(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "chatty", project_venv, files("chatty", "Chatty", CHATTY))
     log = project / ".streamlib" / "logs" / "chatty.jsonl"
@@ -148,6 +149,7 @@ def test_a_nodes_prints_and_records_keep_the_order_they_were_written_in(runtime,
     assert first_run == [*expected, "last words", "node interleaved raised RuntimeError: after the last words"]
 
 
+@pytest.mark.slow
 def test_logs_reads_filters_and_shows_json(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "chatty", project_venv, files("chatty", "Chatty", CHATTY))
     log = project / ".streamlib" / "logs" / "chatty.jsonl"
@@ -178,6 +180,7 @@ def _reader(pipe, into: queue.Queue) -> None:
         into.put((datetime.now(timezone.utc), line))
 
 
+@pytest.mark.slow
 def test_logs_follow_shows_a_record_within_a_second(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "chatty", project_venv, files("chatty", "Chatty", CHATTY))
     run = runtime.popen_cli("run", cwd=project)
@@ -214,6 +217,7 @@ def small_log_runtime(tmp_path: Path):
     assert rt.shm_files() == []
 
 
+@pytest.mark.slow
 def test_a_log_file_never_grows_past_its_limit(small_log_runtime, project_venv, tmp_path):
     runtime = small_log_runtime
     project = make_project(tmp_path / "flood", project_venv, files("flood", "Flood", FLOOD))

@@ -30,6 +30,7 @@ def stop_attached(run: subprocess.Popen) -> tuple[str, str]:
     return out, err
 
 
+@pytest.mark.slow
 def test_ordered_pipeline_gets_every_bag_in_order_and_ctrl_c_leaves_nothing(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "pipeline", project_venv, pipeline_files(limit=300))
     run = runtime.popen_cli("run", cwd=project)
@@ -49,6 +50,7 @@ def test_ordered_pipeline_gets_every_bag_in_order_and_ctrl_c_leaves_nothing(runt
     assert runtime.shm_files() == []
 
 
+@pytest.mark.slow
 def test_slow_newest_reader_gets_the_latest_while_the_source_keeps_its_rate(runtime, project_venv, tmp_path):
     files = {
         "stream.py": """
@@ -87,6 +89,7 @@ def test_slow_newest_reader_gets_the_latest_while_the_source_keeps_its_rate(runt
     assert all((row["read_ns"] - row["sent_ns"]) < 50_000_000 for row in slow[1:])
 
 
+@pytest.mark.slow
 def test_a_killed_node_comes_back_and_the_others_keep_going(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "pipeline", project_venv, pipeline_files())
     run = runtime.popen_cli("run", cwd=project)
@@ -112,6 +115,7 @@ def test_a_killed_node_comes_back_and_the_others_keep_going(runtime, project_ven
     assert "doubler" in stdout and "was killed by SIGKILL" in stdout
 
 
+@pytest.mark.slow
 def test_run_exits_with_an_error_when_the_runtime_goes_down(tmp_path, project_venv):
     runtime = Runtime(tmp_path / "rt").start()
     project = make_project(tmp_path / "pipeline", project_venv, pipeline_files())
@@ -128,6 +132,7 @@ def test_run_exits_with_an_error_when_the_runtime_goes_down(tmp_path, project_ve
     assert runtime.shm_files() == []
 
 
+@pytest.mark.slow
 def test_sigkilled_runtime_leaves_no_orphans_and_the_next_one_reaps_its_files(tmp_path, project_venv):
     runtime = Runtime(tmp_path / "rt").start()
     project = make_project(tmp_path / "pipeline", project_venv, pipeline_files())
@@ -151,6 +156,7 @@ def test_sigkilled_runtime_leaves_no_orphans_and_the_next_one_reaps_its_files(tm
             run.kill()
 
 
+@pytest.mark.slow
 def test_a_second_runtime_is_refused_naming_the_first(runtime):
     second = subprocess.run([str(BIN / "tatolabd")], env=runtime.env, capture_output=True, text=True, timeout=20)
     assert second.returncode == 1
@@ -159,6 +165,7 @@ def test_a_second_runtime_is_refused_naming_the_first(runtime):
     assert second.stderr.strip().endswith("Use that one, or stop it first.")
 
 
+@pytest.mark.slow
 def test_every_command_says_no_runtime_is_running(tmp_path):
     runtime = Runtime(tmp_path / "rt")  # never started
     for args in (["streams"], ["run"], ["stop", "x"]):
@@ -170,6 +177,7 @@ def test_every_command_says_no_runtime_is_running(tmp_path):
         )
 
 
+@pytest.mark.slow
 def test_socket_is_reachable_only_by_its_user(runtime):
     assert oct(runtime.socket.parent.stat().st_mode & 0o777) == "0o700"
     assert oct(runtime.socket.stat().st_mode & 0o777) == "0o600"
@@ -177,6 +185,7 @@ def test_socket_is_reachable_only_by_its_user(runtime):
     assert listening == []
 
 
+@pytest.mark.slow
 def test_a_name_in_use_is_refused_naming_its_project(runtime, project_venv, tmp_path):
     first = make_project(tmp_path / "first", project_venv, pipeline_files())
     second = make_project(tmp_path / "second", project_venv, pipeline_files())
@@ -194,6 +203,7 @@ def test_a_name_in_use_is_refused_naming_its_project(runtime, project_venv, tmp_
         stop_attached(run)
 
 
+@pytest.mark.slow
 def test_stop_ends_an_attached_run(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "p", project_venv, pipeline_files())
     run = runtime.popen_cli("run", cwd=project)
@@ -206,6 +216,7 @@ def test_stop_ends_an_attached_run(runtime, project_venv, tmp_path):
     assert unknown.returncode == 1 and "no stream named nope" in unknown.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL], ids=["sigterm", "closed-terminal", "killed"])
 def test_ending_the_run_command_any_way_unloads_the_stream(runtime, project_venv, tmp_path, sig):
     project = make_project(tmp_path / "p", project_venv, pipeline_files())
