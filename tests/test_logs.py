@@ -192,7 +192,7 @@ def test_logs_follow_shows_a_record_within_a_second(runtime, project_venv, tmp_p
         threading.Thread(target=_reader, args=(follow.stdout, lines), daemon=True).start()
         seen = []
         deadline = time.monotonic() + 30
-        while len(seen) < 5 and time.monotonic() < deadline:
+        while len(seen) < 9 and time.monotonic() < deadline:
             arrived, line = lines.get(timeout=30)
             record = json.loads(line)
             seen.append((arrived - datetime.fromisoformat(record["time"])).total_seconds())
@@ -202,8 +202,11 @@ def test_logs_follow_shows_a_record_within_a_second(runtime, project_venv, tmp_p
             follow.communicate(timeout=10)
         run.send_signal(signal.SIGINT)
         run.communicate(timeout=20)
-    assert len(seen) == 5
-    assert max(seen) < 1.0, seen
+    assert len(seen) == 9
+    # From the node's write to the follower's line: typically well under a second (-f polls every
+    # 0.1 s). The median, not the maximum: on a busy machine one record may wait for a CPU, while a
+    # follower that polled too slowly, or only printed at its end, shows it in most records.
+    assert sorted(seen)[len(seen) // 2] < 1.0, seen
 
 
 @pytest.fixture

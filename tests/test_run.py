@@ -79,14 +79,21 @@ def test_slow_newest_reader_gets_the_latest_while_the_source_keeps_its_rate(runt
         fast = read_jsonl(project / "fast.jsonl")
     finally:
         stop_attached(run)
-    # The fast ordered reader saw every bag the source sent, in order: the source was not held back.
+    # The fast ordered reader saw every bag the source sent, in order.
     assert [row["n"] for row in fast] == list(range(len(fast)))
+    # The source was not held back by the slow reader (one read per 100 ms): over the same span it
+    # sent many times what that reader read. Held back, it would send about as many as were read.
+    # (Its own pace, 200 a second, is not asserted: on a busy machine a node may get less CPU.)
     span_s = (fast[-1]["sent_ns"] - fast[0]["sent_ns"]) / 1e9
-    assert len(fast) / span_s > 0.5 * 200, "the source (5 ms interval) fell below half its rate"
-    # The slow newest reader skipped: each read is far ahead of the previous one and close to the source.
+    slow_span_s = (slow[-1]["read_ns"] - slow[0]["read_ns"]) / 1e9
+    source_rate, reader_rate = len(fast) / span_s, (len(slow) - 1) / slow_span_s
+    assert source_rate > 4 * reader_rate, (source_rate, reader_rate)
+    # The slow newest reader skipped: each read is far ahead of the previous one and close to the
+    # source. A reader handed queued bags instead would fall further behind with every read.
     gaps = [b["n"] - a["n"] for a, b in zip(slow, slow[1:])]
     assert min(gaps) >= 5, gaps
-    assert all((row["read_ns"] - row["sent_ns"]) < 50_000_000 for row in slow[1:])
+    lags_ms = sorted((row["read_ns"] - row["sent_ns"]) / 1e6 for row in slow[1:])
+    assert lags_ms[len(lags_ms) // 2] < 50 and lags_ms[-1] < 1000, lags_ms
 
 
 @pytest.mark.slow
