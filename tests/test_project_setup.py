@@ -3,9 +3,11 @@ on a folder without `.venv` or with another tatolab, and folders that are not pr
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
+import sys
 import venv
 from pathlib import Path
 
@@ -34,6 +36,20 @@ def sdk_version(project: Path) -> str:
     return done.stdout.strip() if done.returncode == 0 else f"broken: {done.stderr.strip()}"
 
 
+def uv_env(base: dict, tmp_path: Path) -> dict:
+    """uv reads no pip configuration: give it the index pip uses here (CI's), and pip's CA bundle."""
+    env = dict(base, UV_CACHE_DIR=str(tmp_path / "uv-cache"), UV_PYTHON_DOWNLOADS="never")
+    pip_config = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
+    settings = dict(line.split("=", 1) for line in pip_config.stdout.splitlines() if "=" in line)
+    index = os.environ.get("PIP_INDEX_URL") or settings.get("global.index-url", "").strip("'\"")
+    cert = os.environ.get("PIP_CERT") or settings.get("global.cert", "").strip("'\"")
+    if index:
+        env["UV_DEFAULT_INDEX"] = index
+    if cert and "SSL_CERT_FILE" not in env:
+        env["SSL_CERT_FILE"] = cert
+    return env
+
+
 def run_until(runtime: Runtime, project: Path, ready, what: str) -> str:
     """`tatolab run` attached until ``ready()``, then Ctrl-C; its stdout."""
     run = runtime.popen_cli("run", cwd=project)
@@ -58,7 +74,7 @@ def test_new_then_uv_add_keeps_the_runtimes_sdk_and_the_stream_runs(runtime, tmp
 
     ticker = project / "nodes" / "ticker.py"
     ticker.write_text("import six  # arrives with uv add\n" + ticker.read_text())
-    env = dict(runtime.env, UV_CACHE_DIR=str(tmp_path / "uv-cache"), UV_PYTHON_DOWNLOADS="never")
+    env = uv_env(runtime.env, tmp_path)
     added = subprocess.run([str(uv), "add", "six"], cwd=project, env=env, capture_output=True, text=True, timeout=300)
     assert added.returncode == 0, added.stderr
     lock = (project / "uv.lock").read_text()
