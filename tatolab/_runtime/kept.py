@@ -211,10 +211,11 @@ async def preflight(record: KeptRecord) -> str | None:
         return f"checking its node classes with {python} failed: {tail[0]}"
     problems: dict[str, str] = json.loads(lines[-1][len(_CHECK_MARK):])
     if "" in problems:
-        return f"its project's .venv cannot run the node host ({_strip(problems[''])}); install tatolab in {project}/.venv"
+        return (f"its project's .venv cannot run the node host ({_strip(problems[''])}); "
+                f"`tatolab sdk {project}` installs this runtime's SDK there")
     if problems:
         node, problem = sorted(problems.items())[0]
-        more = f" (and {len(problems) - 1} more node(s))" if len(problems) > 1 else ""
+        more = f" (and {counted(len(problems) - 1, 'more node')})" if len(problems) > 1 else ""
         return f"node {node} ({classes[node]}) cannot be imported from {project}: {_strip(problem)}{more}"
     return None
 
