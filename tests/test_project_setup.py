@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import BIN, Runtime, make_project, read_jsonl, wait_for
+from harness import BIN, REPO, Runtime, make_project, read_jsonl, wait_for
 from nodes_fixture import pipeline_files
 
 import tatolab
@@ -138,3 +138,18 @@ def test_a_folder_without_stream_py_says_what_is_missing(runtime, tmp_path, comm
         f"Run `tatolab {command}` there, or `tatolab {command} --dir {project}`"
     )
     assert runtime.stream_names() == []
+
+
+def test_the_readmes_install_line_puts_tatolab_and_tatolabd_on_path(tmp_path):
+    line = 'uv tool install "./tatolab[runtime]"'
+    assert line in (REPO / "README.md").read_text()
+    env = uv_env(dict(os.environ), tmp_path)
+    env.update(UV_TOOL_DIR=str(tmp_path / "tools"), UV_TOOL_BIN_DIR=str(tmp_path / "bin"))
+    env.pop("VIRTUAL_ENV", None)
+    installed = subprocess.run([str(BIN / "uv"), "tool", "install", f"{REPO}[runtime]"], env=env,
+                               capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr
+    for command in ("tatolab", "tatolabd"):
+        assert (tmp_path / "bin" / command).exists(), installed.stderr
+    version = subprocess.run([str(tmp_path / "bin" / "tatolab"), "--version"], capture_output=True, text=True)
+    assert version.stdout.strip() == f"tatolab {tatolab.__version__}"
