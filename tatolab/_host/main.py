@@ -91,10 +91,13 @@ class _LineWriter(io.TextIOBase):
         return len(text)
 
     def flush(self) -> None:
+        pass  # a line is one record: text without its newline waits for the rest of its line
+
+    def drain(self) -> None:
+        """Emit a last line that never got its newline (before a crash record, at exit)."""
         with self._lock:
             line, self._pending = self._pending, ""
-        if line:
-            self._emit(line)
+        self._emit(line)
 
     def _emit(self, line: str) -> None:
         if line:
@@ -172,6 +175,7 @@ def main() -> None:
         node_class = _import_node_class(spec["class"])
         runner = NodeRunner(spec, node_class, sink)
     except Exception as exc:
+        _drain_output()
         sink.emit(
             "error",
             f"node {spec['node']} could not start: {exc}",
@@ -188,12 +192,20 @@ def main() -> None:
     try:
         runner.run(control)
     except Exception as exc:
+        _drain_output()
         sink.emit(
             "error",
             f"node {spec['node']} raised {type(exc).__name__}: {exc}",
             {"traceback": traceback.format_exc()},
         )
-        sys.stdout.flush()
         sys.exit(EXIT_CRASHED)
-    sys.stdout.flush()
+    _drain_output()
     sys.exit(0)
+
+
+def _drain_output() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, _LineWriter):
+            stream.drain()
+        else:
+            stream.flush()
