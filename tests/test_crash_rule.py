@@ -116,7 +116,8 @@ def test_the_marker_round_trips_and_refuses_what_it_did_not_write():
 
 
 def record(name: str = "cam", project: str = "/p") -> KeptRecord:
-    graph = {"stream": name, "nodes": [{"name": "n", "class": "nodes.n:N"}], "links": [],
+    graph = {"stream": name, "nodes": [{"name": "n", "class": "nodes.n:N", "inputs": [], "outputs": [{"port": "out"}]}],
+             "links": [],
              "exposures": [{"node": "n", "port": "out", "level": "private"}]}
     return KeptRecord(name=name, project=project, python=f"{project}/.venv/bin/python", graph=graph)
 
@@ -192,3 +193,40 @@ def test_a_name_that_is_not_a_stream_name_never_reaches_outside_the_records(tmp_
     assert store.read("../victim") is None
     store.remove("../victim")
     assert victim.exists()
+
+
+def test_hidden_and_dotted_stream_names_are_records_like_any_other(tmp_path: Path):
+    store = RecordStore(tmp_path / "streams")
+    for name in (".cam", "..-..-x", "-x", "~"):
+        store.save(record(name))
+    store.path(".cam").with_name(f"..cam.json.{os.getpid()}.tmp").write_text("{")  # a write cut short
+    assert store.names() == ["-x", "..-..-x", ".cam", "~"]
+    assert all(isinstance(store.read(name), KeptRecord) for name in store.names())
+
+
+def test_a_record_whose_graph_cannot_start_is_damaged_with_the_reason(tmp_path: Path):
+    store = RecordStore(tmp_path / "streams")
+    whole = record()
+    whole.graph["nodes"] = [
+        {"name": "src", "class": "nodes.s:S", "inputs": [], "outputs": [{"port": "out"}]},
+        {"name": "n", "class": "nodes.n:N", "inputs": [{"port": "in", "delivery_profile": "ordered"}], "outputs": []},
+    ]
+    whole.graph["links"] = [{"from": {"node": "src", "port": "out"}, "to": {"node": "n", "port": "in"}},
+                            {"from": {"address": "other/src/out"}, "to": {"node": "n", "port": "in"}}]
+    store.save(whole)
+    assert isinstance(store.read("cam"), KeptRecord)
+    breakages = {
+        "links to missing/in, which is not an input of its nodes": lambda g: g["links"][0]["to"].update(node="missing"),
+        "links from src/nope, which is not an output of its nodes": lambda g: g["links"][0]["from"].update(port="nope"),
+        "gives node n no list of outputs": lambda g: g["nodes"][1].pop("outputs"),
+        "gives node src no class (module:Class)": lambda g: g["nodes"][0].update({"class": 3}),
+        "has two nodes named n": lambda g: g["nodes"][0].update(name="n"),
+        "has a link that is not from and to a port": lambda g: g["links"].append("src->n"),
+    }
+    for reason, breakage in breakages.items():
+        data = json.loads(json.dumps(whole.to_json()))
+        breakage(data["graph"])
+        store.path("cam").write_text(json.dumps(data))
+        damaged = store.read("cam")
+        assert isinstance(damaged, DamagedRecord), reason
+        assert f"its graph {reason}" in damaged.reason and damaged.project == "/p"

@@ -103,13 +103,14 @@ def import_from(project: str, sources: str | None) -> None:
 
 
 def main() -> None:
-    parent = os.environ.get("TATOLAB_PARENT_PID")
+    # the runtime's variables for this host, read once and gone before any user code runs
+    parent = os.environ.pop("TATOLAB_PARENT_PID", None)
+    log_fd = os.environ.pop("TATOLAB_LOG_FD", None)
     die_with_parent(int(parent) if parent else None)
     first = sys.stdin.readline()
     spec = json.loads(first) if first.strip() else {"op": "stop"}
     if spec.get("op") == "stop":
         return  # stopped before it was given its node
-    log_fd = os.environ.get("TATOLAB_LOG_FD")
     sink = _RecordSink(int(log_fd) if log_fd else None, spec["stream"], spec["node"])
     logging.basicConfig(level=logging.INFO, handlers=[_LoggingBridge(sink)], force=True)
     import_from(spec["project"], spec.get("sources"))
