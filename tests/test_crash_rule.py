@@ -202,6 +202,8 @@ def test_hidden_and_dotted_stream_names_are_records_like_any_other(tmp_path: Pat
     store.path(".cam").with_name(f"..cam.json.{os.getpid()}.tmp").write_text("{")  # a write cut short
     assert store.names() == ["-x", "..-..-x", ".cam", "~"]
     assert all(isinstance(store.read(name), KeptRecord) for name in store.names())
+    (tmp_path / "streams" / "Cam.json").write_text("{}")  # made by hand: no stream has that name
+    assert store.strays() == [tmp_path / "streams" / "Cam.json"]
 
 
 def test_a_record_whose_graph_cannot_start_is_damaged_with_the_reason(tmp_path: Path):

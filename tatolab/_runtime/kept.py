@@ -73,6 +73,9 @@ class KeptStreams:
         """Read the previous run's marker, apply the two-crash rule, and mark this run as running."""
         for path in self.store.remove_leftover_temporaries():
             self.say("warning", f"removed {path}, a record write cut short by a crash; the record before it is intact")
+        for path in self.store.strays():
+            self.say("warning", f"{path} is not read: {path.stem!r} is not a stream name (lowercase letters, digits "
+                     "and -._~); rename it to the name inside it, or remove it")
         previous = self._read_marker()
         every = self.store.read_all()
         records = {r.name: r for r in every if isinstance(r, KeptRecord)}

@@ -244,6 +244,10 @@ class RecordStore:
         # Hidden names (".cam") are stream names too; a temporary ends in ".tmp", never ".json".
         return [e[: -len(".json")] for e in entries if e.endswith(".json")]
 
+    def strays(self) -> list[Path]:
+        """Files named like records whose name no stream can have (a hand-made ``Cam.json``)."""
+        return [self.folder / f"{name}.json" for name in self.names() if not is_stream_name(name)]
+
     def read_all(self) -> list[KeptRecord | DamagedRecord]:
         records = [self.read(name) for name in self.names()]
         return [r for r in records if r is not None]
