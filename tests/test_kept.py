@@ -468,11 +468,14 @@ def test_a_kept_stream_runs_the_code_kept_at_run_d_after_edits_and_restarts(runt
     assert first["version"] == "kept"
     sources = state_folder(runtime) / "sources" / "versioned"
     [snapshot] = list(sources.iterdir())
-    copied = [p for p in snapshot.rglob("*") if "__pycache__" not in p.parts]  # the node's own bytecode may come
+    # the node's own bytecode may come; other files are links to the live ones
+    copied = [p for p in snapshot.rglob("*") if "__pycache__" not in p.parts and not p.is_symlink()]
     kept_files = sorted(str(p.relative_to(snapshot)) for p in copied if p.is_file())
     assert kept_files == ["nodes/__init__.py", "nodes/version.py", "stream.py"]  # no .venv, .git, __pycache__
     assert all(stat.S_IMODE(p.stat().st_mode) == (0o700 if p.is_dir() else 0o600)
                for p in [sources.parent, sources, snapshot, *copied])
+    assert (snapshot / "notes.txt").resolve() == project / "notes.txt"
+    assert not (snapshot / ".git").exists() and not (snapshot / ".venv").exists()
 
     (project / "nodes" / "version.py").write_text(VERSION_NODE.format(version="edited"))
     os.kill(first["pid"], signal.SIGKILL)  # the node restarts: from what was kept

@@ -2,7 +2,8 @@
 
 The node processes of a kept stream import the project's modules from the snapshot, so an
 edit to the project changes nothing until `run -d` again (the ``.venv`` still provides the
-packages, and the working folder stays the project). Snapshots live in
+packages, and the working folder stays the project). Only ``*.py`` files are copied; the other
+files and folders beside them are links to the live ones (a model file next to a node module). Snapshots live in
 ``<state>/sources/<stream>/<version>/``, user-only; the record names the version it uses, so
 a crash mid-copy never leaves a record pointing at half a snapshot.
 """
@@ -28,19 +29,30 @@ def _skipped(folder: Path, entry: str) -> bool:
     return entry.startswith(".") or entry == "__pycache__" or (folder / entry / "pyvenv.cfg").exists()
 
 
-def source_files(project: Path) -> list[Path]:
-    """The project's Python sources, relative to it (no .venv, .git, __pycache__, .streamlib)."""
-    found = []
+def plan(project: Path) -> tuple[list[Path], list[Path]]:
+    """What a snapshot holds, relative to ``project``: the Python sources to copy (no .venv,
+    .git, __pycache__, .streamlib), and the other files and folders beside them to link to the
+    live ones, so that data a module finds by ``__file__`` is where it was."""
+    sources: list[Path] = []
+    walked: dict[Path, tuple[list[str], list[str]]] = {}
     for top, folders, files in os.walk(project):
         here = Path(top)
         folders[:] = sorted(f for f in folders if not _skipped(here, f))
-        found += [(here / f).relative_to(project) for f in sorted(files) if f.endswith(SUFFIXES)]
-        if len(found) > MAX_FILES:
+        relative = here.relative_to(project)
+        walked[relative] = (list(folders), sorted(files))
+        sources += [relative / f for f in sorted(files) if f.endswith(SUFFIXES)]
+        if len(sources) > MAX_FILES:
             raise SnapshotError(
                 f"{project} holds more than {MAX_FILES} Python files outside hidden folders, too many to keep a "
                 "copy of for `run -d`; is it the project folder? Point --dir at the folder with stream.py"
             )
-    return found
+    holding = {Path(".")} | {parent for source in sources for parent in source.parents}
+    links: list[Path] = []
+    for folder in sorted(holding):
+        folders, files = walked[folder]
+        links += [folder / f for f in files if not f.endswith(SUFFIXES)]
+        links += [folder / d for d in folders if folder / d not in holding]
+    return sources, links
 
 
 def _private_folder(path: Path) -> None:
@@ -59,7 +71,8 @@ def take(project: Path, root: Path, name: str) -> Path:
     total = 0
     try:
         version.mkdir(mode=0o700)
-        for relative in source_files(project):
+        sources, links = plan(project)
+        for relative in sources:
             target = version / relative
             target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             try:
@@ -75,6 +88,8 @@ def take(project: Path, root: Path, name: str) -> Path:
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
+        for relative in links:
+            os.symlink(project / relative, version / relative)
     except OSError as exc:
         shutil.rmtree(version, ignore_errors=True)
         raise SnapshotError(f"the project's sources could not be kept in {version}: {exc.strerror or exc}") from None
