@@ -223,6 +223,8 @@ def test_a_record_whose_graph_cannot_start_is_damaged_with_the_reason(tmp_path: 
         "gives node n no list of outputs": lambda g: g["nodes"][1].pop("outputs"),
         "gives node src no class (module:Class)": lambda g: g["nodes"][0].update({"class": 3}),
         "has two nodes named n": lambda g: g["nodes"][0].update(name="n"),
+        "gives node src a port named '../../x', which is not a port name": lambda g: g["nodes"][0]["outputs"].append(
+            {"port": "../../x"}),
         "has a link that is not from and to a port": lambda g: g["links"].append("src->n"),
     }
     for reason, breakage in breakages.items():

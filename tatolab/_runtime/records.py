@@ -155,6 +155,9 @@ def graph_problem(graph: dict[str, Any]) -> str | None:
                 isinstance(p, dict) and isinstance(p.get("port"), str) for p in listed
             ):
                 return f"gives node {name} no list of {kind}"
+            for port in listed:  # port names become file names: never a path
+                if not is_stream_name(port["port"]):
+                    return f"gives node {name} a port named {port['port']!r}, which is not a port name"
             if kind == "inputs" and not all(isinstance(p.get("delivery_profile"), str) for p in listed):
                 return f"gives an input of node {name} no delivery profile"
             ports.update((name, p["port"]) for p in listed)
