@@ -8,10 +8,11 @@ from pathlib import Path
 
 
 def socket_dir() -> Path:
+    # "streamlib" is the docs' name for this folder (their no-runtime message quotes it), a contract.
     runtime_dir = os.environ.get("XDG_RUNTIME_DIR")
     if runtime_dir:
-        return Path(runtime_dir) / "tatolab"
-    return Path(f"/tmp/tatolab-{os.getuid()}")
+        return Path(runtime_dir) / "streamlib"
+    return Path(f"/tmp/streamlib-{os.getuid()}")
 
 
 def socket_path() -> Path:
