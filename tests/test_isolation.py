@@ -111,6 +111,42 @@ def test_the_tmp_fallback_folder_planted_as_a_link_is_refused(other_user, tmp_pa
         fallback.unlink()
 
 
+FAKE_RUNTIME = """
+import socket
+server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+server.bind(PATH)
+server.listen(1)
+print("listening", flush=True)
+server.settimeout(30)
+conn, _ = server.accept()
+conn.settimeout(30)
+print(len(conn.recv(65536)), flush=True)  # 0: the client hung up without a word
+"""
+
+
+def test_the_cli_never_talks_to_a_socket_another_user_planted(other_user, shared_dir, tmp_path):
+    made = other_user.run(["mkdir", "-m", "777", str(shared_dir / "streamlib")])
+    assert made.returncode == 0, made.stderr
+    planted = shared_dir / "streamlib" / "local-api.sock"
+    fake = other_user.python(f"PATH = {str(planted)!r}\n" + FAKE_RUNTIME, preload=("socket",))
+    try:
+        assert fake.stdout.readline().strip() == "listening", fake.stderr.read()
+        rt = Runtime(tmp_path / "rt")
+        rt.env["XDG_RUNTIME_DIR"] = str(shared_dir)
+        result = rt.cli("streams", cwd=tmp_path)
+        received = fake.stdout.readline().strip()
+    finally:
+        fake.kill()
+        fake.communicate()
+    assert received == "0", "the CLI sent its request to another user's process"
+    line = one_line_error(result)
+    assert line == (
+        f"error: what answers at {planted} is pid {fake.pid} of user {other_user.name} (uid {other_user.uid}), "
+        f"not a runtime of yours, so nothing was sent to it. Remove {planted.parent} (someone else made it) "
+        "and start `tatolabd` again."
+    )
+
+
 def test_a_lock_path_planted_as_a_link_is_never_opened(other_user, tmp_path):
     precious = tmp_path / "precious"
     precious.write_text("root's data\n")

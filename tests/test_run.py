@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import signal
 import subprocess
 import time
@@ -154,8 +155,13 @@ def test_sigkilled_runtime_leaves_no_orphans_and_the_next_one_reaps_its_files(tm
 def test_a_second_runtime_is_refused_naming_the_first(runtime):
     second = subprocess.run([str(BIN / "tatolabd")], env=runtime.env, capture_output=True, text=True, timeout=20)
     assert second.returncode == 1
-    assert f"pid {runtime.process.pid}" in second.stderr
-    assert "user " in second.stderr and "tatolabd" in second.stderr
+    line = second.stderr.strip()
+    me = f"{pwd.getpwuid(os.getuid()).pw_name} (uid {os.getuid()})"
+    assert line.startswith(
+        f"error: a runtime is already running on this machine: pid {runtime.process.pid}, user {me}, executable "
+    ), line
+    assert f"{BIN / 'tatolabd'} (lock @" in line, line
+    assert line.endswith(". Use that one, or stop it first."), line
 
 
 # The docs' text ("The runtime", Manage streams), character for character, for XDG_RUNTIME_DIR=/run/user/1000.
