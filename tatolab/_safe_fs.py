@@ -16,6 +16,7 @@ from pathlib import Path
 
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
+DEFAULT_FIX = "Remove it and try again."
 
 
 class UnsafePath(OSError):
@@ -23,12 +24,9 @@ class UnsafePath(OSError):
 
     An OSError, so code that reports a file it cannot make or open reports this too."""
 
-    def __init__(self, path: Path | str, problem: str, what: str) -> None:
+    def __init__(self, path: Path | str, problem: str, what: str, fix: str = DEFAULT_FIX) -> None:
         self.path = Path(path)
-        super().__init__(
-            f"{path} {problem}; {what} must be yours alone, so Tatolab will not use it. "
-            f"Remove it (or set the folder elsewhere) and start again."
-        )
+        super().__init__(f"{path} {problem}; {what} must be yours alone, so Tatolab will not use it. {fix}")
 
 
 def owner_name(uid: int) -> str:
@@ -55,15 +53,15 @@ def _describe(path: Path | str, info: os.stat_result) -> str:
     return f"is not a regular file (owner {owner})"
 
 
-def _refuse(path: Path | str, what: str) -> UnsafePath:
+def _refuse(path: Path | str, what: str, fix: str = DEFAULT_FIX) -> UnsafePath:
     try:
         info = os.lstat(path)
     except OSError as exc:
-        return UnsafePath(path, f"cannot be checked ({exc.strerror})", what)
-    return UnsafePath(path, _describe(path, info), what)
+        return UnsafePath(path, f"cannot be checked ({exc.strerror})", what, fix)
+    return UnsafePath(path, _describe(path, info), what, fix)
 
 
-def private_dir(path: Path, what: str = "this folder") -> Path:
+def private_dir(path: Path, what: str = "this folder", fix: str = DEFAULT_FIX) -> Path:
     """Make ``path`` a folder of the user's own with mode 0700, or refuse.
 
     Only the last component is created here and checked: it is the one that may sit in a
@@ -79,12 +77,12 @@ def private_dir(path: Path, what: str = "this folder") -> Path:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise _refuse(path, what) from None
+            raise _refuse(path, what, fix) from None
         raise
     try:
         info = os.fstat(fd)
         if info.st_uid != os.getuid():
-            raise UnsafePath(path, _describe(path, info), what)
+            raise UnsafePath(path, _describe(path, info), what, fix)
         if stat.S_IMODE(info.st_mode) != PRIVATE_DIR_MODE:
             os.fchmod(fd, PRIVATE_DIR_MODE)  # the fd is this very folder, never a link's target
     finally:

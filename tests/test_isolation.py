@@ -69,7 +69,10 @@ def test_a_socket_folder_planted_as_a_link_is_refused_naming_it_and_its_owner(ot
     line = one_line_error(refused_start(rt.env))
 
     assert f"{shared_dir / 'streamlib'} is a symbolic link to {victim} owned by {other_user.name}" in line
-    assert line.endswith("start again.")
+    assert line.endswith(
+        "; the control socket's folder must be yours alone, so Tatolab will not use it. Remove it (an administrator "
+        "can, if you cannot), or set XDG_RUNTIME_DIR to a folder of yours, and start `tatolabd` again."
+    )
     assert mode(victim) == "0o755", "the link's target was chmod-ed"
     assert list(victim.iterdir()) == []
 

@@ -49,10 +49,13 @@ def refuse_if_answering(path: Path) -> None:
 
 
 async def serve(lock: MachineLock) -> None:
-    state = private_dir(paths.state_dir(), "the runtime's state folder")
+    state = private_dir(paths.state_dir(), "the runtime's state folder",
+                        "Remove it, or set XDG_STATE_HOME to a folder of yours, and start `tatolabd` again.")
     say = RuntimeLog(state)
     sock_path = paths.socket_path()
-    private_dir(sock_path.parent, "the control socket's folder")
+    private_dir(sock_path.parent, "the control socket's folder",
+                "Remove it (an administrator can, if you cannot), or set XDG_RUNTIME_DIR to a folder of yours, "
+                "and start `tatolabd` again.")
     refuse_if_answering(sock_path)
     reaped = ring.reap(paths.shm_namespace())
     if reaped:
