@@ -122,14 +122,22 @@ def open_own_file(path: Path | str, flags: int, what: str = "this file") -> int:
     """Open an existing (or, with ``O_CREAT``, new: mode 0600) regular file that must be the user's own.
 
     A file of the user's own that others can read (made by an older version) is tightened to 0600.
+    ``O_TRUNC`` empties it only once it is known to be the user's.
     """
+    truncate = bool(flags & os.O_TRUNC)
+    # O_NONBLOCK: a planted FIFO must not hang the open; it is refused below like any non-file
+    opening = (flags & ~os.O_TRUNC) | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+        fd = os.open(path, opening, PRIVATE_FILE_MODE)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
+        if exc.errno in (errno.ELOOP, errno.ENXIO):
             raise _refuse(path, what) from None
         raise
     _check_own_file(fd, path, what)
+    if not flags & os.O_NONBLOCK:
+        os.set_blocking(fd, True)
     if stat.S_IMODE(os.fstat(fd).st_mode) & 0o077:
         os.fchmod(fd, PRIVATE_FILE_MODE)
+    if truncate:
+        os.ftruncate(fd, 0)
     return fd

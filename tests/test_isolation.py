@@ -19,7 +19,8 @@ from nodes_fixture import COUNTER, SINK
 from other_user import OtherUser
 from tatolab._host import status
 from tatolab._runtime import paths
-from tatolab._safe_fs import UnsafePath
+from tatolab._runtime.logs import RotatingJsonl
+from tatolab._safe_fs import UnsafePath, open_own_file
 
 
 def refused_start(env: dict[str, str], timeout: float = 30) -> subprocess.CompletedProcess:
@@ -191,6 +192,17 @@ def test_a_status_file_of_another_user_is_neither_reused_nor_read(other_user):
         assert planted.stat().st_uid == other_user.uid  # refused, not taken over
     finally:
         planted.unlink()
+
+
+def test_a_file_another_user_planted_is_refused_before_it_is_emptied_and_a_fifo_never_hangs(other_user, shared_dir):
+    planted = shared_dir / "runtime.jsonl"
+    made = other_user.run(["sh", "-c", f"echo theirs > '{planted}' && chmod 666 '{planted}' && mkfifo -m 666 '{planted}.fifo'"])
+    assert made.returncode == 0, made.stderr
+    with pytest.raises(UnsafePath, match=f"is a file owned by {other_user.name}"):
+        RotatingJsonl(planted)
+    assert planted.read_text() == "theirs\n"
+    with pytest.raises(UnsafePath, match=f"owned by {other_user.name}"):
+        open_own_file(shared_dir / "runtime.jsonl.fifo", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
 
 
 # -- finding 3: the machine lock ----------------------------------------------------------------
