@@ -37,8 +37,9 @@ def test_fails_with_a_runtime_a_stream_and_dev_going(runtime, tmp_path):
 def test_a_failed_test_leaves_no_runtime_dev_command_or_node_running(tmp_path: Path):
     inner = tmp_path / "inner"
     inner.mkdir()
-    for name in ("conftest.py", "harness.py", "nodes_fixture.py"):
-        shutil.copy(REPO / "tests" / name, inner / name)
+    for helper in (REPO / "tests").glob("*.py"):
+        if not helper.name.startswith("test_"):
+            shutil.copy(helper, inner / helper.name)  # conftest.py and the modules it uses
     (inner / "test_inner.py").write_text(INNER)
     pids_file = tmp_path / "pids.json"
     done = subprocess.run(

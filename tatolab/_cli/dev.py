@@ -11,12 +11,12 @@ import signal
 import time
 from typing import Any
 
-from tatolab._words import counted
 from tatolab import _records
 from tatolab._cli.client import Client, NoRuntime, RequestFailed
 from tatolab._cli.project import project_problem
 from tatolab._cli.streams import _Hangup, _load_args, add_load_arguments
 from tatolab._runtime import protocol
+from tatolab._words import counted
 
 NOTHING_LOADED = "no stream is loaded — fix it and save again"
 POLL_S = 0.2

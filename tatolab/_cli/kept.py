@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tatolab._words import counted
 from tatolab._cli.client import Client
+from tatolab._words import counted
 
 
 def cmd_start(args: argparse.Namespace) -> int:

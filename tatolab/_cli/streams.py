@@ -7,12 +7,12 @@ import os
 import signal
 from typing import Any
 
-from tatolab._words import counted
 from tatolab import _records
 from tatolab._cli.client import Client
 from tatolab._cli.inspect import trouble_lines
 from tatolab._cli.output import fail
 from tatolab._cli.project import project_problem
+from tatolab._words import counted
 
 
 class _Hangup(Exception):
@@ -21,7 +21,8 @@ class _Hangup(Exception):
 
 def _load_args(args: argparse.Namespace) -> dict[str, Any]:
     project = os.path.abspath(args.dir or os.getcwd())
-    load: dict[str, Any] = {"project": project}
+    # the stream compiles and runs with this command's environment (`CAMERA=/dev/video2 tatolab run`)
+    load: dict[str, Any] = {"project": project, "env": dict(os.environ)}
     if args.target:
         load["target"] = args.target
     if args.file:
@@ -51,8 +52,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         result = client.request("load", mode="attached", **load)
         name = result["name"]
-        print(f"{name} running attached ({counted(result['nodes'], 'node')}, project {result['project']}); Ctrl-C stops it",
-              flush=True)
+        print(f"{name} running attached ({counted(result['nodes'], 'node')}, project {result['project']}); "
+              "Ctrl-C stops it", flush=True)
         for event in client.events():
             if event.get("event") == "log":
                 print(_records.format_for_terminal(event["record"]), flush=True)
@@ -73,10 +74,8 @@ def cmd_streams(args: argparse.Namespace) -> int:
     if failed:
         print()
         for row in failed:
-            print(
-                f"{row['name']} failed: {row.get('reason', 'unknown')}. "
-                f"`tatolab start {row['name']}` retries it, `tatolab rm {row['name']}` forgets it."
-            )
+            hint = row.get("hint") or f"`tatolab rm {row['name']}` forgets it."
+            print(f"{row['name']} failed: {row.get('reason', 'unknown')}. {hint}")
     troubled = Client().request("troubled_nodes")
     if troubled:
         print()
