@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import subprocess
+import zipfile
 from pathlib import Path
 
 from harness import BIN
 
+from tatolab import __version__
+
 from tatolab._cli.expose import MEANING
 from tatolab._cli.inspect import tap_summary, trouble_lines
-from tatolab._cli.sdk import point_uv_at
+from tatolab._cli import sdk
+from tatolab._cli.sdk import keep_sdk_wheel, point_uv_at
 from tatolab._words import counted
 
 
@@ -71,3 +75,28 @@ def test_sdk_points_uv_at_the_wheel_in_any_pyproject(tmp_path: Path):
     point_uv_at(stale, wheel)
     assert stale.read_text() == f"[tool.uv.sources]\n{line}\n"
     assert "already" in point_uv_at(stale, wheel)
+
+
+def test_a_kept_sdk_wheel_is_never_rewritten_so_uv_locks_stay_true(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    first = keep_sdk_wheel()
+    assert first.name == f"tatolab-{__version__}-py3-none-any.whl"
+    stamp = first.stat().st_mtime_ns, first.read_bytes()
+    assert keep_sdk_wheel() == first and (first.stat().st_mtime_ns, first.read_bytes()) == stamp
+
+    packed = sdk.pack_tatolab
+
+    def edited(out_dir: Path) -> Path:  # the runtime's code changed, its version did not (a checkout)
+        wheel = packed(out_dir)
+        with zipfile.ZipFile(wheel) as archive:
+            entries = {name: archive.read(name) for name in archive.namelist()}
+        entries[f"tatolab-{__version__}.dist-info/RECORD"] += b"tatolab/edited.py,,0\n"
+        with zipfile.ZipFile(wheel, "w") as archive:
+            for name, data in entries.items():
+                archive.writestr(name, data)
+        return wheel
+
+    monkeypatch.setattr(sdk, "pack_tatolab", edited)
+    second = keep_sdk_wheel()
+    assert second != first and second.name == first.name
+    assert (first.stat().st_mtime_ns, first.read_bytes()) == stamp  # the first project's wheel, untouched

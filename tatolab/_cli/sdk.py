@@ -3,7 +3,7 @@
 Until Tatolab is published, the package index's ``tatolab`` is an unrelated placeholder, so
 ``pip install tatolab`` and ``uv add tatolab`` lead nowhere. The runtime carries its SDK
 instead: its installed files packed back into wheels (wheels.py), installed with pip's
-``--no-index``. The tatolab wheel is also kept in the state folder, and a project's
+``--no-index``. The tatolab wheel is also kept in the state folder (``sdk/<contents>/``), and a project's
 ``pyproject.toml`` points uv at it (``[tool.uv.sources]``), so ``uv sync`` and ``uv add``
 install the runtime's SDK and never resolve ``tatolab`` from an index.
 """
@@ -11,6 +11,7 @@ install the runtime's SDK and never resolve ``tatolab`` from an index.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -34,24 +35,26 @@ def kept_wheel_dir() -> Path:
     return paths.state_dir() / "sdk"
 
 
-def _record(wheel: Path) -> bytes | None:
-    """The wheel's RECORD (every file's hash): equal RECORDs, equal contents."""
-    try:
-        with zipfile.ZipFile(wheel) as archive:
-            return archive.read(f"tatolab-{__version__}.dist-info/RECORD")
-    except (OSError, KeyError, zipfile.BadZipFile):
-        return None
+def _record(wheel: Path) -> bytes:
+    """The wheel's RECORD: every file's hash, so it names the contents (the zip's time stamps aside)."""
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.read(f"tatolab-{__version__}.dist-info/RECORD")
 
 
 def keep_sdk_wheel() -> Path:
-    """This runtime's tatolab wheel in the state folder, rewritten only when its contents
-    changed (uv notices a rewritten wheel by its time stamp)."""
+    """This runtime's tatolab wheel in the state folder, under a folder named by its contents.
+
+    A kept wheel is never rewritten: uv.lock records its hash, so a project keeps working with
+    the wheel it was made with, and a runtime whose code changed without a new version (a
+    source checkout) keeps its wheel beside the older ones.
+    """
     folder = kept_wheel_dir()
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".tatolab-wheel-", dir=folder) as scratch:
         fresh = pack_tatolab(Path(scratch))
-        kept = folder / fresh.name
-        if _record(kept) != _record(fresh):
+        kept = folder / hashlib.sha256(_record(fresh)).hexdigest()[:16] / fresh.name
+        if not kept.is_file():
+            kept.parent.mkdir(mode=0o700, exist_ok=True)
             os.replace(fresh, kept)
     return kept
 
@@ -81,7 +84,7 @@ def point_uv_at(pyproject: Path, wheel: Path) -> str | None:
         return f"{pyproject} already points uv at it"
     start = section.start(1) + existing.start(0)
     pyproject.write_text(text[:start] + line + text[start + len(existing.group(0)):], encoding="utf-8")
-    return f"pointed uv at it in {pyproject} (it named another tatolab)"
+    return f"pointed uv at it in {pyproject} (it named another tatolab wheel)"
 
 
 def _has_pip(python: Path) -> bool:
