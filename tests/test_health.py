@@ -16,7 +16,7 @@ from tatolab._host.status import NodeStatus, create, open_for_node
 from tatolab._links import ring
 from tatolab._runtime import health
 from tatolab._runtime.streams import OutputRing
-from tatolab._sdk.errors import NodeDefinitionError
+from tatolab._errors import NodeDefinitionError
 from tatolab._sdk.nodes import describe_node
 from tatolab.stream import node
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tatolab._safe_fs import create_private_file, private_dir
-from tatolab._sdk.errors import AddressError
+from tatolab._errors import AddressError
 from tatolab._sdk.naming import as_argument, url_safe
 from tatolab._words import counted
 

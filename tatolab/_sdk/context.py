@@ -8,7 +8,7 @@ from collections import deque
 from typing import Any, Callable, Protocol, TypeVar
 
 from tatolab import _bags
-from tatolab._sdk.errors import BagError, GraphError
+from tatolab._errors import BagError, GraphError
 
 T = TypeVar("T")
 
@@ -168,7 +168,6 @@ class RuntimeContextLimitedAccess:
         self.inputs = inputs
         self.outputs = outputs
         self.log = log
-        self.logger = log
 
     @property
     def time(self) -> int:

@@ -6,7 +6,7 @@ from typing import Iterable
 
 from tatolab._runtime.control import ControlError
 from tatolab._runtime.machine import machine_name
-from tatolab._sdk.errors import AddressError
+from tatolab._errors import AddressError
 from tatolab._sdk.naming import Address, format_address, parse_address
 
 

@@ -9,7 +9,7 @@ from tatolab._runtime.exposure import LEVELS, set_level
 from tatolab._runtime.ops import op
 from tatolab._runtime.ops.addresses import local_address, no_output
 from tatolab._runtime.records import KeptRecord
-from tatolab._sdk.errors import AddressError
+from tatolab._errors import AddressError
 from tatolab._sdk.naming import format_address, parse_address
 
 
