@@ -1,0 +1,84 @@
+"""How an operation describes itself: its docstring, typed arguments and a typed result.
+
+An operation is ``async def name(runtime, **args) -> Result`` registered with ``@op("name")``.
+Its arguments are checked against their annotations before it runs; ``schema()`` gives the
+JSON Schema of the arguments and of the result, which the ``operations`` request lists (what
+an MCP server turns into tools). An operation that keeps talking (an attached run, a tap,
+following a log) returns ``Events[E]``: an async iterator whose first item is the answer and
+whose later items the server sends as ``{"event": ...}`` lines until the client hangs up.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Awaitable, Callable, Generic, TypeVar
+
+import msgspec
+
+from tatolab._control.errors import ControlError
+
+E = TypeVar("E")
+
+
+class Events(AsyncIterator[E], Generic[E]):
+    """The return annotation of an operation that keeps talking: events of type ``E``."""
+
+
+@dataclass(frozen=True)
+class Operation:
+    name: str
+    function: Callable[..., Awaitable[Any]]
+    doc: str
+    arguments: type[msgspec.Struct]  # one field per argument, with its type and default
+    result: Any  # the result's type, or the events' type for a talking operation
+    talks: bool
+
+    def check(self, args: dict[str, Any]) -> dict[str, Any]:
+        """``args`` converted to their declared types, or a ControlError naming what does not fit."""
+        try:
+            typed = msgspec.convert(args, self.arguments)
+        except msgspec.ValidationError as exc:
+            raise ControlError(f"bad arguments for {self.name}: {_problem(exc)}", code="bad_arguments") from None
+        return {name: getattr(typed, name) for name in self.arguments.__struct_fields__}
+
+    def schema(self) -> dict[str, Any]:
+        (arguments, result), components = msgspec.json.schema_components(
+            [self.arguments, self.result], ref_template="#/$defs/{name}")
+        arguments = components.pop(self.arguments.__name__, arguments)
+        arguments.pop("title", None)
+        described: dict[str, Any] = {"name": self.name, "description": self.doc, "arguments": arguments,
+                                     "talks": self.talks, "events" if self.talks else "result": result}
+        if components:
+            described["$defs"] = components
+        return described
+
+
+def describe(name: str, function: Callable[..., Awaitable[Any]]) -> Operation:
+    """Read an operation's docstring and annotations (its first parameter is the runtime)."""
+    hints = typing.get_type_hints(function)
+    parameters = list(inspect.signature(function).parameters.values())[1:]
+    fields = []
+    for parameter in parameters:
+        kind = hints.get(parameter.name, Any)
+        if parameter.default is inspect.Parameter.empty:
+            fields.append((parameter.name, kind))
+        else:
+            fields.append((parameter.name, kind, parameter.default))
+    arguments = msgspec.defstruct(f"{name}_arguments", fields, kw_only=True, forbid_unknown_fields=True)
+    returns = hints.get("return", Any)
+    talks = typing.get_origin(returns) is Events
+    result = typing.get_args(returns)[0] if talks else returns
+    doc = inspect.cleandoc(function.__doc__ or "")
+    if not doc:
+        raise TypeError(f"operation {name} has no docstring: every operation says what it does")
+    return Operation(name=name, function=function, doc=doc, arguments=arguments, result=result, talks=talks)
+
+
+def _problem(exc: msgspec.ValidationError) -> str:
+    # msgspec: "Expected `int`, got `str` - at `$.count`" or "Object contains unknown field `nmae`"
+    text, sep, where = str(exc).rpartition(" - at `")
+    if not sep:
+        return str(exc)
+    return f"{where.rstrip('`').removeprefix('$.')}: {text[0].lower()}{text[1:]}"

@@ -1,0 +1,76 @@
+"""The control plane's pieces without a runtime: operations that describe themselves, refusals
+that carry their fix as an operation, and the CLI's rendering of them."""
+
+from __future__ import annotations
+
+from typing import Literal, TypedDict
+
+import pytest
+
+from tatolab._cli.errors import render
+from tatolab._control.errors import ControlError, Fix
+from tatolab._control.operations import Events, describe
+
+
+class Stopped(TypedDict):
+    name: str
+    kept: bool
+
+
+async def stop(runtime: object, name: str, count: int | None = None,
+               profile: Literal["newest", "ordered"] = "newest") -> Stopped:
+    """Unload a stream."""
+    raise AssertionError("not called")
+
+
+async def follow(runtime: object, stream: str) -> Events[Stopped]:
+    """Follow something."""
+    raise AssertionError("not called")
+
+
+def test_an_operation_lists_its_doc_arguments_and_result_as_json_schema():
+    described = describe("stop", stop).schema()
+    assert described["description"] == "Unload a stream."
+    arguments = described["arguments"]
+    assert arguments["required"] == ["name"]
+    assert arguments["properties"]["name"] == {"type": "string"}
+    assert arguments["properties"]["profile"]["enum"] == ["newest", "ordered"]
+    assert arguments["additionalProperties"] is False
+    assert described["talks"] is False
+    assert described["$defs"]["Stopped"]["properties"]["kept"] == {"type": "boolean"}
+    assert describe("follow", follow).schema()["talks"] is True
+
+
+def test_arguments_are_checked_against_their_types_before_the_operation_runs():
+    operation = describe("stop", stop)
+    assert operation.check({"name": "cam"}) == {"name": "cam", "count": None, "profile": "newest"}
+    for bad, why in (({"nmae": "cam"}, "unknown field `nmae`"), ({}, "missing required field `name`"),
+                     ({"name": "cam", "count": "3"}, "count: expected `int | null`, got `str`"),
+                     ({"name": "cam", "profile": "all"}, "profile: invalid enum value 'all'")):
+        with pytest.raises(ControlError) as refused:
+            operation.check(bad)
+        assert refused.value.code == "bad_arguments"
+        assert str(refused.value) == f"bad arguments for stop: {why}"
+
+
+def test_an_operation_without_a_docstring_is_refused_at_registration():
+    async def silent(runtime: object) -> None: ...
+    with pytest.raises(TypeError, match="silent has no docstring"):
+        describe("silent", silent)
+
+
+def test_a_refusal_travels_as_data_and_the_cli_renders_its_fixes_as_commands_and_flags():
+    error = ControlError(
+        "a stream named cam is kept from /p (stopped); a kept stream holds its name even while stopped",
+        code="name_kept",
+        fixes=[Fix("rm", {"name": "cam"}, "remove it first"), Fix("load", {"name": None}, "load this one under another name")],
+    )
+    wire = error.to_wire()
+    assert "tatolab" not in str(wire) and "--" not in str(wire)  # no CLI syntax in what the runtime says
+    assert render(ControlError.from_wire(wire)) == (
+        "a stream named cam is kept from /p (stopped); a kept stream holds its name even while stopped: "
+        "remove it first with `tatolab rm cam`, or load this one under another name with --name"
+    )
+    assert render(ControlError("count must be 1 or more, not 0", code="bad_value",
+                               details={"argument": "count"})) == "--count must be 1 or more, not 0"
+    assert render(ControlError("plain")) == "plain"
