@@ -44,7 +44,7 @@ def test_an_operation_lists_its_doc_arguments_and_result_as_json_schema():
 def test_arguments_are_checked_against_their_types_before_the_operation_runs():
     operation = describe("stop", stop)
     assert operation.check({"name": "cam"}) == {"name": "cam", "count": None, "profile": "newest"}
-    for bad, why in (({"nmae": "cam"}, "unknown field `nmae`"), ({}, "missing required field `name`"),
+    for bad, why in (({"nmae": "cam"}, "unknown argument `nmae`"), ({}, "missing argument `name`"),
                      ({"name": "cam", "count": "3"}, "count: expected `int | null`, got `str`"),
                      ({"name": "cam", "profile": "all"}, "profile: invalid enum value 'all'")):
         with pytest.raises(ControlError) as refused:

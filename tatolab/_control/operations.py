@@ -80,5 +80,6 @@ def _problem(exc: msgspec.ValidationError) -> str:
     # msgspec: "Expected `int`, got `str` - at `$.count`" or "Object contains unknown field `nmae`"
     text, sep, where = str(exc).rpartition(" - at `")
     if not sep:
-        return str(exc)
+        return (str(exc).replace("Object contains unknown field", "unknown argument")
+                .replace("Object missing required field", "missing argument"))
     return f"{where.rstrip('`').removeprefix('$.')}: {text[0].lower()}{text[1:]}"
