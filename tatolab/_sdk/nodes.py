@@ -12,6 +12,7 @@ from typing import Any, Callable, TypeVar
 import msgspec
 
 from tatolab import _bags
+from tatolab._classpath import class_path
 from tatolab._errors import ConfigError, NodeDefinitionError
 from tatolab._sdk.naming import url_safe
 
@@ -207,7 +208,7 @@ def _define(
     takes_config, config_type, optional = _config_signature(cls)
     doc = cls.__dict__.get("__doc__")
     spec = NodeSpec(
-        class_path=f"{cls.__module__}:{cls.__qualname__}",
+        class_path=class_path(cls),
         class_name=cls.__name__,
         doc=inspect.cleandoc(doc) if isinstance(doc, str) and doc.strip() else None,
         execution=execution,
