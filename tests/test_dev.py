@@ -13,7 +13,8 @@ from harness import Runtime, make_project, read_jsonl, wait_for
 from nodes_fixture import COUNTER, SINK
 
 from tatolab._cli.dev import NOTHING_LOADED, describe
-from tatolab._runtime.watch import QUIET_MS, is_watched, watched_dirs
+from tatolab._runtime.rules.saves import is_watched
+from tatolab._runtime.watch import QUIET_MS, watched_dirs
 
 STREAM = """
 from tatolab.stream import StreamBuilder, stream

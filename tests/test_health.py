@@ -14,7 +14,7 @@ from harness import Runtime, make_project, read_jsonl, wait_for
 
 from tatolab._host.status import NodeStatus, create, open_for_node
 from tatolab._links import ring
-from tatolab._runtime import health
+from tatolab._runtime.rules import health
 from tatolab._runtime.streams import OutputRing
 from tatolab._errors import NodeDefinitionError
 from tatolab._sdk.nodes import describe_node

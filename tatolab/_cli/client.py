@@ -8,6 +8,7 @@ import struct
 from pathlib import Path
 from typing import Any, Iterator
 
+from tatolab._cli import errors
 from tatolab._runtime import paths, protocol
 from tatolab._safe_fs import owner_name
 
@@ -54,7 +55,7 @@ class Client:
         if answer is None:
             raise RequestFailed("the runtime closed the connection before answering")
         if not answer.get("ok"):
-            raise RequestFailed(answer.get("error", "the runtime refused the request"))
+            raise RequestFailed(errors.from_answer(answer))
         return answer.get("result")
 
     def next_message(self) -> dict[str, Any] | None:

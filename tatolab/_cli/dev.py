@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from tatolab import _records
+from tatolab._cli.errors import from_answer
 from tatolab._cli.client import Client, NoRuntime, RequestFailed
 from tatolab._cli.project import project_problem
 from tatolab._cli.streams import _Hangup, _load_args, add_load_arguments
@@ -44,7 +45,7 @@ def describe(event: dict[str, Any]) -> str | None:
         running = event.get("running")
         then = (f"{running} keeps running the previous version until a save that works" if running
                 else NOTHING_LOADED)
-        return f"error: {event['error'].rstrip()}\n{then}"
+        return f"error: {from_answer(event).rstrip()}\n{then}"
     return None
 
 
@@ -70,7 +71,7 @@ def _open_session(load: dict[str, Any]) -> tuple[Client, dict[str, Any]]:
         raise _RuntimeDown()
     if not answer.get("ok"):
         client.close()
-        raise RequestFailed(answer.get("error", "the runtime refused to start dev"))
+        raise RequestFailed(from_answer(answer))
     return client, answer["result"]
 
 

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from tatolab._control.errors import ControlError, Fix
 from tatolab._links import ring
 from tatolab._runtime import paths
 from tatolab._runtime.compiler import CompileError, compile_stream, project_python
@@ -13,20 +14,18 @@ from tatolab._runtime.environment import command_env
 from tatolab._runtime.kept import KeptStreams
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.records import DamagedRecord
+from tatolab._runtime.rules import names
 from tatolab._runtime.snapshots import SnapshotError
 from tatolab._runtime.streams import LoadedStream
 from tatolab._runtime.wiring import release_remote, rewire
-
-
-class ControlError(Exception):
-    """A request that cannot be done; the message is for the person who asked."""
 
 
 def open_project(project: str | Path) -> tuple[Path, Path]:
     """The project folder and its interpreter, or the error that says what to fix."""
     folder = Path(project).resolve()
     if not folder.is_dir():
-        raise ControlError(f"{folder} is not a folder; pass a project folder with --dir")
+        raise ControlError(f"{folder} is not a folder", code="not_a_folder",
+                           fixes=[Fix("load", {"project": None}, "pass a project folder")])
     try:
         return folder, project_python(folder)
     except CompileError as exc:
@@ -109,27 +108,17 @@ class Runtime:
         `run -d` from the record's own project (``keeping_from``) may replace it.
         """
         record = self.kept.holder(stream_name)
-        if record is not None and not (
-            keeping_from is not None and (isinstance(record, DamagedRecord) or Path(record.project) == keeping_from)
-        ):
-            state = "failed" if isinstance(record, DamagedRecord) else record.state
-            raise ControlError(
-                f"a stream named {stream_name} is kept from {record.project} ({state}); a kept stream holds its "
-                f"name even while stopped: remove it first with `tatolab rm {stream_name}`, or load this one under "
-                f"another name with --name"
-            )
         holder = self.streams.get(stream_name)
-        if holder is None or holder is replacing:
-            return
-        if holder.mode == "kept":
-            raise ControlError(
-                f"a stream named {stream_name} is kept from {holder.project}; a kept stream holds its name: "
-                f"remove it first with `tatolab rm {stream_name}`, or load this one under another name with --name"
-            )
-        raise ControlError(
-            f"a stream named {stream_name} is already loaded from {holder.project} ({holder.mode}); "
-            f"stop it with `tatolab stop {stream_name}`, or load this one under another name with --name"
+        refused = names.refusal(
+            stream_name,
+            record=None if record is None else names.Recorded(
+                project=str(record.project), damaged=isinstance(record, DamagedRecord),
+                state="failed" if isinstance(record, DamagedRecord) else record.state),
+            loaded=None if holder is None or holder is replacing else names.Loaded(str(holder.project), holder.mode),
+            keeping_from=str(keeping_from) if keeping_from is not None else None,
         )
+        if refused is not None:
+            raise refused
 
     async def replace(
         self,

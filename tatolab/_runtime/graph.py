@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from tatolab import __version__
 from tatolab._links import ring
-from tatolab._runtime.exposure import exposure_levels
+from tatolab._runtime.rules.exposure import exposure_levels
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.streams import LoadedStream, link_key
 from tatolab._runtime.supervisor import NodeProcess

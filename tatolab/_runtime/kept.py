@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from tatolab._host.orphans import die_with_parent
 from tatolab._runtime import snapshots
 from tatolab._runtime.environment import stream_env
-from tatolab._runtime.crashes import Lifecycle, RunState, start_run
+from tatolab._runtime.rules.crashes import Lifecycle, RunState, start_run
 from tatolab._runtime.records import DamagedRecord, KeptRecord, RecordStore, write_json_atomically
 from tatolab._runtime.streams import LoadedStream
 from tatolab._sdk.naming import as_argument

@@ -8,7 +8,8 @@ import traceback
 from typing import Any
 
 from tatolab._runtime import protocol
-from tatolab._runtime.control import ControlError, Runtime
+from tatolab._control.errors import ControlError
+from tatolab._runtime.control import Runtime
 from tatolab._runtime.ops import OPS, load_all
 
 
@@ -55,8 +56,11 @@ class ControlServer:
             except TypeError as exc:
                 raise protocol.ProtocolError(f"bad arguments for {request['op']}: {exc}") from None
             result = await operation(self.runtime, **args)
-        except (ControlError, protocol.ProtocolError) as exc:
-            await _send(writer, {"ok": False, "error": str(exc)})
+        except ControlError as exc:
+            await _send(writer, {"ok": False, **exc.to_wire()})
+            return None
+        except protocol.ProtocolError as exc:
+            await _send(writer, {"ok": False, "code": "protocol", "error": str(exc)})
             return None
         except Exception as exc:  # a bug must not take the runtime down
             self.say("error", f"request failed: {exc}", traceback=traceback.format_exc())

@@ -11,7 +11,7 @@ from typing import Any
 from tatolab._host import status
 from tatolab._links import ring
 from tatolab._runtime import paths
-from tatolab._runtime.exposure import exposure_levels, set_level
+from tatolab._runtime.rules.exposure import exposure_levels, set_level
 from tatolab._runtime.logs import StreamLog
 from tatolab._runtime.supervisor import NodeProcess
 

@@ -15,7 +15,7 @@ import psutil
 from tatolab import _records
 from tatolab._host.orphans import die_with_parent
 from tatolab._host.status import NodeStatus
-from tatolab._runtime import health
+from tatolab._runtime.rules import health
 from tatolab._runtime.environment import stream_env
 from tatolab._runtime.logs import StreamLog
 

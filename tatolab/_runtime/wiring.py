@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from tatolab._links.ring import RingError
-from tatolab._runtime.exposure import SourceView, resolve
+from tatolab._runtime.rules.exposure import SourceView, resolve
 from tatolab._runtime.streams import LinkWiring, LoadedStream
 from tatolab._errors import AddressError
 from tatolab._sdk.naming import parse_address

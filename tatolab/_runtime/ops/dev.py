@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 from tatolab._runtime.compiler import CompileError, compile_stream
-from tatolab._runtime.control import ControlError, Runtime, open_project, request_env
+from tatolab._control.errors import ControlError
+from tatolab._runtime.control import Runtime, open_project, request_env
 from tatolab._runtime.ops import op
 from tatolab._runtime.streams import LoadedStream
 from tatolab._runtime.watch import QUIET_MS, project_changes
@@ -154,7 +155,7 @@ class DevSession:
                 self.out.put_nowait({"event": "ended", "reason": old.end_reason,
                                      "runtime_down": old.ended_by_runtime})
                 return
-            self._say_failed(str(exc))
+            self._say_failed(exc)
             return
         finally:
             self.retiring = None
@@ -173,9 +174,10 @@ class DevSession:
             },
         })
 
-    def _say_failed(self, error: str) -> None:
+    def _say_failed(self, error: str | ControlError) -> None:
         running = self.stream.name if self.stream is not None and not self.stream.ended.is_set() else None
-        self.out.put_nowait({"event": "failed", "error": error, "running": running, "ts_ns": time.monotonic_ns()})
+        said = error.to_wire() if isinstance(error, ControlError) else {"error": error}
+        self.out.put_nowait({"event": "failed", **said, "running": running, "ts_ns": time.monotonic_ns()})
 
     async def _follow(self, stream: LoadedStream) -> None:
         """Forward the stream's log; its end ends dev unless a newer version replaced it."""

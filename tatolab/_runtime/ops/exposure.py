@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tatolab._runtime.control import ControlError, Runtime
-from tatolab._runtime.exposure import LEVELS, set_level
+from tatolab._control.errors import ControlError
+from tatolab._runtime.control import Runtime
+from tatolab._runtime.rules.exposure import LEVELS, set_level
 from tatolab._runtime.ops import op
 from tatolab._runtime.ops.addresses import local_address, no_output
 from tatolab._runtime.records import KeptRecord

@@ -8,8 +8,9 @@ from typing import Any, AsyncIterator
 import msgspec
 
 from tatolab._links.ring import RingError, RingReader
-from tatolab._runtime import health
-from tatolab._runtime.control import ControlError, Runtime
+from tatolab._runtime.rules import health
+from tatolab._control.errors import ControlError
+from tatolab._runtime.control import Runtime
 from tatolab._runtime.graph import build_graph, node_entry
 from tatolab._runtime.ops import op
 from tatolab._runtime.ops.addresses import local_address, no_output
@@ -106,7 +107,7 @@ async def tap(
     if profile not in ("newest", "ordered"):
         raise ControlError(f'a tap reads as "newest" or "ordered", not {profile!r}')
     if count is not None and count < 1:
-        raise ControlError(f"--count must be 1 or more, not {count}")
+        raise ControlError(f"count must be 1 or more, not {count}", code="bad_value", details={"argument": "count"})
     stream, out, name = _find_output(runtime, address)
     try:
         index = out.claim_reader()

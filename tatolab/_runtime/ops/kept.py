@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tatolab._runtime.control import ControlError, Runtime
+from tatolab._control.errors import ControlError, Fix
+from tatolab._runtime.control import Runtime
 from tatolab._runtime.kept import KeptLoadFailed, start_kept
 from tatolab._runtime.ops import op
 from tatolab._runtime.records import DamagedRecord, KeptRecord
@@ -27,12 +28,11 @@ async def start(runtime: Runtime, name: str) -> dict[str, Any]:
     try:
         loaded = await start_kept(runtime, name, record)
     except KeptLoadFailed as exc:
-        raise ControlError(
-            f"{name} failed again: {exc.reason}. Fix it, then `tatolab start {name}` retries it, "
-            f"or `tatolab rm {name}` forgets it"
-        ) from None
+        raise ControlError(f"{name} failed again: {exc.reason}", code="failed_again", fixes=[
+            Fix("start", {"name": name}, "retries it"), Fix("rm", {"name": name}, "forgets it")]) from None
     if loaded is None:
-        raise ControlError(f"{name} changed while it was starting (stopped, removed or replaced); see `tatolab streams`")
+        raise ControlError(f"{name} changed while it was starting (stopped, removed or replaced)",
+                           code="changed_meanwhile", fixes=[Fix("streams", {}, "see")])
     return {"name": name, "state": "kept", "project": record.project, "retried": retried,
             "nodes": len(loaded.graph["nodes"])}
 

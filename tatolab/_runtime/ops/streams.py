@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterator
 
-from tatolab._runtime.control import ControlError, Runtime, request_env
+from tatolab._control.errors import ControlError
+from tatolab._runtime.control import Runtime, request_env
 from tatolab._runtime.ops import op
 
 
