@@ -68,7 +68,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_streams(args: argparse.Namespace) -> int:
-    rows = Client().request("streams")
+    listing = Client().request("streams")
+    rows = listing["streams"]
     print(format_streams_table(rows))
     failed = [row for row in rows if row["state"] == "failed"]
     if failed:
@@ -76,7 +77,7 @@ def cmd_streams(args: argparse.Namespace) -> int:
         for row in failed:
             hint = row.get("hint") or f"`tatolab rm {row['name']}` forgets it."
             print(f"{row['name']} failed: {row.get('reason', 'unknown')}. {hint}")
-    troubled = Client().request("troubled_nodes")
+    troubled = listing["troubled"]
     if troubled:
         print()
         for line in trouble_lines(troubled):

@@ -11,6 +11,7 @@ whose later items the server sends as ``{"event": ...}`` lines until the client 
 from __future__ import annotations
 
 import inspect
+import types
 import typing
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable, Generic, TypeVar
@@ -32,8 +33,12 @@ class Operation:
     function: Callable[..., Awaitable[Any]]
     doc: str
     arguments: type[msgspec.Struct]  # one field per argument, with its type and default
-    result: Any  # the result's type, or the events' type for a talking operation
-    talks: bool
+    result: Any  # the answer's type (for an operation that talks: its first event's, or None)
+    events: Any  # the type of the events that follow the answer (None: it does not talk)
+
+    @property
+    def talks(self) -> bool:
+        return self.events is not None
 
     def check(self, args: dict[str, Any]) -> dict[str, Any]:
         """``args`` converted to their declared types, or a ControlError naming what does not fit."""
@@ -44,12 +49,15 @@ class Operation:
         return {name: getattr(typed, name) for name in self.arguments.__struct_fields__}
 
     def schema(self) -> dict[str, Any]:
-        (arguments, result), components = msgspec.json.schema_components(
-            [self.arguments, self.result], ref_template="#/$defs/{name}")
+        types = [self.arguments, self.result, self.events]
+        (arguments, result, events), components = msgspec.json.schema_components(
+            [Any if t is None else t for t in types], ref_template="#/$defs/{name}")
         arguments = components.pop(self.arguments.__name__, arguments)
         arguments.pop("title", None)
         described: dict[str, Any] = {"name": self.name, "description": self.doc, "arguments": arguments,
-                                     "talks": self.talks, "events" if self.talks else "result": result}
+                                     "talks": self.talks, "result": result}
+        if self.talks:
+            described["events"] = events
         if components:
             described["$defs"] = components
         return described
@@ -68,12 +76,16 @@ def describe(name: str, function: Callable[..., Awaitable[Any]]) -> Operation:
             fields.append((parameter.name, kind, parameter.default))
     arguments = msgspec.defstruct(f"{name}_arguments", fields, kw_only=True, forbid_unknown_fields=True)
     returns = hints.get("return", Any)
-    talks = typing.get_origin(returns) is Events
-    result = typing.get_args(returns)[0] if talks else returns
+    members = typing.get_args(returns) if typing.get_origin(returns) in (typing.Union, types.UnionType) else (returns,)
+    talking = [typing.get_args(m)[0] for m in members if typing.get_origin(m) is Events]
+    plain = [m for m in members if typing.get_origin(m) is not Events]
+    events = talking[0] if talking else None
+    # a talking operation answers with its first event, unless it says otherwise
+    result = typing.Union[tuple(plain)] if plain else events  # type: ignore[valid-type]
     doc = inspect.cleandoc(function.__doc__ or "")
     if not doc:
         raise TypeError(f"operation {name} has no docstring: every operation says what it does")
-    return Operation(name=name, function=function, doc=doc, arguments=arguments, result=result, talks=talks)
+    return Operation(name=name, function=function, doc=doc, arguments=arguments, result=result, events=events)
 
 
 def _problem(exc: msgspec.ValidationError) -> str:

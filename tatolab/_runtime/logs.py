@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from tatolab import _records
+from tatolab._control import paths
 from tatolab._safe_fs import open_own_file
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
-KEPT_FILES = 3  # the live file plus two rotated ones: a chatty node cannot fill the disk
 EARLY_RECORDS = 200  # said before an attached terminal watches; replayed to it
 MAX_BYTES_ENV = "TATOLAB_LOG_MAX_BYTES"  # overrides MAX_FILE_BYTES (tests use a small limit)
 _MIN_FILE_BYTES = 4096
@@ -56,7 +56,7 @@ def fit_line(data: bytes, max_bytes: int) -> bytes:
 class RotatingJsonl:
     """Appends whole lines with one ``write`` each, so a hard kill never leaves half a record."""
 
-    def __init__(self, path: Path, max_bytes: int | None = None, kept: int = KEPT_FILES) -> None:
+    def __init__(self, path: Path, max_bytes: int | None = None, kept: int = paths.LOG_FILES_KEPT) -> None:
         self.path = path
         self.max_bytes = max_bytes or max_file_bytes()
         self.kept = kept
@@ -77,8 +77,8 @@ class RotatingJsonl:
     def _rotate(self) -> None:
         os.close(self._fd)
         for index in range(self.kept - 1, 0, -1):
-            older = self.path.with_name(f"{self.path.name}.{index}")
-            newer = self.path if index == 1 else self.path.with_name(f"{self.path.name}.{index - 1}")
+            older = paths.rotated_log(self.path, index)
+            newer = self.path if index == 1 else paths.rotated_log(self.path, index - 1)
             if newer.exists():
                 os.replace(newer, older)
         self._fd = open_own_file(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, "a log file")
@@ -91,7 +91,7 @@ class RotatingJsonl:
 class StreamLog:
     def __init__(self, stream: str, project: Path | None) -> None:
         self.stream = stream
-        self.file = RotatingJsonl(project / ".streamlib" / "logs" / f"{stream}.jsonl") if project else None
+        self.file = RotatingJsonl(paths.stream_log(project, stream)) if project else None
         self._watchers: list[asyncio.Queue[dict[str, Any]]] = []
         # what was said before the first watcher came (load-time warnings), replayed to it
         self._early: list[dict[str, Any]] | None = []

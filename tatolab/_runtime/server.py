@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import traceback
 from typing import Any
 
@@ -51,11 +50,7 @@ class ControlServer:
             args = request.get("args") or {}
             if not isinstance(args, dict):
                 raise protocol.ProtocolError("args must be a JSON object")
-            try:
-                inspect.signature(operation).bind(self.runtime, **args)
-            except TypeError as exc:
-                raise protocol.ProtocolError(f"bad arguments for {request['op']}: {exc}") from None
-            result = await operation(self.runtime, **args)
+            result = await operation.function(self.runtime, **operation.check(args))
         except ControlError as exc:
             await _send(writer, {"ok": False, **exc.to_wire()})
             return None
@@ -64,7 +59,7 @@ class ControlServer:
             return None
         except Exception as exc:  # a bug must not take the runtime down
             self.say("error", f"request failed: {exc}", traceback=traceback.format_exc())
-            await _send(writer, {"ok": False, "error": f"internal error in the runtime: {exc}"})
+            await _send(writer, {"ok": False, "code": "internal", "error": f"internal error in the runtime: {exc}"})
             return None
         if hasattr(result, "__aiter__"):
             first = await anext(result, None)  # the opening event carries the answer

@@ -19,17 +19,52 @@ import asyncio
 import threading
 import time
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Literal, TypedDict
 
 from tatolab._runtime.compiler import CompileError, compile_stream
 from tatolab._control.errors import ControlError
 from tatolab._runtime.control import Runtime, open_project, request_env
+from tatolab._control.operations import Events
 from tatolab._runtime.ops import op
+from tatolab._runtime.ops.streams import Ended, LogEvent
 from tatolab._runtime.streams import LoadedStream
 from tatolab._runtime.watch import QUIET_MS, project_changes
 
 RELOAD_REASON = "replaced by the version just saved"
 SPAWN_WAIT_S = 2.0  # how long the `loaded` event waits to report when node processes were spawned
+
+
+class Reloaded(TypedDict):
+    event: Literal["loaded"]
+    name: str
+    project: str
+    nodes: int
+    reload: bool  # False for the first load
+    ts_ns: int
+    timings_ms: dict[str, float]  # replace, spawn, since_change
+
+
+class Change(TypedDict):
+    event: Literal["change"]
+    files: list[str]
+    ts_ns: int
+    first_seen_ns: int
+
+
+class Compiled(TypedDict):
+    event: Literal["compiled"]
+    ts_ns: int
+    compile_ms: float
+
+
+class Failed(TypedDict, total=False):
+    event: Literal["failed"]
+    error: str
+    code: str  # for a refusal (tatolab/_control/errors.py): its code, fixes and details
+    fixes: list[dict[str, Any]]
+    details: dict[str, Any]
+    running: str | None  # the name still running the previous version
+    ts_ns: int
 
 
 @op("dev")
@@ -40,7 +75,10 @@ async def dev(
     file: str | None = None,
     name: str | None = None,
     env: dict[str, str] | None = None,
-) -> AsyncIterator[dict[str, Any]]:
+) -> Events[Reloaded | Change | Compiled | Failed | LogEvent | Ended]:
+    """Load the stream in ``project`` attached, and load it again after every save of a ``.py`` file
+    or ``pyproject.toml`` (arguments as for ``load``). A save that does not compile or start is told
+    as ``failed`` and the previous version keeps running. Hanging up unloads the stream."""
     project_dir, _ = open_project(project)
     session = DevSession(runtime, project_dir, {"target": target, "file": file, "name": name}, request_env(env))
     session.start_watching()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from tatolab._control.errors import ControlError, Fix
 from tatolab._runtime.control import Runtime
@@ -11,8 +11,24 @@ from tatolab._runtime.ops import op
 from tatolab._runtime.records import DamagedRecord, KeptRecord
 
 
+class Started(TypedDict, total=False):
+    name: str
+    state: str
+    project: str
+    already: bool  # it was running already
+    retried: bool  # it had failed, and this start retried it
+    nodes: int
+
+
+class Removed(TypedDict):
+    name: str
+    forgotten: bool  # a kept record was removed
+    project: str | None
+
+
 @op("start")
-async def start(runtime: Runtime, name: str) -> dict[str, Any]:
+async def start(runtime: Runtime, name: str) -> Started:
+    """Start kept stream ``name`` (stopped, or failed: this retries it); it stays started across restarts."""
     record = runtime.kept.holder(name)
     stream = runtime.streams.get(name)
     if record is None:
@@ -38,7 +54,8 @@ async def start(runtime: Runtime, name: str) -> dict[str, Any]:
 
 
 @op("rm")
-async def rm(runtime: Runtime, name: str) -> dict[str, Any]:
+async def rm(runtime: Runtime, name: str) -> Removed:
+    """Forget stream ``name``: unload it, and remove its kept record and copy of sources (the only way to)."""
     async with runtime._load_lock:  # never between a `run -d` replacing this stream and its start
         return await _rm(runtime, name)
 

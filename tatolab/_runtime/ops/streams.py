@@ -1,17 +1,86 @@
-"""Loading, listing and stopping streams."""
+"""Loading, listing and stopping streams, and the list of operations itself."""
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator
+from typing import Any, Literal, TypedDict
 
-from tatolab._control.errors import ControlError
+from tatolab._control.operations import Events
 from tatolab._runtime.control import Runtime, request_env
-from tatolab._runtime.ops import op
+from tatolab._runtime.graph import node_entry
+from tatolab._runtime.ops import OPS, op
+from tatolab._runtime.rules import health
+from tatolab._runtime.streams import LoadedStream
+
+
+class Pong(TypedDict):
+    pong: bool
+
+
+class Loaded(TypedDict):
+    event: Literal["loaded"]
+    name: str
+    project: str
+    nodes: int
+
+
+class LogEvent(TypedDict):
+    event: Literal["log"]
+    record: dict[str, Any]  # one log record (tatolab/_records.py)
+
+
+class Ended(TypedDict):
+    event: Literal["ended"]
+    reason: str
+    runtime_down: bool  # the runtime itself is stopping
+
+
+class StreamRow(TypedDict, total=False):
+    name: str
+    state: str  # attached | kept | stopped | failed
+    nodes: int | None
+    project: str
+    reason: str  # failed: why
+    hint: str  # failed: what to do, in the CLI's words
+
+
+class TroubledNode(TypedDict):
+    stream: str
+    name: str
+    state: str
+    restarts: int
+    last_error: str | None
+    hung: bool
+
+
+class Listing(TypedDict):
+    streams: list[StreamRow]
+    troubled: list[TroubledNode]  # nodes that crashed, restarted or hang
+
+
+class Stopped(TypedDict):
+    name: str
+    state: Literal["stopped"]
+    kept: bool
+
+
+class Described(TypedDict):
+    name: str
+    description: str
+    arguments: dict[str, Any]  # JSON Schema of the arguments object
+    talks: bool
+    result: dict[str, Any]  # JSON Schema (of the events, for an operation that talks)
 
 
 @op("ping")
-async def ping(runtime: Runtime) -> dict[str, Any]:
+async def ping(runtime: Runtime) -> Pong:
+    """Whether the runtime answers."""
     return {"pong": True}
+
+
+@op("operations")
+async def operations(runtime: Runtime) -> list[Described]:
+    """Every operation this runtime answers: its description, and JSON Schemas of its arguments and result."""
+    return [OPS[name].schema() for name in sorted(OPS)]  # type: ignore[misc]
 
 
 @op("load")
@@ -21,21 +90,25 @@ async def load(
     target: str | None = None,
     file: str | None = None,
     name: str | None = None,
-    mode: str = "attached",
+    mode: Literal["attached", "kept"] = "attached",
     env: dict[str, str] | None = None,
-) -> Any:
-    if mode not in ("attached", "kept"):
-        raise ControlError(f"mode must be attached or kept, not {mode!r}")
+) -> Events[LogEvent | Ended] | Loaded:
+    """Compile the stream in ``project`` (``target``: ``file.py:function`` or ``module:function``;
+    ``file``: a file with one @stream; ``name``: another name) and start it. Attached, it runs
+    while the connection stays open: its log follows as events, and hanging up unloads it.
+    Kept, the runtime keeps it, across restarts too, and the answer is the ``loaded`` event alone.
+    ``env`` is the loading command's environment, which the stream compiles and runs with."""
     stream = await runtime.load(project, target=target, file=file, name=name, mode=mode, env=request_env(env))
-    summary = {"name": stream.name, "project": str(stream.project), "nodes": len(stream.graph["nodes"])}
+    summary: Loaded = {"event": "loaded", "name": stream.name, "project": str(stream.project),
+                       "nodes": len(stream.graph["nodes"])}
     if mode == "kept":
         return summary
     return _attached(runtime, stream, summary)
 
 
-async def _attached(runtime: Runtime, stream: Any, summary: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+async def _attached(runtime: Runtime, stream: LoadedStream, summary: Loaded) -> Any:
     """Stream the log to the terminal; when it hangs up, the stream is unloaded."""
-    yield {"event": "loaded", **summary}
+    yield summary
     queue = stream.log.watch()
     try:
         async for event in stream.log_events(queue):
@@ -46,10 +119,22 @@ async def _attached(runtime: Runtime, stream: Any, summary: dict[str, Any]) -> A
 
 
 @op("streams")
-async def streams(runtime: Runtime) -> list[dict[str, Any]]:
-    return runtime.list_streams()
+async def streams(runtime: Runtime) -> Listing:
+    """The streams on this machine (loaded, then kept ones not loaded now), and their nodes in trouble."""
+    troubled: list[TroubledNode] = []
+    for stream in runtime.streams.values():
+        for node in stream.graph["nodes"]:
+            process = stream.nodes.get(node["name"])
+            if process is None:
+                continue
+            entry = node_entry(node, process)
+            if health.is_trouble(entry):
+                troubled.append({"stream": stream.name, **{k: entry[k] for k in  # type: ignore[typeddict-item]
+                                 ("name", "state", "restarts", "last_error", "hung")}})
+    return {"streams": runtime.list_streams(), "troubled": troubled}  # type: ignore[typeddict-item]
 
 
 @op("stop")
-async def stop(runtime: Runtime, name: str) -> dict[str, Any]:
-    return await runtime.stop(name)
+async def stop(runtime: Runtime, name: str) -> Stopped:
+    """Unload stream ``name``; a kept one is recorded as stopped, so it stays stopped across restarts."""
+    return await runtime.stop(name)  # type: ignore[return-value]
