@@ -14,8 +14,7 @@ from typing import Any
 from tatolab import _records
 from tatolab._cli.errors import from_answer
 from tatolab._cli.client import Client, NoRuntime, RequestFailed
-from tatolab._cli.project import project_problem
-from tatolab._cli.streams import _Hangup, _load_args, add_load_arguments
+from tatolab._cli.project import Hangup, add_load_arguments, load_request, project_problem
 from tatolab._runtime import protocol
 from tatolab._words import counted
 
@@ -110,10 +109,10 @@ def _wait_for_runtime(load: dict[str, Any]) -> tuple[Client, dict[str, Any]]:
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
-    load = _load_args(args)
+    load = load_request(args)
 
     def hang_up(*_: Any) -> None:
-        raise _Hangup()
+        raise Hangup()
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, hang_up)
@@ -132,7 +131,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
             print("the runtime went down; waiting for it to come back (Ctrl-C stops dev)", flush=True)
             client, first = _wait_for_runtime(load)
             print("the runtime is back; loading the stream again", flush=True)
-    except (KeyboardInterrupt, _Hangup):
+    except (KeyboardInterrupt, Hangup):
         return 130
     finally:
         if client is not None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 from typing import Any
 
@@ -11,30 +10,13 @@ from tatolab import _records
 from tatolab._cli.client import Client
 from tatolab._cli.inspect import trouble_lines
 from tatolab._cli.output import fail
-from tatolab._cli.project import project_problem
+from tatolab._cli.project import Hangup, add_load_arguments, load_request, project_problem
 from tatolab._words import counted
-
-
-class _Hangup(Exception):
-    pass
-
-
-def _load_args(args: argparse.Namespace) -> dict[str, Any]:
-    project = os.path.abspath(args.dir or os.getcwd())
-    # the stream compiles and runs with this command's environment (`CAMERA=/dev/video2 tatolab run`)
-    load: dict[str, Any] = {"project": project, "env": dict(os.environ)}
-    if args.target:
-        load["target"] = args.target
-    if args.file:
-        load["file"] = args.file
-    if args.name:
-        load["name"] = args.name
-    return load
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     client = Client()  # first: with no runtime, every command says so before anything else
-    load = _load_args(args)
+    load = load_request(args)
     problem = project_problem(load, "run")
     if problem:
         client.close()
@@ -45,7 +27,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
 
     def hang_up(*_: Any) -> None:
-        raise _Hangup()
+        raise Hangup()
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, hang_up)
@@ -61,7 +43,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 print(f"{name} stopped: {event.get('reason')}", flush=True)
                 return 1 if event.get("runtime_down") else 0
         return fail(f"the runtime went down; stream {name} is no longer running")
-    except (KeyboardInterrupt, _Hangup):
+    except (KeyboardInterrupt, Hangup):
         return 130
     finally:
         client.close()  # hanging up is what unloads an attached stream
@@ -104,14 +86,6 @@ def cmd_stop(args: argparse.Namespace) -> int:
     else:
         print(f"{args.name} stopped")
     return 0
-
-
-def add_load_arguments(parser: argparse.ArgumentParser) -> None:
-    """Which stream to load: shared by run and dev."""
-    parser.add_argument("target", nargs="?", help="stream.py:name, file.py:name or package.module:name")
-    parser.add_argument("-f", "--file", help="a file with one @stream")
-    parser.add_argument("--dir", help="the project folder (default: this folder)")
-    parser.add_argument("--name", help="load the stream under another name")
 
 
 def register(commands: Any) -> None:

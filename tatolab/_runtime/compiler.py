@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+from tatolab._control.source import StreamSource
 from tatolab._host.orphans import die_with_parent
 from tatolab._runtime.environment import stream_env
 
@@ -27,24 +28,11 @@ def project_python(project: Path) -> Path:
     return python
 
 
-async def compile_stream(
-    project: Path,
-    *,
-    target: str | None = None,
-    file: str | None = None,
-    name: str | None = None,
-    env: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
+async def compile_stream(source: StreamSource, *, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The graph the project's stream function builds, run with ``env`` (the loading command's)."""
+    project = source.project
     python = project_python(project)
-    # "--opt=value": a value starting with "-" (`--name=-x`) is never read as an option
-    args = [str(python), "-m", "tatolab._compile", f"--dir={project}"]
-    if target:
-        args.append(f"--target={target}")
-    if file:
-        args.append(f"--file={file}")
-    if name:
-        args.append(f"--name={name}")
+    args = [str(python), "-m", "tatolab._compile", *source.compile_options()]
     process = await asyncio.create_subprocess_exec(
         *args,
         cwd=project,

@@ -16,7 +16,7 @@ from tatolab._safe_fs import UnsafePath, private_dir
 from tatolab._links import ring
 from tatolab._runtime import paths
 from tatolab._runtime.control import Runtime
-from tatolab._runtime.kept import KeptStreams, load_at_start
+from tatolab._runtime.kept import KeptStreams
 from tatolab._runtime.lock import MachineLock, RuntimeAlreadyRunning
 from tatolab._runtime.logs import RotatingJsonl
 from tatolab._runtime.server import ControlServer
@@ -78,7 +78,7 @@ async def serve(lock: MachineLock) -> None:
         loop.add_signal_handler(sig, stopping.set)
     say("info", f"tatolabd {__version__} running (pid {os.getpid()}), listening on {sock_path}",
         socket=str(sock_path), state=str(state))
-    loading = asyncio.create_task(load_at_start(runtime), name="load kept streams")
+    loading = asyncio.create_task(runtime.load_kept_at_start(), name="load kept streams")
     clean = False
     try:
         await stopping.wait()

@@ -10,19 +10,16 @@ import asyncio
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
+from tatolab._control.source import StreamSource
 from tatolab._host.orphans import die_with_parent
 from tatolab._runtime import snapshots
 from tatolab._runtime.environment import stream_env
 from tatolab._runtime.rules.crashes import Lifecycle, RunState, start_run
 from tatolab._runtime.records import DamagedRecord, KeptRecord, RecordStore, write_json_atomically
-from tatolab._runtime.streams import LoadedStream
 from tatolab._sdk.naming import as_argument
 from tatolab._words import counted
-
-if TYPE_CHECKING:
-    from tatolab._runtime.control import Runtime
 
 CHECK_TIMEOUT_S = 60
 _CHECK_MARK = "TATOLAB-NODE-CHECK "
@@ -145,12 +142,12 @@ class KeptStreams:
         """A new snapshot of ``project``'s modules for ``name`` (raises snapshots.SnapshotError)."""
         return snapshots.take(project, self.sources, name)
 
-    def keep(self, name: str, project: Path, python: Path, graph: dict[str, Any], *,
-             target: str | None, file: str | None, env: dict[str, str] | None, sources: Path) -> KeptRecord:
+    def keep(self, name: str, source: StreamSource, python: Path, graph: dict[str, Any], *,
+             env: dict[str, str] | None, sources: Path) -> KeptRecord:
         """Record a stream from `run -d` (replacing any record of that name) before it starts;
         the snapshot the replaced record used is removed once the new record is written."""
-        record = KeptRecord(name=name, project=str(project), python=str(python), graph=graph,
-                            target=target, file=file, env=env, sources=str(sources))
+        record = KeptRecord(name=name, project=str(source.project), python=str(python), graph=graph,
+                            target=source.target, file=source.file, env=env, sources=str(sources))
         self.lifecycle.forget(name)
         self.lifecycle.loading(name)
         self._write_marker()
@@ -195,7 +192,7 @@ class KeptStreams:
         return rows
 
 
-def _strip(reason: str) -> str:
+def strip_reason(reason: str) -> str:
     return reason.strip().rstrip(".")
 
 
@@ -236,47 +233,14 @@ async def preflight(record: KeptRecord) -> str | None:
         return f"checking its node classes with {python} failed: {tail[0]}"
     problems: dict[str, str] = json.loads(lines[-1][len(_CHECK_MARK):])
     if "" in problems:
-        return (f"its project's .venv cannot run the node host ({_strip(problems[''])}); "
+        return (f"its project's .venv cannot run the node host ({strip_reason(problems[''])}); "
                 f"`tatolab sdk {project}` installs this runtime's SDK there")
     if problems:
         node, problem = sorted(problems.items())[0]
         more = f" (and {counted(len(problems) - 1, 'more node')})" if len(problems) > 1 else ""
         where = f"the copy of {project} kept at `run -d` ({record.sources})" if record.sources else str(project)
-        return f"node {node} ({classes[node]}) cannot be imported from {where}: {_strip(problem)}{more}"
+        return f"node {node} ({classes[node]}) cannot be imported from {where}: {strip_reason(problem)}{more}"
     return None
-
-
-async def start_kept(runtime: "Runtime", name: str, record: KeptRecord) -> LoadedStream | None:
-    """Load a kept stream from its record. On a load problem it is marked failed and
-    ``KeptLoadFailed`` is raised; returns None if the record changed meanwhile."""
-    kept = runtime.kept
-    if name in runtime.streams:
-        return runtime.streams[name]
-    kept.loading(name)
-    try:
-        problem = await preflight(record)
-        async with runtime._load_lock:
-            if runtime.closing:
-                return None
-            current = kept.holder(name)
-            if not isinstance(current, KeptRecord) or current.stopped or current.project != record.project:
-                return None  # stopped, removed or replaced while it was being checked
-            if name in runtime.streams:
-                return runtime.streams[name]
-            if problem:
-                kept.mark_failed(current, _strip(problem))
-                raise KeptLoadFailed(name, _strip(problem))
-            stream = LoadedStream(name=name, project=Path(current.project), graph=current.graph, mode="kept",
-                                  env=current.env, sources=Path(current.sources) if current.sources else None)
-            try:
-                runtime.start_stream(stream, Path(current.python))
-            except Exception as exc:  # ControlError: its rings could not be made
-                kept.mark_failed(current, _strip(str(exc)))
-                raise KeptLoadFailed(name, _strip(str(exc))) from None
-        kept.loaded(name)
-        return stream
-    finally:
-        kept.not_loading(name)
 
 
 class KeptLoadFailed(Exception):
@@ -284,29 +248,3 @@ class KeptLoadFailed(Exception):
         super().__init__(reason)
         self.name = name
         self.reason = reason
-
-
-async def load_at_start(runtime: "Runtime") -> None:
-    """Load every kept stream that is neither stopped nor failed, one at a time (so a crash
-    while loading names the one stream being loaded); one that cannot load is marked failed
-    and the others still start."""
-    kept = runtime.kept
-    for record in kept.store.read_all():
-        if isinstance(record, DamagedRecord):
-            kept.say("error", f"kept stream {record.name} is skipped: {record.reason}. {record.fix}",
-                     stream=record.name)
-            continue
-        if record.stopped or record.failed:
-            continue
-        try:
-            stream = await start_kept(runtime, record.name, record)
-        except KeptLoadFailed:
-            continue  # already reported by mark_failed
-        except Exception as exc:  # a bug must not keep the other streams from starting
-            current = kept.holder(record.name)
-            if isinstance(current, KeptRecord):
-                kept.mark_failed(current, f"loading it failed: {exc!r}")
-            continue
-        if stream is not None:
-            kept.say("info", f"kept stream {record.name} loaded from its record "
-                     f"({counted(len(record.graph['nodes']), 'node')}, project {record.project})", stream=record.name)

@@ -25,6 +25,7 @@ from tatolab._runtime.compiler import CompileError, compile_stream
 from tatolab._control.errors import ControlError
 from tatolab._runtime.control import Runtime, open_project, request_env
 from tatolab._control.operations import Events
+from tatolab._control.source import StreamSource
 from tatolab._runtime.ops import op
 from tatolab._runtime.ops.streams import Ended, LogEvent
 from tatolab._runtime.streams import LoadedStream
@@ -80,7 +81,7 @@ async def dev(
     or ``pyproject.toml`` (arguments as for ``load``). A save that does not compile or start is told
     as ``failed`` and the previous version keeps running. Hanging up unloads the stream."""
     project_dir, _ = open_project(project)
-    session = DevSession(runtime, project_dir, {"target": target, "file": file, "name": name}, request_env(env))
+    session = DevSession(runtime, StreamSource.of(project_dir, target, file, name), request_env(env))
     session.start_watching()
     try:
         await session.first_load()  # a refused name ends dev here, as an error answer
@@ -91,10 +92,10 @@ async def dev(
 
 
 class DevSession:
-    def __init__(self, runtime: Runtime, project: Path, which: dict[str, Any], env: dict[str, str] | None) -> None:
+    def __init__(self, runtime: Runtime, source: StreamSource, env: dict[str, str] | None) -> None:
         self.runtime = runtime
-        self.project = project
-        self.which = which
+        self.source = source
+        self.project = source.project
         self.env = env  # the `tatolab dev` command's: every version compiles and runs with it
         self.stream: LoadedStream | None = None
         self.retiring: LoadedStream | None = None  # the version being replaced: its end is not dev's end
@@ -176,7 +177,7 @@ class DevSession:
             await self._swap_in(graph, detected_ns, reload=True)
 
     async def _compile(self) -> dict[str, Any]:
-        return await compile_stream(self.project, env=self.env, **{k: v for k, v in self.which.items() if v})
+        return await compile_stream(self.source, env=self.env)
 
     async def _swap_in(self, graph: dict[str, Any], detected_ns: int, *, reload: bool) -> None:
         old = self.stream

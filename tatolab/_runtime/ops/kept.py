@@ -6,7 +6,7 @@ from typing import TypedDict
 
 from tatolab._control.errors import ControlError, Fix
 from tatolab._runtime.control import Runtime
-from tatolab._runtime.kept import KeptLoadFailed, start_kept
+from tatolab._runtime.kept import KeptLoadFailed
 from tatolab._runtime.ops import op
 from tatolab._runtime.records import DamagedRecord, KeptRecord
 
@@ -42,7 +42,7 @@ async def start(runtime: Runtime, name: str) -> Started:
     retried = record.failed is not None
     runtime.kept.set_stopped(record, False)
     try:
-        loaded = await start_kept(runtime, name, record)
+        loaded = await runtime.start_kept(name, record)
     except KeptLoadFailed as exc:
         raise ControlError(f"{name} failed again: {exc.reason}", code="failed_again", fixes=[
             Fix("start", {"name": name}, "retries it"), Fix("rm", {"name": name}, "forgets it")]) from None
@@ -56,20 +56,4 @@ async def start(runtime: Runtime, name: str) -> Started:
 @op("rm")
 async def rm(runtime: Runtime, name: str) -> Removed:
     """Forget stream ``name``: unload it, and remove its kept record and copy of sources (the only way to)."""
-    async with runtime._load_lock:  # never between a `run -d` replacing this stream and its start
-        return await _rm(runtime, name)
-
-
-async def _rm(runtime: Runtime, name: str) -> dict[str, Any]:
-    record = runtime.kept.holder(name)
-    stream = runtime.streams.get(name)
-    if record is None and stream is None:
-        raise runtime.unknown(name)
-    if isinstance(record, KeptRecord):
-        runtime.kept.set_stopped(record, True)  # a crash before the record is gone leaves it stopped, not back
-    if stream is not None:
-        await runtime.unload_if_current(stream, "removed by `tatolab rm`")
-    if record is not None:
-        runtime.kept.forget(name)
-    project = record.project if record is not None else str(stream.project) if stream is not None else None
-    return {"name": name, "forgotten": record is not None, "project": project}
+    return await runtime.remove(name)  # type: ignore[return-value]

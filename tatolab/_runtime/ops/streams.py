@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal, TypedDict
 
 from tatolab._control.operations import Events
+from tatolab._control.source import StreamSource
 from tatolab._runtime.control import Runtime, request_env
 from tatolab._runtime.graph import node_entry
 from tatolab._runtime.ops import OPS, op
@@ -98,7 +99,7 @@ async def load(
     while the connection stays open: its log follows as events, and hanging up unloads it.
     Kept, the runtime keeps it, across restarts too, and the answer is the ``loaded`` event alone.
     ``env`` is the loading command's environment, which the stream compiles and runs with."""
-    stream = await runtime.load(project, target=target, file=file, name=name, mode=mode, env=request_env(env))
+    stream = await runtime.load(StreamSource.of(project, target, file, name), mode=mode, env=request_env(env))
     summary: Loaded = {"event": "loaded", "name": stream.name, "project": str(stream.project),
                        "nodes": len(stream.graph["nodes"])}
     if mode == "kept":
