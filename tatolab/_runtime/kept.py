@@ -24,9 +24,10 @@ from tatolab._words import counted
 CHECK_TIMEOUT_S = 60
 _CHECK_MARK = "TATOLAB-NODE-CHECK "
 
-# Runs in the project's interpreter: can the node host start there, and does each node class import?
+# Runs in the project's interpreter: can the node host start there, and does each node class import
+# (as the node host imports it: tatolab/_classpath.py)?
 _CHECK_SCRIPT = r"""
-import importlib, json, sys
+import json, sys
 spec = json.loads(sys.stdin.readline())
 if spec["sources"]:  # import as the node host will: from the kept snapshot, not the live files
     sys.path[:] = [p for p in sys.path if p not in ("", spec["project"])]
@@ -34,14 +35,12 @@ sys.path.insert(0, spec["sources"] or spec["project"])
 problems = {}
 try:
     import tatolab._host.main
+    from tatolab._classpath import load_class
 except BaseException as exc:
     problems[""] = type(exc).__name__ + ": " + str(exc)
-for node, path in spec["classes"].items():
-    module, _, qualname = path.partition(":")
+for node, path in spec["classes"].items() if "" not in problems else ():
     try:
-        obj = importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
+        load_class(path)
     except BaseException as exc:
         problems[node] = type(exc).__name__ + ": " + str(exc)
 sys.stdout.flush()
