@@ -22,8 +22,9 @@ BIN = Path(sys.executable).parent
 LIVE: list["Runtime"] = []
 
 
-def wait_for(condition: Callable[[], object], timeout: float = 10.0, what: str = "condition") -> object:
-    """Poll ``condition`` until it is truthy; the synchronisation every test uses instead of sleeps."""
+def wait_for(condition: Callable[[], object], timeout: float = 10.0, what: str = "condition",
+             poll_s: float = 0.02) -> object:
+    """Poll ``condition`` until it is truthy; the synchronisation every test (and bench/) uses instead of sleeps."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
@@ -31,7 +32,7 @@ def wait_for(condition: Callable[[], object], timeout: float = 10.0, what: str =
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
+        time.sleep(poll_s)
 
 
 class Runtime:

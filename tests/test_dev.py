@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness import Runtime, make_project, read_jsonl, wait_for
-from nodes_fixture import COUNTER, SINK
+from nodes_fixture import COUNTER, SINK, TAGGER
 
 from tatolab._cli.dev import NOTHING_LOADED, describe
 from tatolab._runtime.rules.saves import is_watched
@@ -31,28 +31,6 @@ def edited(stream_builder: StreamBuilder) -> None:
     stream_builder.connect(counter.output("counts"), tagger.input("numbers"))
     stream_builder.connect(tagger.output("tagged"), sink.input("rows"))
 """
-
-TAGGER = """
-from tatolab.stream import node
-
-VERSION = {version}
-
-
-@node
-class Tagger:
-    @node.input(delivery_profile="ordered")
-    def numbers(self) -> dict: ...
-
-    @node.output()
-    def tagged(self) -> dict: ...
-
-    def process(self, ctx) -> None:
-        bag = ctx.inputs.read("numbers")
-        if bag is not None:
-            bag["v"] = VERSION
-            ctx.outputs.write("tagged", bag)
-"""
-
 
 def project_files(version: int = 1) -> dict[str, str]:
     return {
