@@ -16,6 +16,7 @@ from tatolab import _records
 from tatolab._host.orphans import die_with_parent
 from tatolab._host.status import NodeStatus
 from tatolab._runtime.rules import health
+from tatolab._runtime.rules.health import NodeState
 from tatolab._runtime.environment import stream_env
 from tatolab._runtime.logs import StreamLog
 
@@ -47,7 +48,7 @@ class NodeProcess:
         self.python = python
         self.project = project
         self.log = log
-        self.state = "starting"
+        self.state = NodeState.STARTING
         self.restarts = 0
         self.last_error: str | None = None
         self.process: asyncio.subprocess.Process | None = None
@@ -122,14 +123,14 @@ class NodeProcess:
                 await process.wait()
         task = self._task
         if task is not None:
-            if self.state == "restarting":
+            if self.state == NodeState.RESTARTING:
                 task.cancel()  # waiting out a backoff: nothing left to read
             # otherwise let it read what the node said last (teardown's output, a traceback)
             done, _ = await asyncio.wait({task}, timeout=PUMP_DRAIN_S)
             if not done:
                 task.cancel()
                 await asyncio.wait({task})
-        self.state = "stopped"
+        self.state = NodeState.STOPPED
         if self.status is not None:
             self.status.close()
             self.status = None
@@ -164,14 +165,14 @@ class NodeProcess:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF_S)
             self.restarts += 1
-        self.state = "stopped"
+        self.state = NodeState.STOPPED
 
     async def _run_once(self) -> int:
         read_fd, write_fd = os.pipe()
         env = stream_env(self.env)
         env["TATOLAB_LOG_FD"] = str(write_fd)
         env["TATOLAB_PARENT_PID"] = str(os.getpid())
-        self.state = "starting"
+        self.state = NodeState.STARTING
         # Spawning is shielded: a stop() arriving meanwhile waits for the process and ends it,
         # rather than cancelling the spawn half-way and leaving a node nobody tracks.
         self._spawning = asyncio.ensure_future(asyncio.create_subprocess_exec(
@@ -194,7 +195,7 @@ class NodeProcess:
             self._spawning = None
         process = self.process
         process.stdin.write((json.dumps(self.spec) + "\n").encode())  # type: ignore[union-attr]
-        self.state = "running"
+        self.state = NodeState.RUNNING
         records = asyncio.create_task(self._pump_records(read_fd))
         out = asyncio.create_task(self._pump_lines(process.stdout, "info", "stdout"))
         err = asyncio.create_task(self._pump_lines(process.stderr, "warning", "stderr"))
@@ -212,28 +213,28 @@ class NodeProcess:
             await asyncio.sleep(health.POLL_S)
             if process.returncode is not None or self._stopping:
                 return
-            reason = None
+            verdict = None
             if self.status is not None:
-                reason = health.hung_reason(self.status.busy_since_ns(), time.monotonic_ns(), self.watchdog_ms)
-                if reason is not None:
+                verdict = health.hung(self.status.busy_since_ns(), time.monotonic_ns(), self.watchdog_ms)
+                if verdict is not None:
                     self.hangs += 1
-            if reason is None and self.memory_limit is not None:
+            if verdict is None and self.memory_limit is not None:
                 try:
                     rss = psutil.Process(process.pid).memory_info().rss
                 except psutil.Error:
                     rss = None
-                reason = health.over_memory_reason(rss, self.memory_limit)
-                if reason is not None:
+                verdict = health.over_memory(rss, self.memory_limit)
+                if verdict is not None:
                     self.memory_restarts += 1
-            if reason is None:
+            if verdict is None:
                 continue
-            self._kill_reason = reason
-            self.last_error = reason
+            self._kill_reason = verdict.reason
+            self.last_error = verdict.reason
             self.log.say(
-                f"node {self.name} of stream {self.stream} is {reason}; restarting it",
-                level="error", node=self.name, health=reason.split(":", 1)[0],
+                f"node {self.name} of stream {self.stream} is {verdict.reason}; restarting it",
+                level="error", node=self.name, health=verdict.trouble.value,
             )
-            if reason.startswith("hung"):
+            if verdict.trouble is health.Trouble.HUNG:
                 try:
                     process.send_signal(signal.SIGUSR1)  # its stacks go to stderr, so to the log
                     await asyncio.wait_for(process.wait(), STACK_DUMP_WAIT_S)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from tatolab._control.errors import ControlError
+from tatolab._control.errors import ControlError, Fix
 from tatolab._runtime.machine import machine_name
 from tatolab._errors import AddressError
 from tatolab._sdk.naming import Address, format_address, parse_address

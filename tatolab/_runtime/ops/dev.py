@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from pathlib import Path
 from typing import Any, AsyncIterator, Literal, TypedDict
 
 from tatolab._runtime.compiler import CompileError, compile_stream
@@ -28,6 +27,7 @@ from tatolab._control.operations import Events
 from tatolab._control.source import StreamSource
 from tatolab._runtime.ops import op
 from tatolab._runtime.ops.streams import Ended, LogEvent
+from tatolab._runtime.rules.health import NodeState
 from tatolab._runtime.streams import LoadedStream
 from tatolab._runtime.watch import QUIET_MS, project_changes
 
@@ -239,7 +239,7 @@ async def _spawned(stream: LoadedStream) -> int:
     """When every node process of ``stream`` has been spawned (for the timings in ``loaded``)."""
     deadline = time.monotonic() + SPAWN_WAIT_S
     while time.monotonic() < deadline:
-        if all(node.process is not None or node.state != "starting" for node in stream.nodes.values()):
+        if all(node.process is not None or node.state is not NodeState.STARTING for node in stream.nodes.values()):
             break
         await asyncio.sleep(0.002)
     return time.monotonic_ns()

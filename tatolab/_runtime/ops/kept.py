@@ -8,7 +8,7 @@ from tatolab._control.errors import ControlError, Fix
 from tatolab._runtime.control import Runtime
 from tatolab._runtime.kept import KeptLoadFailed
 from tatolab._runtime.ops import op
-from tatolab._runtime.records import DamagedRecord, KeptRecord
+from tatolab._runtime.records import DamagedRecord
 
 
 class Started(TypedDict, total=False):
