@@ -26,6 +26,7 @@ from typing import Any
 from tatolab import _records
 from tatolab._classpath import load_class
 from tatolab._host.orphans import die_with_parent
+from tatolab._host.spec import read_spec
 
 EXIT_CRASHED = 1
 EXIT_BAD_NODE = 3
@@ -160,7 +161,7 @@ def main() -> None:
     log_fd = os.environ.pop("TATOLAB_LOG_FD", None)
     die_with_parent(int(parent) if parent else None)
     first = sys.stdin.readline()
-    spec = json.loads(first) if first.strip() else {"op": "stop"}
+    spec = read_spec(first)
     if spec.get("op") == "stop":
         return  # stopped before it was given its node
     sink = _RecordSink(int(log_fd) if log_fd else None, spec["stream"], spec["node"])

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tatolab._host import spec as host_spec
 from tatolab._host import status
+from tatolab._host.spec import HostSpec, LinkSpec
 from tatolab._links import ring
 from tatolab._runtime import paths
 from tatolab._runtime.rules.exposure import exposure_levels, set_level
@@ -87,7 +89,7 @@ class LoadedStream:
 
     def start(self, python: Path) -> None:
         self.log = self.log or StreamLog(self.name, self.project)
-        specs: dict[str, dict[str, Any]] = {}
+        specs: dict[str, HostSpec] = {}
         for node in self.graph["nodes"]:
             outputs = {}
             for out in node["outputs"]:
@@ -96,7 +98,7 @@ class LoadedStream:
                 self.rings[(node["name"], out["port"])] = OutputRing(base)
                 outputs[out["port"]] = {"base": base}
             status.create(self.status_path(node["name"]))
-            specs[node["name"]] = {
+            specs[node["name"]] = HostSpec({
                 "stream": self.name,
                 "node": node["name"],
                 "class": node["class"],
@@ -113,7 +115,7 @@ class LoadedStream:
                     for port in node["inputs"]
                 },
                 "outputs": outputs,
-            }
+            })
         for link in self.graph["links"]:
             source = link["from"]
             if "address" in source:
@@ -161,11 +163,11 @@ class LoadedStream:
         """Wire a remote link: the reading node opens the source's ring from now on."""
         link = self.remote_links()[key]
         to = link["to"]
-        entry = {"key": key, "base": wiring.base, "reader_index": wiring.reader_index, "start": "now"}
+        entry: LinkSpec = {"key": key, "base": wiring.base, "reader_index": wiring.reader_index, "start": "now"}
         process = self.nodes[to["node"]]  # the compiler checked that the link's node exists
         links = process.spec["inputs"][to["port"]]["links"]
         links[:] = [existing for existing in links if existing["key"] != key] + [entry]  # a restart reads this
-        process.send({"op": "add_link", "port": to["port"], "link": entry})
+        process.send(host_spec.add_link(to["port"], entry))
         self.wiring[key] = wiring
         self.waiting.pop(key, None)
 
@@ -178,7 +180,7 @@ class LoadedStream:
         if wiring is not None and process is not None:
             links = process.spec["inputs"][to["port"]]["links"]
             links[:] = [existing for existing in links if existing["key"] != key]
-            process.send({"op": "remove_link", "key": key})
+            process.send(host_spec.remove_link(key))
         return wiring
 
     async def log_events(self, queue: asyncio.Queue) -> Any:

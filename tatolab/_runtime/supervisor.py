@@ -14,6 +14,7 @@ import psutil
 
 from tatolab import _records
 from tatolab._host.orphans import die_with_parent
+from tatolab._host import spec as host_spec
 from tatolab._host.status import NodeStatus
 from tatolab._runtime.rules import health
 from tatolab._runtime.rules.health import NodeState
@@ -39,7 +40,7 @@ def describe_exit(code: int) -> str:
 
 
 class NodeProcess:
-    def __init__(self, *, stream: str, spec: dict[str, Any], python: Path, project: Path, log: StreamLog,
+    def __init__(self, *, stream: str, spec: host_spec.HostSpec, python: Path, project: Path, log: StreamLog,
                  env: dict[str, str] | None = None) -> None:
         self.stream = stream
         self.env = env  # the loading command's environment (None: the runtime's own)
@@ -94,11 +95,11 @@ class NodeProcess:
             self.status = NodeStatus(self.spec["status"])
         self._task = asyncio.create_task(self._supervise(), name=f"node {self.stream}/{self.name}")
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: host_spec.Message) -> None:
         """A control message for the running node (add or remove a link)."""
         process = self.process
         if process and process.stdin and process.returncode is None:
-            process.stdin.write((json.dumps(message) + "\n").encode())
+            process.stdin.write(host_spec.encode(message))
 
     async def stop(self) -> None:
         self._stopping = True
@@ -110,7 +111,7 @@ class NodeProcess:
         process = self.process
         if process is not None and process.returncode is None:
             try:
-                process.stdin.write(b'{"op":"stop"}\n')  # type: ignore[union-attr]
+                process.stdin.write(host_spec.encode(host_spec.STOP))  # type: ignore[union-attr]
                 process.stdin.close()  # type: ignore[union-attr]
             except (BrokenPipeError, ConnectionResetError, AttributeError):
                 pass
@@ -194,7 +195,7 @@ class NodeProcess:
             os.close(write_fd)
             self._spawning = None
         process = self.process
-        process.stdin.write((json.dumps(self.spec) + "\n").encode())  # type: ignore[union-attr]
+        process.stdin.write(host_spec.encode(self.spec))  # type: ignore[union-attr]
         self.state = NodeState.RUNNING
         records = asyncio.create_task(self._pump_records(read_fd))
         out = asyncio.create_task(self._pump_lines(process.stdout, "info", "stdout"))
