@@ -74,3 +74,37 @@ def test_a_refusal_travels_as_data_and_the_cli_renders_its_fixes_as_commands_and
     assert render(ControlError("count must be 1 or more, not 0", code="bad_value",
                                details={"argument": "count"})) == "--count must be 1 or more, not 0"
     assert render(ControlError("plain")) == "plain"
+
+
+def test_the_async_client_asks_and_gets_refusals_as_data(tmp_path):
+    import asyncio
+    import json
+
+    from tatolab._control.client import AsyncClient
+
+    async def scenario() -> None:
+        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while line := await reader.readline():
+                request = json.loads(line)
+                if request["op"] == "ping":
+                    writer.write(b'{"ok": true, "result": {"pong": true}}\n')
+                else:
+                    writer.write(json.dumps({"ok": False, **ControlError(
+                        "no stream named cam on this machine", code="unknown_stream",
+                        fixes=[Fix("streams", {}, "see its streams")]).to_wire()}).encode() + b"\n")
+                await writer.drain()
+            writer.close()
+
+        path = tmp_path / "s.sock"
+        server = await asyncio.start_unix_server(answer, path=str(path))
+        client = await AsyncClient.connect(path)
+        try:
+            assert await client.request("ping") == {"pong": True}
+            with pytest.raises(ControlError) as refused:
+                await client.request("stop", name="cam")
+            assert refused.value.code == "unknown_stream" and refused.value.fixes == (Fix("streams", {}, "see its streams"),)
+        finally:
+            await client.close()
+            server.close()
+
+    asyncio.run(scenario())

@@ -13,9 +13,10 @@ from typing import Any
 
 from tatolab import _records
 from tatolab._cli.errors import from_answer
-from tatolab._cli.client import Client, NoRuntime, RequestFailed
+from tatolab._control.errors import ControlError
+from tatolab._control.client import Client, NoRuntime, RequestFailed
 from tatolab._cli.project import Hangup, add_load_arguments, load_request, project_problem
-from tatolab._runtime import protocol
+from tatolab._control import protocol
 from tatolab._words import counted
 
 NOTHING_LOADED = "no stream is loaded — fix it and save again"
@@ -70,7 +71,7 @@ def _open_session(load: dict[str, Any]) -> tuple[Client, dict[str, Any]]:
         raise _RuntimeDown()
     if not answer.get("ok"):
         client.close()
-        raise RequestFailed(from_answer(answer))
+        raise ControlError.from_wire(answer)
     return client, answer["result"]
 
 

@@ -12,11 +12,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tatolab import _records
-from tatolab._cli.client import Client
-from tatolab._cli.errors import render
+from tatolab._control.client import Client
 from tatolab._cli.output import fail
 from tatolab._control import paths
-from tatolab._control.errors import ControlError
 from tatolab._words import counted
 
 
@@ -100,8 +98,6 @@ def cmd_logs(args: argparse.Namespace) -> int:
             line = event["line"]
             sys.stdout.write((line if args.json else _records.format_for_terminal(json.loads(line))) + "\n")
             sys.stdout.flush()
-    except ControlError as exc:
-        return fail(render(exc))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `tatolab logs ... | head`

@@ -12,7 +12,9 @@ from typing import Iterator, NoReturn, Sequence
 from tatolab import __version__
 from tatolab._cli import dev, expose, kept, new, sdk, service, streams
 from tatolab._cli import inspect as inspect_commands
-from tatolab._cli.client import NoRuntime, RequestFailed
+from tatolab._cli.errors import render
+from tatolab._control.client import NoRuntime, RequestFailed
+from tatolab._control.errors import ControlError
 from tatolab._cli.output import fail
 
 COMMAND_MODULES = [streams, dev, new, sdk, inspect_commands, kept, expose, service]
@@ -62,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         code = args.func(args)
     except (NoRuntime, RequestFailed) as exc:
         code = fail(str(exc))
+    except ControlError as exc:
+        code = fail(render(exc))
     except BrokenPipeError:
         code = fail("the runtime went away")
     sys.exit(code)

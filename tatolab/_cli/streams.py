@@ -7,7 +7,7 @@ import signal
 from typing import Any
 
 from tatolab import _records
-from tatolab._cli.client import Client
+from tatolab._control.client import Client
 from tatolab._cli.inspect import trouble_lines
 from tatolab._cli.output import fail
 from tatolab._cli.project import Hangup, add_load_arguments, load_request, project_problem

@@ -14,8 +14,8 @@ from typing import Any
 from tatolab import __version__, _records
 from tatolab._safe_fs import UnsafePath, private_dir
 from tatolab._links import ring
-from tatolab._runtime import paths
-from tatolab._runtime.control import Runtime
+from tatolab._control import paths, protocol
+from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.kept import KeptStreams
 from tatolab._runtime.lock import MachineLock, RuntimeAlreadyRunning
 from tatolab._runtime.logs import RotatingJsonl
@@ -67,7 +67,7 @@ async def serve(lock: MachineLock) -> None:
     server = ControlServer(runtime, say)
     old_umask = os.umask(0o177)
     try:
-        listener = await asyncio.start_unix_server(server.handle, path=str(sock_path), limit=16 * 1024 * 1024)
+        listener = await asyncio.start_unix_server(server.handle, path=str(sock_path), limit=protocol.MAX_LINE)
     finally:
         os.umask(old_umask)
     os.chmod(sock_path, 0o600)

@@ -6,9 +6,9 @@ import asyncio
 import traceback
 from typing import Any
 
-from tatolab._runtime import protocol
+from tatolab._control import protocol
 from tatolab._control.errors import ControlError
-from tatolab._runtime.control import Runtime
+from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.ops import OPS, load_all
 
 

@@ -12,7 +12,7 @@ from tatolab._host import spec as host_spec
 from tatolab._host import status
 from tatolab._host.spec import HostSpec, LinkSpec
 from tatolab._links import ring
-from tatolab._runtime import paths
+from tatolab._control import paths
 from tatolab._runtime.rules.exposure import exposure_levels, set_level
 from tatolab._runtime.logs import StreamLog
 from tatolab._runtime.supervisor import NodeProcess

@@ -22,7 +22,7 @@ from typing import Any, AsyncIterator, Literal, TypedDict
 
 from tatolab._runtime.compiler import CompileError, compile_stream
 from tatolab._control.errors import ControlError
-from tatolab._runtime.control import Runtime, open_project, request_env
+from tatolab._runtime.runtime import Runtime, open_project, request_env
 from tatolab._control.operations import Events
 from tatolab._control.source import StreamSource
 from tatolab._runtime.ops import op

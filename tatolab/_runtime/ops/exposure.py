@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
-from tatolab._runtime.control import Runtime
+from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.rules.exposure import set_level
 from tatolab._runtime.ops import op
 from tatolab._runtime.ops.addresses import local_address, no_output

@@ -10,7 +10,7 @@ import msgspec
 from tatolab import _bags
 from tatolab._links.ring import RingError, RingReader
 from tatolab._control.errors import ControlError
-from tatolab._runtime.control import Runtime
+from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.graph import build_graph
 from tatolab._control.operations import Events
 from tatolab._runtime.ops import op

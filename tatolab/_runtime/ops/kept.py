@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TypedDict
 
 from tatolab._control.errors import ControlError, Fix
-from tatolab._runtime.control import Runtime
+from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.kept import KeptLoadFailed
 from tatolab._runtime.ops import op
 from tatolab._runtime.records import DamagedRecord

@@ -8,7 +8,7 @@ from typing import AsyncIterator, Literal, TypedDict
 from tatolab._control import paths
 from tatolab._control.errors import ControlError
 from tatolab._control.operations import Events
-from tatolab._runtime.control import Runtime
+from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.logread import LogFilter, read_log
 from tatolab._runtime.ops import op
 

@@ -6,7 +6,7 @@ from typing import Any, Literal, TypedDict
 
 from tatolab._control.operations import Events
 from tatolab._control.source import StreamSource
-from tatolab._runtime.control import Runtime, request_env
+from tatolab._runtime.runtime import Runtime, request_env
 from tatolab._runtime.graph import node_entry
 from tatolab._runtime.ops import OPS, op
 from tatolab._runtime.rules import health

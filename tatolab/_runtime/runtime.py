@@ -10,7 +10,7 @@ from typing import Any, Awaitable, Callable
 from tatolab._control.errors import ControlError, Fix
 from tatolab._control.source import StreamSource
 from tatolab._links import ring
-from tatolab._runtime import paths
+from tatolab._control import paths
 from tatolab._runtime.compiler import CompileError, compile_stream, project_python
 from tatolab._runtime.environment import command_env
 from tatolab._runtime.kept import KeptLoadFailed, KeptStreams, preflight, strip_reason
