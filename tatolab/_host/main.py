@@ -21,7 +21,7 @@ import traceback
 from typing import Any
 
 from tatolab import _records
-from tatolab._host.orphans import die_with_parent
+from tatolab._host.orphans import die_with_parent, guard_group
 
 EXIT_CRASHED = 1
 EXIT_BAD_NODE = 3
@@ -96,6 +96,7 @@ def _import_node_class(class_path: str) -> type:
 def main() -> None:
     parent = os.environ.get("TATOLAB_PARENT_PID")
     die_with_parent(int(parent) if parent else None)
+    guard_group()
     first = sys.stdin.readline()
     spec = json.loads(first) if first.strip() else {"op": "stop"}
     if spec.get("op") == "stop":

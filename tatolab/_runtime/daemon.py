@@ -14,7 +14,7 @@ from typing import Any
 
 from tatolab import __version__, _records
 from tatolab._links import ring
-from tatolab._runtime import paths
+from tatolab._runtime import groups, paths
 from tatolab._runtime.control import Runtime
 from tatolab._runtime.kept import KeptStreams, load_at_start
 from tatolab._runtime.lock import MachineLock, RuntimeAlreadyRunning
@@ -67,6 +67,9 @@ async def serve(lock: MachineLock) -> None:
     reaped = ring.reap(paths.shm_namespace())
     if reaped:
         say("info", f"removed {reaped} shared-memory files left by an earlier runtime")
+    ended = groups.reap_marked(paths.shm_namespace())
+    if ended:
+        say("info", f"ended {ended} processes left by the nodes of an earlier runtime")
 
     kept = KeptStreams(state, say)
     kept.begin()  # the two-crash rule, from the marker the previous run left
@@ -99,6 +102,7 @@ async def serve(lock: MachineLock) -> None:
         if clean:
             kept.stopped_cleanly()  # a clean stop ends every crash streak
         ring.reap(paths.shm_namespace())
+        groups.reap_marked(paths.shm_namespace())
         try:
             sock_path.unlink()
         except FileNotFoundError:
