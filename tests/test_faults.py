@@ -92,3 +92,113 @@ def test_a_node_helper_does_not_outlive_a_killed_runtime(tmp_path, project_venv)
         runtime.stop()
     assert runtime.leftover_processes() == []
     assert all(not alive(h) for _, h in helpers(project))
+
+
+# -- a full disk ---------------------------------------------------------------------------
+
+CHATTY_NODE = """
+import os
+from tatolab.stream import node
+
+
+@node(execution="continuous", interval_ms=50)
+class Chatty:
+    @node.output()
+    def out(self) -> dict: ...
+
+    def setup(self, ctx) -> None:
+        print(f"started as {os.getpid()}", flush=True)
+
+    def process(self, ctx) -> None:
+        ctx.outputs.write("out", {"pid": os.getpid()})
+        print("tick", flush=True)  # a log that keeps writing: a full disk shows at once
+"""
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """Mount small tmpfs folders (a disk the test can fill); unmounted afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs to fill needs root (the CI runs the tests as root)")
+    mounted = []
+
+    def mount(path, size: str = "4m"):
+        path.mkdir(parents=True, exist_ok=True)
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(path)],
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip()}); it needs CAP_SYS_ADMIN")
+        mounted.append(path)
+        return path
+
+    yield mount
+    for path in reversed(mounted):
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def fill(folder) -> None:
+    """Write ``folder``'s disk full."""
+    with open(folder / "filler", "ab", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+        except OSError as exc:
+            assert exc.errno == 28, exc
+        try:
+            while True:
+                f.write(b"\0" * 512)
+        except OSError:
+            pass
+
+
+def test_a_full_state_disk_neither_crashes_a_stop_nor_keeps_the_runtime_from_starting(tmp_path, project_venv, small_disk):
+    runtime = Runtime(tmp_path / "rt")
+    state = small_disk(runtime.root / "state")
+    project = make_project(tmp_path / "chatty", project_venv, one_node_files("chatty", "Chatty", CHATTY_NODE))
+    try:
+        runtime.start()
+        runtime.cli("run", "-d", cwd=project, check=True)
+        wait_for(lambda: graph_node(runtime, "chatty", "chatty")["pid"], timeout=30, what="the kept node to run")
+        fill(state)
+        output = runtime.stop(signal.SIGTERM)
+        assert runtime.leftover_processes() == [] and runtime.shm_files() == []
+        assert not runtime.socket.exists(), f"the stop was cut short:\n{output}"
+        assert "stopped cleanly" in output, output
+        assert "Traceback" not in output, output
+
+        runtime.start()  # on the full disk: it starts, loads the kept stream, says what it cannot write
+        entry = wait_for(lambda: (n := graph_node(runtime, "chatty", "chatty"))["pid"] and n, timeout=30,
+                         what="the kept stream to load on a full disk")
+        assert entry["state"] in ("starting", "running")
+        listing = runtime.cli("streams", check=True).stdout
+        assert "chatty" in runtime.stream_names()
+        assert f"the runtime cannot write {state}" in listing and "No space left on device" in listing, listing
+        output = runtime.stop(signal.SIGTERM)
+        assert "stopped cleanly" in output and "Traceback" not in output, output
+        assert f"cannot write {state}" in output, output
+        assert not runtime.socket.exists()
+    finally:
+        runtime.stop()
+    assert runtime.leftover_processes() == [] and runtime.shm_files() == []
+
+
+def test_a_node_killed_while_the_project_disk_is_full_is_restarted(runtime, project_venv, tmp_path, small_disk):
+    disk = small_disk(tmp_path / "disk", "16m")
+    project = make_project(disk / "chatty", project_venv, one_node_files("chatty", "Chatty", CHATTY_NODE))
+    log = project / ".streamlib" / "logs" / "chatty.jsonl"
+    runtime.cli("run", "-d", cwd=project, check=True)
+    first = wait_for(lambda: graph_node(runtime, "chatty", "chatty")["pid"], timeout=30, what="the node to run")
+    wait_for(lambda: any("started as" in r["message"] for r in read_jsonl(log)), what="the node's first line")
+    fill(disk)
+    os.kill(first, signal.SIGKILL)
+    second = wait_for(lambda: (p := graph_node(runtime, "chatty", "chatty")["pid"]) not in (None, first) and p,
+                      timeout=30, what="the node to be restarted on the full disk")
+    wait_for(lambda: "No space left on device" in runtime.cli("streams", check=True).stdout,
+             what="`tatolab streams` to say the log cannot be written")
+    (disk / "filler").unlink()
+    os.kill(second, signal.SIGKILL)  # its restart is said in the log again, with what was lost
+    wait_for(lambda: any("could not be written to this log (No space left on device)" in r["message"]
+                         for r in read_jsonl(log)), timeout=30, what="the log to say what it lost")
+    wait_for(lambda: (p := graph_node(runtime, "chatty", "chatty")["pid"]) not in (None, first, second),
+             timeout=30, what="the second restart")
+    runtime.cli("stop", "chatty", check=True)

@@ -74,7 +74,15 @@ class Runtime:
         self.check_name_free(name, replacing=old, keeping_from=project)
         if old is not None:
             await self._unload(old, "replaced by a new `tatolab run -d`")
-        record = self.kept.keep(name, project, python, graph, target=target, file=file)
+        try:
+            record = self.kept.keep(name, project, python, graph, target=target, file=file)
+        except OSError as exc:
+            self.kept.not_loading(name)
+            path = exc.filename or self.kept.store.path(name)
+            raise ControlError(
+                f"stream {name} cannot be kept: its record could not be written to {path} ({exc.strerror or exc}); "
+                "free space on that disk and run `tatolab run -d` again, or run it attached"
+            ) from None
         stream = LoadedStream(name=name, project=project, graph=graph, mode="kept")
         try:
             self.start_stream(stream, python)

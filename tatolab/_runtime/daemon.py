@@ -14,7 +14,7 @@ from typing import Any
 
 from tatolab import __version__, _records
 from tatolab._links import ring
-from tatolab._runtime import groups, paths
+from tatolab._runtime import groups, paths, unwritten
 from tatolab._runtime.control import Runtime
 from tatolab._runtime.kept import KeptStreams, load_at_start
 from tatolab._runtime.lock import MachineLock, RuntimeAlreadyRunning
@@ -30,8 +30,8 @@ class RuntimeLog:
 
     def __call__(self, level: str, message: str, **fields: Any) -> None:
         record = _records.make_record(message, level=level, fields=fields)
-        self.file.write(_records.dumps(record))
-        print(f"tatolabd: {message}", file=sys.stderr, flush=True)
+        self.file.write(_records.dumps(record))  # a write that fails is counted, never raised
+        unwritten.tell(message)
 
 
 def prepare_socket_dir(directory: Path) -> None:
@@ -59,7 +59,10 @@ def refuse_if_answering(path: Path) -> None:
 
 async def serve(lock: MachineLock) -> None:
     state = paths.state_dir()
-    state.mkdir(parents=True, exist_ok=True)
+    try:
+        state.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        unwritten.failed(state, exc)  # it runs on: kept streams just cannot be recorded
     say = RuntimeLog(state)
     sock_path = paths.socket_path()
     prepare_socket_dir(sock_path.parent)

@@ -198,7 +198,11 @@ class NodeProcess:
         self.state = "stopped"
 
     async def _run_once(self) -> int:
-        read_fd, write_fd = os.pipe()
+        try:
+            read_fd, write_fd = os.pipe()
+        except OSError as exc:  # no descriptor left: counted as a failed start, retried after the backoff
+            self.last_error = f"could not start node {self.name}: {exc.strerror or exc}"
+            return 127
         env = child_env()
         env["TATOLAB_LOG_FD"] = str(write_fd)
         env["TATOLAB_PARENT_PID"] = str(os.getpid())
