@@ -202,3 +202,132 @@ def test_a_node_killed_while_the_project_disk_is_full_is_restarted(runtime, proj
     wait_for(lambda: (p := graph_node(runtime, "chatty", "chatty")["pid"]) not in (None, first, second),
              timeout=30, what="the second restart")
     runtime.cli("stop", "chatty", check=True)
+
+
+# -- the CLI facing a runtime that dies, stalls, or a reader that stops reading ------------
+
+class FakeRuntime:
+    """A socket where the runtime's would be, doing one bad thing to every connection."""
+
+    def __init__(self, root, behaviour: str) -> None:
+        import socket
+        import threading
+
+        self.env = dict(os.environ, XDG_RUNTIME_DIR=str(root / "run"), XDG_STATE_HOME=str(root / "state"))
+        path = root / "run" / "tatolab" / "local-api.sock"
+        path.parent.mkdir(parents=True)
+        self.listener = socket.socket(socket.AF_UNIX)
+        self.listener.bind(str(path))
+        self.listener.listen(8)
+        self.held = []
+        self.behaviour = behaviour
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.behaviour == "die":
+                conn.recv(1)  # the request is half read when it dies: the client sees a reset
+                conn.close()
+            else:
+                self.held.append(conn)  # "stall": never answers
+
+    def close(self) -> None:
+        self.listener.close()
+        for conn in self.held:
+            conn.close()
+
+
+def cli(env: dict, *args: str, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
+    from harness import BIN
+
+    return subprocess.run([str(BIN / "tatolab"), *args], env=env, stdout=stdout, stderr=subprocess.PIPE,
+                          text=True, timeout=60)
+
+
+def test_a_runtime_dying_mid_request_gets_one_clear_line(tmp_path):
+    fake = FakeRuntime(tmp_path, "die")
+    try:
+        result = cli(fake.env, "streams")
+    finally:
+        fake.close()
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and "ConnectionResetError" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: the runtime closed the connection before answering"), lines[0]
+
+
+def test_the_cli_gives_up_on_a_runtime_that_never_answers(tmp_path):
+    fake = FakeRuntime(tmp_path, "stall")
+    try:
+        result = cli(dict(fake.env, TATOLAB_CLI_TIMEOUT_S="1"), "streams")
+    finally:
+        fake.close()
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: the runtime at ") and "did not answer within 1 s" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_closed_output_pipe_ends_the_cli_quietly(runtime, project_venv, tmp_path):
+    project = make_project(tmp_path / "chatty", project_venv, one_node_files("chatty", "Chatty", CHATTY_NODE))
+    runtime.cli("run", "-d", cwd=project, check=True)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # `| head -4` that has already gone: every write meets a closed pipe
+    try:
+        result = cli(runtime.env, "streams", stdout=write_end)
+    finally:
+        os.close(write_end)
+    assert "went away" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr == ""
+    runtime.cli("stop", "chatty", check=True)
+
+
+# -- running out of descriptors ----------------------------------------------------------
+
+def test_idle_connections_cannot_starve_node_restarts_or_the_cli(tmp_path, project_venv):
+    import socket
+
+    runtime = Runtime(tmp_path / "rt")
+    runtime.env["TATOLAB_IDLE_TIMEOUT_S"] = "3"
+    runtime.env["TATOLAB_CLI_TIMEOUT_S"] = "5"
+    project = make_project(tmp_path / "chatty", project_venv, one_node_files("chatty", "Chatty", CHATTY_NODE))
+    idle: list[socket.socket] = []
+    try:
+        runtime.start()
+        runtime.cli("run", "-d", cwd=project, check=True)
+        first = wait_for(lambda: graph_node(runtime, "chatty", "chatty")["pid"], timeout=30, what="the node to run")
+        psutil.Process(runtime.process.pid).rlimit(psutil.RLIMIT_NOFILE, (160, 160))  # `ulimit -n 160`
+        for _ in range(400):  # far more idle connections than the runtime has descriptors for
+            conn = socket.socket(socket.AF_UNIX)
+            conn.setblocking(False)
+            try:
+                conn.connect(str(runtime.socket))
+            except BlockingIOError:
+                conn.close()
+                break  # its backlog is full
+            idle.append(conn)
+        os.kill(first, signal.SIGKILL)
+
+        def restarted() -> bool:
+            result = runtime.cli("graph", "--stream", "chatty")  # refused while the idle ones hold the slots
+            if result.returncode != 0:
+                assert "connections already" in result.stderr or "did not answer" in result.stderr, result.stderr
+                return False
+            node = json.loads(result.stdout)["streams"][0]["nodes"][0]
+            return node["pid"] not in (None, first)
+
+        wait_for(restarted, timeout=30, what="the node to be restarted while idle connections are open")
+        listing = runtime.cli("streams", check=True)
+        assert "chatty" in listing.stdout
+    finally:
+        for conn in idle:
+            conn.close()
+        output = runtime.stop()
+    assert output.count("Traceback") <= 1, output[-3000:]
+    assert "refusing connections" in output, output[-3000:]
+    assert runtime.leftover_processes() == [] and runtime.shm_files() == []

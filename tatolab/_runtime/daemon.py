@@ -78,6 +78,7 @@ async def serve(lock: MachineLock) -> None:
     kept.begin()  # the two-crash rule, from the marker the previous run left
     runtime = Runtime(kept)
     server = ControlServer(runtime, say)
+    asyncio.get_running_loop().set_exception_handler(server.exception_handler)
     old_umask = os.umask(0o177)
     try:
         listener = await asyncio.start_unix_server(server.handle, path=str(sock_path), limit=16 * 1024 * 1024)
