@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 
 import psutil
 import pytest
@@ -302,15 +303,20 @@ def test_idle_connections_cannot_starve_node_restarts_or_the_cli(tmp_path, proje
         runtime.cli("run", "-d", cwd=project, check=True)
         first = wait_for(lambda: graph_node(runtime, "chatty", "chatty")["pid"], timeout=30, what="the node to run")
         psutil.Process(runtime.process.pid).rlimit(psutil.RLIMIT_NOFILE, (160, 160))  # `ulimit -n 160`
-        for _ in range(400):  # far more idle connections than the runtime has descriptors for
+        # Far more idle connections than the runtime has descriptors for: connect until 400 are
+        # open or its backlog stays full for 2 s (it accepts no more).
+        stuck_after = time.monotonic() + 2.0
+        while len(idle) < 400 and time.monotonic() < stuck_after:
             conn = socket.socket(socket.AF_UNIX)
             conn.setblocking(False)
             try:
                 conn.connect(str(runtime.socket))
             except BlockingIOError:
                 conn.close()
-                break  # its backlog is full
+                time.sleep(0.01)  # the backlog is full: let the runtime accept some
+                continue
             idle.append(conn)
+            stuck_after = time.monotonic() + 2.0
         os.kill(first, signal.SIGKILL)
 
         def restarted() -> bool:
