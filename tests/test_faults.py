@@ -337,3 +337,67 @@ def test_idle_connections_cannot_starve_node_restarts_or_the_cli(tmp_path, proje
     assert output.count("Traceback") <= 1, output[-3000:]
     assert "refusing connections" in output, output[-3000:]
     assert runtime.leftover_processes() == [] and runtime.shm_files() == []
+
+
+# -- a terminal that reads slowly ----------------------------------------------------------
+
+FLOOD_NODE = """
+from tatolab.stream import node
+
+
+@node(execution="continuous", interval_ms=1)
+class Flood:
+    @node.output()
+    def out(self) -> dict: ...
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def process(self, ctx) -> None:
+        for _ in range(500):
+            self.n += 1
+            print(f"line {self.n} " + "x" * 200)
+        with open("progress.tmp", "w") as f:
+            f.write(str(self.n))
+        __import__("os").replace("progress.tmp", "progress")
+"""
+
+
+def test_a_stopped_attached_terminal_costs_records_not_runtime_memory(runtime, project_venv, tmp_path):
+    import threading
+
+    project = make_project(tmp_path / "flood", project_venv, one_node_files("flood", "Flood", FLOOD_NODE))
+    progress = project / "progress"
+
+    def printed() -> int:
+        try:
+            return int(progress.read_text() or 0)
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    run = runtime.popen_cli("run", cwd=project)
+    seen: list[str] = []
+    try:
+        wait_for(lambda: printed() > 2000, timeout=60, what="the node to log")
+        daemon = psutil.Process(runtime.process.pid)
+        run.send_signal(signal.SIGSTOP)  # a terminal that reads nothing at all for a while
+        start = printed()
+        before = daemon.memory_info().rss
+        wait_for(lambda: printed() > start + 150_000, timeout=240, what="150,000 more lines logged")
+        grown = daemon.memory_info().rss - before
+        run.send_signal(signal.SIGCONT)
+        reader = threading.Thread(target=lambda: seen.extend(run.stdout), daemon=True)
+        reader.start()
+        wait_for(lambda: told_dropped(seen) > 100_000, timeout=60,
+                 what="the terminal to be told what it missed")  # most of what was logged meanwhile
+    finally:
+        run.send_signal(signal.SIGCONT)
+        run.send_signal(signal.SIGINT)
+        run.wait(timeout=30)
+    assert grown < 50 * 1024 * 1024, f"the runtime grew by {grown / 2**20:.0f} MiB for one stopped terminal"
+
+
+def told_dropped(lines: list[str]) -> int:
+    """How many records the terminal was told it missed."""
+    marker = " log record(s) dropped here"
+    return sum(int(line.split(marker)[0].split()[-1]) for line in list(lines) if marker in line)

@@ -3,7 +3,6 @@ handed to whoever is watching (an attached terminal)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 
 from tatolab import _records
 from tatolab._runtime import unwritten
+from tatolab._runtime.feed import WAITING_LIMIT, Feed
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
 KEPT_FILES = 3  # the live file plus two rotated ones: a chatty node cannot fill the disk
@@ -151,7 +151,7 @@ class StreamLog:
     def __init__(self, stream: str, project: Path | None) -> None:
         self.stream = stream
         self.file = RotatingJsonl(project / ".streamlib" / "logs" / f"{stream}.jsonl") if project else None
-        self._watchers: list[asyncio.Queue[dict[str, Any]]] = []
+        self._watchers: list[Feed] = []
         # what was said before the first watcher came (load-time warnings), replayed to it
         self._early: list[dict[str, Any]] | None = []
 
@@ -167,15 +167,25 @@ class StreamLog:
     def say(self, message: str, *, level: str = "info", node: str | None = None, **fields: Any) -> None:
         self.emit(_records.make_record(message, level=level, stream=self.stream, node=node, fields=fields))
 
-    def watch(self) -> asyncio.Queue[dict[str, Any]]:
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    def watch(self) -> Feed:
+        """A bounded feed of this log's records for one client (see feed.py)."""
+        queue = Feed(self.gap_record)
         for record in self._early or ():
             queue.put_nowait(record)
         self._early = None
         self._watchers.append(queue)
         return queue
 
-    def unwatch(self, queue: asyncio.Queue[dict[str, Any]]) -> None:
+    def gap_record(self, count: int) -> dict[str, Any]:
+        """Said to a client in place of the records it was too slow to take."""
+        where = f" (all are in {self.file.path})" if self.file is not None else ""
+        return _records.make_record(
+            f"{count} log record(s) dropped here: this terminal reads more slowly than stream {self.stream} "
+            f"logs, and at most {WAITING_LIMIT} wait for it{where}",
+            level="warning", stream=self.stream, fields={"dropped": count},
+        )
+
+    def unwatch(self, queue: Feed) -> None:
         if queue in self._watchers:
             self._watchers.remove(queue)
 
