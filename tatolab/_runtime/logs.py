@@ -108,7 +108,7 @@ class RotatingJsonl:
         written = os.write(self._fd, data)
         if written < len(data):  # the disk filled mid-line: take the half line back
             try:
-                os.ftruncate(self._fd, self._size)
+                os.ftruncate(self._fd, os.fstat(self._fd).st_size - written)
             except OSError:
                 pass
             raise OSError(28, os.strerror(28))
