@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import socket
+import struct
 from pathlib import Path
 from typing import Any, Iterator
 
 from tatolab._runtime import paths, protocol
+from tatolab._safe_fs import owner_name
 
 TIMEOUT_ENV = "TATOLAB_CLI_TIMEOUT_S"
 ANSWER_TIMEOUT_S = 60.0  # a request's answer (a load compiles the stream first)
@@ -50,6 +52,14 @@ def answer_timeout_s() -> float:
         return ANSWER_TIMEOUT_S
 
 
+class NotYourRuntime(RequestFailed):
+    def __init__(self, path: Path, pid: int, uid: int) -> None:
+        super().__init__(
+            f"what answers at {path} is pid {pid} of user {owner_name(uid)}, not a runtime of yours, "
+            f"so nothing was sent to it. Remove {path.parent} (someone else made it) and start `tatolabd` again."
+        )
+
+
 class Client:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or paths.socket_path()
@@ -64,6 +74,11 @@ class Client:
         except socket.timeout:
             self.sock.close()
             raise NoAnswer(self.path, min(CONNECT_TIMEOUT_S, self.timeout_s)) from None
+        # the kernel says who listens: a socket planted in a shared folder is never spoken to
+        pid, uid, _ = struct.unpack("3i", self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+        if uid != os.getuid():
+            self.sock.close()
+            raise NotYourRuntime(self.path, pid, uid)
         self.sock.settimeout(None)
         self.file = self.sock.makefile("rb")
 

@@ -11,6 +11,7 @@ from typing import Any
 from tatolab import _records
 from tatolab._runtime import unwritten
 from tatolab._runtime.feed import WAITING_LIMIT, Feed
+from tatolab._safe_fs import open_own_file
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
 KEPT_FILES = 3  # the live file plus two rotated ones: a chatty node cannot fill the disk
@@ -75,9 +76,9 @@ class RotatingJsonl:
             self._failed(exc)
 
     def _open(self, truncate: bool = False) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | (os.O_TRUNC if truncate else 0)
-        self._fd = os.open(self.path, flags, 0o644)
+        self._fd = open_own_file(self.path, flags, "a log file")  # user-only
         self._size = os.fstat(self._fd).st_size
 
     def write(self, line: str) -> bool:

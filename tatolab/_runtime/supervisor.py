@@ -16,7 +16,7 @@ from tatolab import _records
 from tatolab._host.orphans import die_with_parent
 from tatolab._host.status import NodeStatus
 from tatolab._runtime import groups, health, paths
-from tatolab._runtime.compiler import child_env
+from tatolab._runtime.environment import stream_env
 from tatolab._runtime.logs import StreamLog
 
 FIRST_BACKOFF_S = 0.2
@@ -67,8 +67,10 @@ def describe_exit(code: int) -> str:
 
 
 class NodeProcess:
-    def __init__(self, *, stream: str, spec: dict[str, Any], python: Path, project: Path, log: StreamLog) -> None:
+    def __init__(self, *, stream: str, spec: dict[str, Any], python: Path, project: Path, log: StreamLog,
+                 env: dict[str, str] | None = None) -> None:
         self.stream = stream
+        self.env = env  # the loading command's environment (None: the runtime's own)
         self.name = spec["node"]
         self.spec = spec
         self.python = python
@@ -203,7 +205,7 @@ class NodeProcess:
         except OSError as exc:  # no descriptor left: counted as a failed start, retried after the backoff
             self.last_error = f"could not start node {self.name}: {exc.strerror or exc}"
             return 127
-        env = child_env()
+        env = stream_env(self.env)
         env["TATOLAB_LOG_FD"] = str(write_fd)
         env["TATOLAB_PARENT_PID"] = str(os.getpid())
         env[groups.MARKER_ENV] = self.marker

@@ -23,7 +23,7 @@ from typing import Any, AsyncIterator
 
 from tatolab import _records
 from tatolab._runtime.compiler import CompileError, compile_stream
-from tatolab._runtime.control import ControlError, Runtime, open_project
+from tatolab._runtime.control import ControlError, Runtime, open_project, request_env
 from tatolab._runtime.feed import Feed
 from tatolab._runtime.ops import op
 from tatolab._runtime.streams import LoadedStream
@@ -40,9 +40,10 @@ async def dev(
     target: str | None = None,
     file: str | None = None,
     name: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
     project_dir, _ = open_project(project)
-    session = DevSession(runtime, project_dir, {"target": target, "file": file, "name": name})
+    session = DevSession(runtime, project_dir, {"target": target, "file": file, "name": name}, request_env(env))
     session.start_watching()
     try:
         await session.first_load()  # a refused name ends dev here, as an error answer
@@ -53,10 +54,11 @@ async def dev(
 
 
 class DevSession:
-    def __init__(self, runtime: Runtime, project: Path, which: dict[str, Any]) -> None:
+    def __init__(self, runtime: Runtime, project: Path, which: dict[str, Any], env: dict[str, str] | None) -> None:
         self.runtime = runtime
         self.project = project
         self.which = which
+        self.env = env  # the `tatolab dev` command's: every version compiles and runs with it
         self.stream: LoadedStream | None = None
         self.retiring: LoadedStream | None = None  # the version being replaced: its end is not dev's end
         # log events may be dropped for a slow terminal (counted, and said); dev's own never are
@@ -146,13 +148,14 @@ class DevSession:
             await self._swap_in(graph, detected_ns, reload=True)
 
     async def _compile(self) -> dict[str, Any]:
-        return await compile_stream(self.project, **{k: v for k, v in self.which.items() if v})
+        return await compile_stream(self.project, env=self.env, **{k: v for k, v in self.which.items() if v})
 
     async def _swap_in(self, graph: dict[str, Any], detected_ns: int, *, reload: bool) -> None:
         old = self.stream
         self.retiring = old
         started_ns = time.monotonic_ns()
-        self.swap = asyncio.ensure_future(self.runtime.replace(self.project, graph, old=old, reason=RELOAD_REASON))
+        self.swap = asyncio.ensure_future(self.runtime.replace(self.project, graph, old=old, reason=RELOAD_REASON,
+                                                                 env=self.env))
         try:
             stream = await asyncio.shield(self.swap)
         except ControlError as exc:
