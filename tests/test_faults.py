@@ -220,9 +220,10 @@ class FakeRuntime:
         import socket
         import threading
 
-        self.env = dict(os.environ, XDG_RUNTIME_DIR=str(root / "run"), XDG_STATE_HOME=str(root / "state"))
-        path = root / "run" / "tatolab" / "local-api.sock"
-        path.parent.mkdir(parents=True)
+        where = Runtime(root)  # never started: its paths and environment
+        self.env = where.env
+        path = where.socket
+        path.parent.mkdir(parents=True, mode=0o700)
         self.listener = socket.socket(socket.AF_UNIX)
         self.listener.bind(str(path))
         self.listener.listen(8)
