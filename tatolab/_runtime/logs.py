@@ -11,7 +11,7 @@ from typing import Any
 from tatolab import _records
 from tatolab._runtime import unwritten
 from tatolab._runtime.feed import WAITING_LIMIT, Feed
-from tatolab._safe_fs import open_own_file
+from tatolab._safe_fs import UnsafePath, open_own_file
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
 KEPT_FILES = 3  # the live file plus two rotated ones: a chatty node cannot fill the disk
@@ -72,6 +72,8 @@ class RotatingJsonl:
         self.error: str | None = None
         try:
             self._open()
+        except UnsafePath:
+            raise  # another user's file where ours should be: refused, never written around
         except OSError as exc:
             self._failed(exc)
 
