@@ -392,6 +392,8 @@ def test_a_stopped_attached_terminal_costs_records_not_runtime_memory(runtime, p
         before = daemon.memory_info().rss
         wait_for(lambda: printed() > start + 150_000, timeout=240, what="150,000 more lines logged")
         grown = daemon.memory_info().rss - before
+        print(f"runtime grew {grown / 2**20:.1f} MiB while {printed() - start} lines were logged to a stopped terminal")
+        assert grown < 50 * 1024 * 1024, f"the runtime grew by {grown / 2**20:.0f} MiB for one stopped terminal"
         run.send_signal(signal.SIGCONT)
         reader = threading.Thread(target=lambda: seen.extend(run.stdout), daemon=True)
         reader.start()
@@ -401,10 +403,22 @@ def test_a_stopped_attached_terminal_costs_records_not_runtime_memory(runtime, p
         run.send_signal(signal.SIGCONT)
         run.send_signal(signal.SIGINT)
         run.wait(timeout=30)
-    assert grown < 50 * 1024 * 1024, f"the runtime grew by {grown / 2**20:.0f} MiB for one stopped terminal"
 
 
 def told_dropped(lines: list[str]) -> int:
     """How many records the terminal was told it missed."""
     marker = " log record(s) dropped here"
     return sum(int(line.split(marker)[0].split()[-1]) for line in list(lines) if marker in line)
+
+
+def test_a_feed_drops_beyond_its_limit_and_says_how_many_where():
+    from tatolab._runtime.feed import Feed
+
+    feed = Feed(lambda n: f"{n} dropped", limit=3, droppable=lambda item: item != "ended")
+    for item in ["a", "b", "c", "d", "e", "ended", "f"]:
+        feed.put_nowait(item)
+    got = []
+    while not feed.empty():
+        got.append(feed.get_nowait())
+    assert got == ["a", "b", "c", "2 dropped", "ended", "1 dropped"]
+    assert feed.dropped == 3
