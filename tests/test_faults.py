@@ -230,7 +230,18 @@ class FakeRuntime:
         self.held = []
         self.behaviour = behaviour
         self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        if behaviour == "deaf":  # accepts nothing: its backlog fills, as a runtime's out of descriptors does
+            while True:
+                conn = socket.socket(socket.AF_UNIX)
+                conn.setblocking(False)
+                try:
+                    conn.connect(str(path))
+                except BlockingIOError:
+                    conn.close()
+                    break
+                self.held.append(conn)
+        else:
+            self.thread.start()
 
     def _serve(self) -> None:
         while True:
@@ -270,8 +281,9 @@ def test_a_runtime_dying_mid_request_gets_one_clear_line(tmp_path):
     assert lines[0].startswith("error: the runtime closed the connection before answering"), lines[0]
 
 
-def test_the_cli_gives_up_on_a_runtime_that_never_answers(tmp_path):
-    fake = FakeRuntime(tmp_path, "stall")
+@pytest.mark.parametrize("behaviour", ["stall", "deaf"], ids=["accepts-never-answers", "accepts-nothing"])
+def test_the_cli_gives_up_on_a_runtime_that_never_answers(tmp_path, behaviour):
+    fake = FakeRuntime(tmp_path, behaviour)
     try:
         result = cli(dict(fake.env, TATOLAB_CLI_TIMEOUT_S="1"), "streams")
     finally:

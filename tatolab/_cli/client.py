@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -14,6 +15,7 @@ from tatolab._safe_fs import owner_name
 TIMEOUT_ENV = "TATOLAB_CLI_TIMEOUT_S"
 ANSWER_TIMEOUT_S = 60.0  # a request's answer (a load compiles the stream first)
 CONNECT_TIMEOUT_S = 10.0
+CONNECT_RETRY_S = 0.05
 
 
 class NoRuntime(Exception):
@@ -64,16 +66,7 @@ class Client:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or paths.socket_path()
         self.timeout_s = answer_timeout_s()
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(min(CONNECT_TIMEOUT_S, self.timeout_s))
-        try:
-            self.sock.connect(str(self.path))
-        except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
-            self.sock.close()
-            raise NoRuntime(self.path) from None
-        except socket.timeout:
-            self.sock.close()
-            raise NoAnswer(self.path, min(CONNECT_TIMEOUT_S, self.timeout_s)) from None
+        self.sock = self._connect(min(CONNECT_TIMEOUT_S, self.timeout_s))
         # the kernel says who listens: a socket planted in a shared folder is never spoken to
         pid, uid, _ = struct.unpack("3i", self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
         if uid != os.getuid():
@@ -81,6 +74,25 @@ class Client:
             raise NotYourRuntime(self.path, pid, uid)
         self.sock.settimeout(None)
         self.file = self.sock.makefile("rb")
+
+    def _connect(self, timeout_s: float) -> socket.socket:
+        """A connection, or NoRuntime / NoAnswer. A runtime that accepts nothing (its backlog
+        full: out of descriptors, or frozen) is tried again until ``timeout_s`` has passed."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout_s)
+            try:
+                sock.connect(str(self.path))
+                return sock
+            except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
+                sock.close()
+                raise NoRuntime(self.path) from None
+            except (socket.timeout, BlockingIOError):
+                sock.close()
+                if time.monotonic() >= deadline:
+                    raise NoAnswer(self.path, timeout_s) from None
+                time.sleep(CONNECT_RETRY_S)
 
     def request(self, op: str, **args: Any) -> Any:
         """Send one request and return its result; the answer must come within the timeout
