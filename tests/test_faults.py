@@ -95,6 +95,30 @@ def test_a_node_helper_does_not_outlive_a_killed_runtime(tmp_path, project_venv)
     assert all(not alive(h) for _, h in helpers(project))
 
 
+
+def test_a_helper_that_left_the_node_group_is_ended_by_the_next_runtime_and_by_a_stop(tmp_path, project_venv):
+    escaping = HELPER_NODE.replace('subprocess.Popen(["sleep", "600"])',
+                                   'subprocess.Popen(["sleep", "600"], start_new_session=True)')
+    runtime = Runtime(tmp_path / "rt").start()
+    project = make_project(tmp_path / "helped", project_venv, one_node_files("helped", "Spawner", escaping))
+    try:
+        runtime.cli("run", "-d", cwd=project, check=True)
+        _, first = wait_for(lambda: helpers(project), timeout=30, what="the node to start its helper")[0]
+        runtime.stop(signal.SIGKILL)
+        assert alive(first), "a helper in a session of its own is out of the guard's reach"
+        runtime.start()  # it ends what the killed runtime's nodes left, then loads the kept stream again
+        wait_for(lambda: not alive(first), timeout=10, what="the next runtime to end the left helper")
+        _, second = wait_for(lambda: len(helpers(project)) > 1 and helpers(project)[-1], timeout=30,
+                             what="the kept stream's node to start a helper again")
+        output = runtime.stop(signal.SIGTERM)
+        assert not alive(second), f"a clean stop left the helper running:\n{output}"
+    finally:
+        runtime.stop()
+        for _, pid in helpers(project):
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 # -- a full disk ---------------------------------------------------------------------------
 
 CHATTY_NODE = """
