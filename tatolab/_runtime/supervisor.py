@@ -38,6 +38,11 @@ class _ExitWatch(asyncio.subprocess.SubprocessStreamProtocol):
     def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(limit=limit, loop=loop)
         self.exited: asyncio.Future[None] = loop.create_future()
+        self.pipes: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.pipes = transport
 
     def process_exited(self) -> None:
         super().process_exited()
@@ -45,14 +50,14 @@ class _ExitWatch(asyncio.subprocess.SubprocessStreamProtocol):
             self.exited.set_result(None)
 
 
-async def _spawn(*args: str, limit: int, **kwds: Any) -> tuple[asyncio.subprocess.Process, asyncio.Future[None]]:
+async def _spawn(*args: str, limit: int, **kwds: Any) -> tuple[asyncio.subprocess.Process, _ExitWatch]:
     loop = asyncio.get_running_loop()
     transport, protocol = await loop.subprocess_exec(lambda: _ExitWatch(limit, loop), *args, **kwds)
-    return asyncio.subprocess.Process(transport, protocol, loop), protocol.exited
+    return asyncio.subprocess.Process(transport, protocol, loop), protocol
 
 
-async def _exit_code(process: asyncio.subprocess.Process, exited: asyncio.Future[None]) -> int:
-    await asyncio.shield(exited)
+async def _exit_code(process: asyncio.subprocess.Process, watch: _ExitWatch) -> int:
+    await asyncio.shield(watch.exited)
     assert process.returncode is not None
     return process.returncode
 
@@ -80,7 +85,7 @@ class NodeProcess:
         self.restarts = 0
         self.last_error: str | None = None
         self.process: asyncio.subprocess.Process | None = None
-        self._exited: asyncio.Future[None] | None = None
+        self._exit_watch: _ExitWatch | None = None
         self.marker = paths.shm_namespace()  # whose node this is, for the reaping at start and stop
         self._stopping = False
         self._task: asyncio.Task | None = None
@@ -134,23 +139,23 @@ class NodeProcess:
         self._stopping = True
         if self._spawning is not None:
             try:
-                self.process, self._exited = await self._spawning
+                self.process, self._exit_watch = await self._spawning
             except OSError:
                 pass
-        process, exited = self.process, self._exited
-        if process is not None and exited is not None and process.returncode is None:
+        process, exit_watch = self.process, self._exit_watch
+        if process is not None and exit_watch is not None and process.returncode is None:
             try:
                 process.stdin.write(b'{"op":"stop"}\n')  # type: ignore[union-attr]
                 process.stdin.close()  # type: ignore[union-attr]
             except (BrokenPipeError, ConnectionResetError, AttributeError):
                 pass
             try:
-                await asyncio.wait_for(_exit_code(process, exited), STOP_GRACE_S)
+                await asyncio.wait_for(_exit_code(process, exit_watch), STOP_GRACE_S)
             except asyncio.TimeoutError:
                 self.log.say(f"node {self.name} did not stop within {STOP_GRACE_S:g} s; killing it",
                              level="warning", node=self.name)
                 process.kill()
-                await _exit_code(process, exited)
+                await _exit_code(process, exit_watch)
         if process is not None:
             groups.kill_group(process.pid)  # whatever the node started ends with it
         task = self._task
@@ -224,7 +229,7 @@ class NodeProcess:
             limit=LINE_LIMIT,
         ))
         try:
-            self.process, self._exited = await asyncio.shield(self._spawning)
+            self.process, self._exit_watch = await asyncio.shield(self._spawning)
         except OSError as exc:
             os.close(read_fd)
             self.last_error = f"could not start {self.python}: {exc}"
@@ -232,8 +237,8 @@ class NodeProcess:
         finally:
             os.close(write_fd)
             self._spawning = None
-        process, exited = self.process, self._exited
-        assert exited is not None
+        process, exit_watch = self.process, self._exit_watch
+        assert exit_watch is not None
         try:
             process.stdin.write((json.dumps(self.spec) + "\n").encode())  # type: ignore[union-attr]
         except (BrokenPipeError, ConnectionResetError):
@@ -243,7 +248,7 @@ class NodeProcess:
         out = asyncio.create_task(self._pump_lines(process.stdout, "info", "stdout"))
         err = asyncio.create_task(self._pump_lines(process.stderr, "warning", "stderr"))
         watch = asyncio.create_task(self._watch(process))
-        code = await _exit_code(process, exited)
+        code = await _exit_code(process, exit_watch)
         watch.cancel()
         groups.kill_group(process.pid)  # a helper it started must not hold its pipes (or live on)
         pumps = {records, out, err}
@@ -252,6 +257,8 @@ class NodeProcess:
         for task in late:
             task.cancel()
         await asyncio.gather(*pumps, watch, return_exceptions=True)
+        if exit_watch.pipes is not None:
+            exit_watch.pipes.close()  # its pipes, even where an escaped descendant still holds the other end
         if self.status is not None:
             self.status.reset()  # a killed node died inside process(); its successor starts idle
         return code
@@ -286,7 +293,7 @@ class NodeProcess:
             if reason.startswith("hung"):
                 try:
                     process.send_signal(signal.SIGUSR1)  # its stacks go to stderr, so to the log
-                    await asyncio.wait_for(asyncio.shield(self._exited), STACK_DUMP_WAIT_S)  # type: ignore[arg-type]
+                    await asyncio.wait_for(asyncio.shield(self._exit_watch.exited), STACK_DUMP_WAIT_S)  # type: ignore[union-attr]
                 except (ProcessLookupError, asyncio.TimeoutError):
                     pass
             if process.returncode is None:
