@@ -96,27 +96,27 @@ def test_a_node_helper_does_not_outlive_a_killed_runtime(tmp_path, project_venv)
 
 
 
-def test_a_helper_that_left_the_node_group_is_ended_by_the_next_runtime_and_by_a_stop(tmp_path, project_venv):
-    escaping = HELPER_NODE.replace('subprocess.Popen(["sleep", "600"])',
-                                   'subprocess.Popen(["sleep", "600"], start_new_session=True)')
+def test_a_node_group_whose_guard_is_gone_is_ended_by_the_next_runtime(tmp_path, project_venv):
     runtime = Runtime(tmp_path / "rt").start()
-    project = make_project(tmp_path / "helped", project_venv, one_node_files("helped", "Spawner", escaping))
+    project = make_project(tmp_path / "helped", project_venv, one_node_files("helped", "Spawner", HELPER_NODE))
     try:
         runtime.cli("run", "-d", cwd=project, check=True)
-        _, first = wait_for(lambda: helpers(project), timeout=30, what="the node to start its helper")[0]
+        node, helper = wait_for(lambda: helpers(project), timeout=30, what="the node to start its helper")[0]
+        guards = [p for p in psutil.Process(node).children() if p.name() == "tatolab-guard"]
+        assert len(guards) == 1, "every node has a guard"
+        guards[0].kill()  # as an OOM kill might
+        wait_for(lambda: not alive(guards[0].pid), what="the guard to die")
         runtime.stop(signal.SIGKILL)
-        assert alive(first), "a helper in a session of its own is out of the guard's reach"
-        runtime.start()  # it ends what the killed runtime's nodes left, then loads the kept stream again
-        wait_for(lambda: not alive(first), timeout=10, what="the next runtime to end the left helper")
-        _, second = wait_for(lambda: len(helpers(project)) > 1 and helpers(project)[-1], timeout=30,
-                             what="the kept stream's node to start a helper again")
-        output = runtime.stop(signal.SIGTERM)
-        assert not alive(second), f"a clean stop left the helper running:\n{output}"
+        wait_for(lambda: not alive(node), timeout=10, what="the node to die with the runtime")
+        assert alive(helper), "with its guard gone, nothing ended the group yet"
+        runtime.start()  # it ends the groups the killed runtime's nodes left, then loads the kept stream again
+        wait_for(lambda: not alive(helper), timeout=10, what="the next runtime to end the left group")
     finally:
         runtime.stop()
         for _, pid in helpers(project):
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
+    assert all(not alive(h) for _, h in helpers(project))
 
 
 # -- a full disk ---------------------------------------------------------------------------

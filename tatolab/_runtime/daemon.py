@@ -66,9 +66,9 @@ async def serve(lock: MachineLock) -> None:
     reaped = ring.reap(paths.shm_namespace())
     if reaped:
         say("info", f"removed {reaped} shared-memory files left by an earlier runtime")
-    ended = groups.reap_marked(paths.shm_namespace())
+    ended = groups.reap_remembered()
     if ended:
-        say("info", f"ended {ended} processes left by the nodes of an earlier runtime")
+        say("info", f"ended {ended} process groups left by the nodes of an earlier runtime")
 
     kept = KeptStreams(state, say)
     kept.begin()  # the two-crash rule, from the marker the previous run left
@@ -102,7 +102,7 @@ async def serve(lock: MachineLock) -> None:
         if clean:
             kept.stopped_cleanly()  # a clean stop ends every crash streak
         ring.reap(paths.shm_namespace())
-        groups.reap_marked(paths.shm_namespace())
+        groups.reap_remembered()
         try:
             sock_path.unlink()
         except FileNotFoundError:

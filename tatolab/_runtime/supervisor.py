@@ -15,7 +15,7 @@ import psutil
 from tatolab import _records
 from tatolab._host.orphans import die_with_parent
 from tatolab._host.status import NodeStatus
-from tatolab._runtime import groups, health, paths
+from tatolab._runtime import groups, health
 from tatolab._runtime.environment import stream_env
 from tatolab._runtime.logs import StreamLog
 
@@ -86,7 +86,6 @@ class NodeProcess:
         self.last_error: str | None = None
         self.process: asyncio.subprocess.Process | None = None
         self._exit_watch: _ExitWatch | None = None
-        self.marker = paths.shm_namespace()  # whose node this is, for the reaping at start and stop
         self._stopping = False
         self._task: asyncio.Task | None = None
         self._spawning: asyncio.Future | None = None
@@ -213,7 +212,6 @@ class NodeProcess:
         env = stream_env(self.env)
         env["TATOLAB_LOG_FD"] = str(write_fd)
         env["TATOLAB_PARENT_PID"] = str(os.getpid())
-        env[groups.MARKER_ENV] = self.marker
         self.state = "starting"
         # Spawning is shielded: a stop() arriving meanwhile waits for the process and ends it,
         # rather than cancelling the spawn half-way and leaving a node nobody tracks.
@@ -239,6 +237,7 @@ class NodeProcess:
             self._spawning = None
         process, exit_watch = self.process, self._exit_watch
         assert exit_watch is not None
+        groups.remember(process.pid)
         try:
             process.stdin.write((json.dumps(self.spec) + "\n").encode())  # type: ignore[union-attr]
         except (BrokenPipeError, ConnectionResetError):
@@ -251,6 +250,7 @@ class NodeProcess:
         code = await _exit_code(process, exit_watch)
         watch.cancel()
         groups.kill_group(process.pid)  # a helper it started must not hold its pipes (or live on)
+        groups.forget(process.pid)
         pumps = {records, out, err}
         # what the node said last is read, but no descendant that left the group can hold us up
         _, late = await asyncio.wait(pumps, timeout=PUMP_DRAIN_S)
