@@ -15,24 +15,26 @@ import mmap
 import os
 import time
 
+from tatolab._links import shm
+
 STATUS_BYTES = 64
 _BUSY, _CALLS, _PID = range(3)
 
 
 def create(path: str) -> None:
     """Make (or reset) the status file at ``path``; the runtime calls this before starting the node."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        os.ftruncate(fd, STATUS_BYTES)
-    finally:
-        os.close(fd)
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    os.close(shm.create_exclusive(path, STATUS_BYTES))
 
 
 class NodeStatus:
     """A mapped status file, for the node host (writes) and the runtime (reads)."""
 
     def __init__(self, path: str) -> None:
-        fd = os.open(path, os.O_RDWR)
+        fd = shm.open_owned(path)
         try:
             self._mm = mmap.mmap(fd, STATUS_BYTES)
         finally:
@@ -88,7 +90,7 @@ def open_for_node(path: str | None) -> NodeStatus | NoStatus:
         return NoStatus()
     try:
         status = NodeStatus(path)
-    except OSError:
+    except (OSError, shm.RingError):
         return NoStatus()
     status.attach()
     return status

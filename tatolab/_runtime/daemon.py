@@ -64,7 +64,10 @@ async def serve(lock: MachineLock) -> None:
     sock_path = paths.socket_path()
     prepare_socket_dir(sock_path.parent)
     refuse_if_answering(sock_path)
-    reaped = ring.reap(paths.shm_namespace())
+    try:
+        reaped = ring.reap(paths.shm_namespace())
+    except ring.RingError as exc:  # the shared-memory folder is not this user's alone
+        raise SystemExit(f"error: {exc}") from None
     if reaped:
         say("info", f"removed {reaped} shared-memory files left by an earlier runtime")
 
