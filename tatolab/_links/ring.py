@@ -497,6 +497,16 @@ class RingReader:
         q[r + _R_READ] = self.read_count
         q[r + _R_DROPPED] = self.dropped
 
+    def unread(self, n: int) -> None:
+        """The last `n` bags read never reached the node (it is closing with them still
+        queued): give them back, so a reader resuming this record reads them again, or
+        counts them dropped if they were overwritten meanwhile."""
+        self._next -= n
+        self.read_count -= n
+        q, r = self._q, self._r
+        q[r + _R_READ] = self.read_count
+        q[r + _R_NEXT] = self._next
+
     def count_bad(self) -> None:
         """The last bag read did not decode: it counts as bad, not read."""
         self.read_count -= 1
