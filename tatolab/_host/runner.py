@@ -18,7 +18,8 @@ from tatolab._sdk.context import (
 )
 
 IDLE_WAKE_S = 0.25  # how often a waiting node looks at control messages
-BAD_BAG_LOG_S = 1.0  # a link sending bags that do not decode is logged at most this often
+BAD_BAG_LOG_S = 1.0  # after its first BAD_BAGS_LOGGED, a link's bad bags are logged at most this often
+BAD_BAGS_LOGGED = 10
 
 
 class NodeRunner:
@@ -30,7 +31,7 @@ class NodeRunner:
         self.readers: dict[str, RingReader] = {}
         self.inputs: dict[str, InputPort] = {}
         self.log = NodeLogger(sink.emit)
-        self._bad_logged: dict[str, tuple[float, int]] = {}  # link key -> (when logged, bad bags since)
+        self._bad_logged: dict[str, tuple[float, int, int]] = {}  # link key -> (when logged, unlogged, logged)
         for port, port_spec in spec.get("inputs", {}).items():
             self.inputs[port] = InputPort(
                 port, port_spec["delivery_profile"], on_broken=self._link_broken, on_bad=self._bad_bag
@@ -82,14 +83,15 @@ class NodeRunner:
 
     def _bad_bag(self, port: str, key: str, exc: BaseException) -> None:
         """A bag that does not decode is skipped (and counted as bad on its link); say so,
-        at most once a second per link, so a flood of them cannot flood the log."""
+        then, past the first few, at most once a second per link: a flood of them must not
+        flood the log."""
         now = time.monotonic()
-        last, since = self._bad_logged.get(key, (0.0, 0))
+        last, since, logged = self._bad_logged.get(key, (0.0, 0, 0))
         since += 1
-        if last and now - last < BAD_BAG_LOG_S:
-            self._bad_logged[key] = (last, since)
+        if logged >= BAD_BAGS_LOGGED and now - last < BAD_BAG_LOG_S:
+            self._bad_logged[key] = (last, since, logged)
             return
-        self._bad_logged[key] = (now, 0)
+        self._bad_logged[key] = (now, 0, logged + 1)
         what = "a bag" if since == 1 else f"{since} bags"
         self.log.warning(
             f"{self._where(port, key)}: skipped {what} that did not decode "

@@ -379,10 +379,10 @@ class RingWriter:
         n = payload.nbytes if type(payload) is memoryview else len(payload)
         normal_size, normal_count = self._g.normal
         if n > normal_size:
-            self._last_big_seq = self._seq + 1
-            self._last_big_ns = time.monotonic_ns()
             if n > self._slot_size:
                 self._grow(n)
+            self._last_big_seq = self._seq + 1
+            self._last_big_ns = time.monotonic_ns()
         elif self._grown and (
             self._seq - self._last_big_seq >= _SHRINK_AFTER
             or time.monotonic_ns() - self._last_big_ns >= _SHRINK_AFTER_S * 1e9
@@ -592,7 +592,12 @@ class RingReader:
             if len(out) >= limit or s > q[_WRITE_SEQ] and not q[_MOVED]:
                 return out
             # lapped, torn, or the ring moved: the one-bag path sorts it out (and counts drops)
-            got = self._read(None)
+            try:
+                got = self._read(None)
+            except RingError:
+                if out:
+                    return out  # hand over what was read whole; the next call raises again
+                raise
             if got is None:
                 return out
             out.append(got)
