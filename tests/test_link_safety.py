@@ -442,37 +442,56 @@ def test_an_ordered_input_left_unread_does_not_spin_its_node(runtime, project_ve
 
 # --- 12: newest counters say what the node got ---------------------------------------------------
 
+BUSY_THEN_READ = """
+import json, time
+from tatolab.stream import node
+
+
+@node
+class BusyThenRead:
+    @node.input(delivery_profile="newest")
+    def rows(self) -> dict: ...
+
+    def process(self, ctx) -> None:
+        time.sleep(0.03)  # work first, then read: newer bags arrive meanwhile
+        bag = ctx.inputs.read("rows")
+        if bag is not None:
+            with open("got.jsonl", "a") as f:
+                f.write(json.dumps(bag) + "\\n")
+"""
+
+
 def test_newest_counters_equal_what_the_node_got_and_its_drops_show_in_its_own_entry(runtime, project_venv, tmp_path):
     stream_py = """
         from tatolab.stream import StreamBuilder, stream
         from nodes.counter import Counter
-        from nodes.sinks import NewestSink
+        from nodes.busy import BusyThenRead
 
 
         @stream
         def slow(stream_builder: StreamBuilder) -> None:
             counter = stream_builder.add(Counter, config={"limit": 100})
-            sink = stream_builder.add(NewestSink, config={"path": "got.jsonl", "delay_ms": 30})
+            sink = stream_builder.add(BusyThenRead)
             stream_builder.connect(counter.output("counts"), sink.input("rows"))
     """
-    project = make_project(tmp_path / "slow", project_venv, stream_files(stream_py))
+    project = make_project(tmp_path / "slow", project_venv, stream_files(stream_py, **{"nodes/busy.py": BUSY_THEN_READ}))
     run = runtime.popen_cli("run", cwd=project)
     got = project / "got.jsonl"
     try:
         wait_for(lambda: (rows := read_jsonl(got)) and rows[-1]["n"] == 99, timeout=30, what="the last bag at the sink")
         g = wait_for(
-            lambda: (g := graph(runtime, "slow")) and link(g, "newestsink")["counters"]["behind"] == 0 and g,
+            lambda: (g := graph(runtime, "slow")) and link(g, "busythenread")["counters"]["behind"] == 0 and g,
             what="the reader to have caught up",
         )
         rows = read_jsonl(got)
     finally:
         stop_attached(run)
-    counters = link(g, "newestsink")["counters"]
+    counters = link(g, "busythenread")["counters"]
     assert counters["written"] == 100
     assert counters["read"] == len(rows), "read counts bags the node never got"
     assert counters["written"] == counters["read"] + counters["dropped"] + counters["behind"]
     assert counters["dropped"] > 0
-    port = node(g, "newestsink")["inputs"][0]
+    port = node(g, "busythenread")["inputs"][0]
     assert (port["read"], port["dropped"]) == (counters["read"], counters["dropped"])
 
 
