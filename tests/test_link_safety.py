@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import mmap
 import os
-import pwd
 import shutil
 import stat
 import struct
@@ -24,6 +23,7 @@ import psutil
 import pytest
 
 from harness import Runtime, make_project, read_jsonl, wait_for
+from other_user import OtherUser
 from nodes_fixture import COUNTER, SINK
 from tatolab._links import ring, shm
 from tatolab._links.ring import BagTooLarge, RingReader, RingWriter, create_ring, read_counters, reap
@@ -31,27 +31,9 @@ from tatolab._links.ring import BagTooLarge, RingReader, RingWriter, create_ring
 WRITE_SEQ_BYTE = 5 * 8  # the header's write counter (ring.py's module docstring)
 
 
-# --- another Unix user ---------------------------------------------------------------------------
+# --- another Unix user (the `other_user` fixture: tests/other_user.py) ----------------------------
 
-@pytest.fixture
-def other_user():
-    """A second Unix user, made for this test and removed after it."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to create a second Unix user (CI runs the tests as root)")
-    if shutil.which("useradd") is None or shutil.which("userdel") is None:
-        pytest.skip("useradd/userdel are not installed, so no second user can be made")
-    name = f"tato{uuid.uuid4().hex[:8]}"
-    subprocess.run(
-        ["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group", name],
-        check=True, capture_output=True,
-    )
-    try:
-        yield pwd.getpwnam(name)
-    finally:
-        subprocess.run(["userdel", name], capture_output=True)
-
-
-def as_user(user: pwd.struct_passwd, action: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def as_user(user: OtherUser, action: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Run ``action`` in a child process that has become ``user``; its result, through a pipe."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
@@ -59,8 +41,8 @@ def as_user(user: pwd.struct_passwd, action: Callable[[], dict[str, Any]]) -> di
         try:
             os.close(read_fd)
             os.setgroups([])
-            os.setgid(user.pw_gid)
-            os.setuid(user.pw_uid)
+            os.setgid(user.gid)
+            os.setuid(user.uid)
             result = action()
         except BaseException as exc:  # noqa: BLE001 - reported to the parent
             result = {"child error": repr(exc)}
@@ -98,9 +80,9 @@ def plant_and_peek(base: str) -> Callable[[], dict[str, str]]:
     return run
 
 
-def remove_planted(path: str, user: pwd.struct_passwd) -> None:
+def remove_planted(path: str, user: OtherUser) -> None:
     try:
-        if os.lstat(path).st_uid == user.pw_uid:
+        if os.lstat(path).st_uid == user.uid:
             os.unlink(path)
     except FileNotFoundError:
         pass
@@ -206,12 +188,12 @@ def test_a_ring_generation_that_is_not_the_users_own_file_is_refused(base, other
     gen1 = base + ".1"
     if planted == "file":  # as if another user had made it, with a valid header
         shutil.copyfile(base + ".0", gen1)
-        os.chown(gen1, other_user.pw_uid, other_user.pw_gid)
+        os.chown(gen1, other_user.uid, other_user.gid)
         os.chmod(gen1, 0o666)
-        expected = rf"{gen1} is a file owned by {other_user.pw_name} \(uid {other_user.pw_uid}\), not a file of yours"
+        expected = rf"{gen1} is a file owned by {other_user.name} \(uid {other_user.uid}\), not by you"
     else:
         os.symlink(base + ".0", gen1)
-        expected = rf"{gen1} is a symlink; tatolab never follows one"
+        expected = rf"{gen1} is a symbolic link to {base}.0"
     try:
         with pytest.raises(ring.RingError, match=expected):
             RingReader(base, 0, "ordered")
@@ -237,10 +219,11 @@ def test_a_shared_memory_folder_another_user_made_first_is_refused_naming_the_ow
 
     try:
         assert as_user(other_user, make) == {}
+        owner = rf"{other_user.name} \(uid {other_user.uid}\)"
         if squat == "folder":
-            expected = rf"{path} belongs to {other_user.pw_name} \(uid {other_user.pw_uid}\), not to you"
+            expected = rf"{path} is a folder owned by {owner}, not by you"
         else:
-            expected = rf"{path} is not a folder but a symlink owned by {other_user.pw_name}"
+            expected = rf"{path} is a symbolic link .*owned by {owner}"
         with pytest.raises(ring.RingError, match=expected):
             shm.private_folder(path)
         with pytest.raises(ring.RingError, match=expected):

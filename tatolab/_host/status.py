@@ -15,26 +15,30 @@ import mmap
 import os
 import time
 
-from tatolab._links import shm
+from tatolab._safe_fs import create_private_file, open_own_file
 
 STATUS_BYTES = 64
 _BUSY, _CALLS, _PID = range(3)
 
 
 def create(path: str) -> None:
-    """Make (or reset) the status file at ``path``; the runtime calls this before starting the node."""
+    """Make the status file at ``path``; the runtime calls this before starting the node.
+
+    It sits in the user's own shared-memory folder (see tatolab/_links/shm.py); even so a name
+    planted there is refused, never followed.
+    """
+    fd = create_private_file(path, "a node's status file")
     try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-    os.close(shm.create_exclusive(path, STATUS_BYTES))
+        os.ftruncate(fd, STATUS_BYTES)
+    finally:
+        os.close(fd)
 
 
 class NodeStatus:
     """A mapped status file, for the node host (writes) and the runtime (reads)."""
 
     def __init__(self, path: str) -> None:
-        fd = shm.open_owned(path)
+        fd = open_own_file(path, os.O_RDWR, "a node's status file")
         try:
             self._mm = mmap.mmap(fd, STATUS_BYTES)
         finally:
@@ -90,7 +94,7 @@ def open_for_node(path: str | None) -> NodeStatus | NoStatus:
         return NoStatus()
     try:
         status = NodeStatus(path)
-    except (OSError, shm.RingError):
+    except OSError:
         return NoStatus()
     status.attach()
     return status
