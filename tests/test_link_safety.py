@@ -22,7 +22,7 @@ from typing import Any, Callable
 import psutil
 import pytest
 
-from harness import Runtime, make_project, read_jsonl, wait_for
+from harness import BIN, Runtime, make_project, read_jsonl, wait_for
 from other_user import OtherUser
 from nodes_fixture import COUNTER, SINK
 from tatolab._links import ring, shm
@@ -506,14 +506,24 @@ def test_a_grown_ring_returns_to_its_normal_size_when_big_bags_stop(base):
 
 def test_a_rings_memory_is_capped_by_TATOLAB_LINK_MEMORY_MB(base, monkeypatch):
     monkeypatch.setenv("TATOLAB_LINK_MEMORY_MB", "8")
-    create_ring(base, slot_size=1024, slot_count=16)
+    create_ring(base, slot_size=1024, slot_count=16)  # the runtime's setting goes into the ring
+    monkeypatch.delenv("TATOLAB_LINK_MEMORY_MB")  # the writer (a node) never sees TATOLAB_* variables
     writer = RingWriter(base)
     writer.write(b"x" * (3 << 20))
     assert _ring_bytes(base) <= 8 << 20
     with pytest.raises(BagTooLarge, match=r"5,242,880 bytes .* TATOLAB_LINK_MEMORY_MB=8"):
         writer.write(b"x" * (5 << 20))
     assert writer.write(b"still fine") == 2
+    writer.close()
     monkeypatch.setenv("TATOLAB_LINK_MEMORY_MB", "lots")
     with pytest.raises(ValueError, match=r"TATOLAB_LINK_MEMORY_MB='lots' is not a number of MiB"):
-        writer.write(b"x" * (5 << 20))
-    writer.close()
+        create_ring(base + "-other")
+
+
+def test_the_runtime_refuses_to_start_with_a_bad_TATOLAB_LINK_MEMORY_MB(tmp_path):
+    rt = Runtime(tmp_path / "rt")
+    rt.env["TATOLAB_LINK_MEMORY_MB"] = "1"
+    result = subprocess.run([str(BIN / "tatolabd")], env=rt.env, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "TATOLAB_LINK_MEMORY_MB='1' is not a number of MiB of at least 4" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -8,13 +8,15 @@ every file with `reap` (at unload, and at its start for files a dead runtime lef
 grows the ring when a bag does not fit a slot by creating the next generation; readers
 follow it. Once bags fit the normal slot again (_SHRINK_AFTER in a row, or _SHRINK_AFTER_S
 after the last big one) the writer moves back to a generation of the normal size. A ring
-never takes more than `link_memory_limit()` bytes (TATOLAB_LINK_MEMORY_MB, default 2048).
+never takes more than its max_bytes, fixed by `create_ring` (the runtime's
+TATOLAB_LINK_MEMORY_MB, default 2048 MiB) and kept in the header across generations.
 
 File layout (all integers little-endian u64 unless said):
 
     0      header: magic, version, generation, slot_size, slot_count, write_seq,
            last_write_ns, moved, base_seq, slot_stride, slots_offset,
-           normal_slot_size, normal_slot_count (the size generation 0 was made with)
+           normal_slot_size, normal_slot_count (the size generation 0 was made with),
+           max_bytes (the most the ring's file may take)
     128    futex word (u32), bumped after every publish and when the ring moves
     192    sleepers line: byte i is 1 while reader i may be asleep on the futex word
            (reader i owns it like its record; the writer only reads it)
@@ -80,6 +82,7 @@ _GROWN_FILE_BUDGET = 128 * _MIB
 _MIN_GROWN_SLOTS = 4
 LINK_MEMORY_ENV = "TATOLAB_LINK_MEMORY_MB"
 DEFAULT_LINK_MEMORY_MB = 2048
+_MIN_LINK_MEMORY_MB = 4  # a normal ring (2 MiB) and room to grow
 # A grown ring goes back to its normal size at the first small bag after this many small
 # bags in a row, or this long after the last big one.
 _SHRINK_AFTER = 128
@@ -91,7 +94,7 @@ _MAX_TRIES = 1000
 
 # header word indices (u64)
 (_MAGIC, _VERSION, _GEN, _SLOT_SIZE, _SLOT_COUNT, _WRITE_SEQ, _LAST_WRITE_NS, _MOVED, _BASE_SEQ, _STRIDE,
- _H_SLOTS_OFF, _NORMAL_SLOT_SIZE, _NORMAL_SLOT_COUNT) = range(13)
+ _H_SLOTS_OFF, _NORMAL_SLOT_SIZE, _NORMAL_SLOT_COUNT, _MAX_BYTES) = range(14)
 _FUTEX_OFF = 128
 _SLEEPERS_OFF = 192
 _NO_SLEEPERS = bytes(MAX_READERS)
@@ -140,8 +143,8 @@ def _generations(base: str) -> list[int]:
 def link_memory_limit() -> int:
     """The most bytes one ring may take in /dev/shm: TATOLAB_LINK_MEMORY_MB (default 2048) MiB.
 
-    Read from the environment of the process that writes the link (the node inherits the
-    runtime's), so set it where tatolabd starts."""
+    Read where the ring is created (tatolabd's environment: like every TATOLAB_* setting it
+    never reaches a node) and written into the ring's header, where its writer finds it."""
     raw = os.environ.get(LINK_MEMORY_ENV, "").strip()
     if not raw:
         return DEFAULT_LINK_MEMORY_MB * _MIB
@@ -149,10 +152,10 @@ def link_memory_limit() -> int:
         mb = int(raw)
     except ValueError:
         mb = 0
-    if mb < 1:
+    if mb < _MIN_LINK_MEMORY_MB:
         raise ValueError(
-            f"{LINK_MEMORY_ENV}={raw!r} is not a number of MiB; set it to a whole number such as "
-            f"{DEFAULT_LINK_MEMORY_MB} (the default), or unset it"
+            f"{LINK_MEMORY_ENV}={raw!r} is not a number of MiB of at least {_MIN_LINK_MEMORY_MB}; set it "
+            f"to a whole number such as {DEFAULT_LINK_MEMORY_MB} (the default), or unset it"
         )
     return mb * _MIB
 
@@ -163,7 +166,7 @@ def _file_size(slot_size: int, slot_count: int) -> int:
 
 def _make_generation(
     base: str, gen: int, slot_size: int, slot_count: int, seq: int, table: bytes | None,
-    normal: tuple[int, int] | None = None,
+    normal: tuple[int, int] | None = None, max_bytes: int = 0,
 ) -> None:
     """Write generation `gen` completely under a temporary name, then rename it into place,
     so nobody ever opens a half-made file."""
@@ -189,6 +192,7 @@ def _make_generation(
                 q[_STRIDE] = stride
                 q[_H_SLOTS_OFF] = _SLOTS_OFF
                 q[_NORMAL_SLOT_SIZE], q[_NORMAL_SLOT_COUNT] = normal or (slot_size, slot_count)
+                q[_MAX_BYTES] = max_bytes
                 if table is not None:
                     mv[_TABLE_OFF:_TABLE_OFF + _TABLE_BYTES] = table
     finally:
@@ -225,6 +229,7 @@ class _Gen:
         self.stride_q = q[_STRIDE] // 8
         self.slots_q = q[_H_SLOTS_OFF] // 8
         self.normal = (q[_NORMAL_SLOT_SIZE], q[_NORMAL_SLOT_COUNT])
+        self.max_bytes = q[_MAX_BYTES] or DEFAULT_LINK_MEMORY_MB * _MIB
         if (
             self.count < 2 or q[_H_SLOTS_OFF] != _SLOTS_OFF or q[_STRIDE] != _SLOT_HEADER + _round_up(self.slot_size, 64)
             or _file_size(self.slot_size, self.count) > size
@@ -273,15 +278,26 @@ def _open_latest(base: str, newer_than: int = -1) -> _Gen:
         time.sleep(0.001)
 
 
-def create_ring(base: str, *, slot_size: int = 16 * 1024, slot_count: int = 128) -> None:
-    """Create generation 0 of the ring at `base` (removing any older generations of it)."""
+def create_ring(
+    base: str, *, slot_size: int = 16 * 1024, slot_count: int = 128, max_bytes: int | None = None
+) -> None:
+    """Create generation 0 of the ring at `base` (removing any older generations of it).
+
+    `max_bytes`: the most its file may ever take, bigger bags included (default:
+    `link_memory_limit()`, from TATOLAB_LINK_MEMORY_MB)."""
+    if max_bytes is None:
+        max_bytes = link_memory_limit()
+    if _file_size(slot_size, slot_count) > max_bytes:
+        raise ValueError(
+            f"a ring of {slot_count} slots of {slot_size} bytes does not fit its limit of {max_bytes:,} bytes"
+        )
     if slot_size <= 0 or slot_count < 2:
         raise ValueError(f"a ring needs slot_size > 0 and at least 2 slots, got {slot_size} and {slot_count}")
     if slot_size > MAX_BAG_BYTES:
         raise ValueError(f"slot_size {slot_size} is larger than the {MAX_BAG_BYTES} byte bag limit")
     for gen in _generations(base):
         _unlink_quietly(_gen_path(base, gen))
-    _make_generation(base, 0, slot_size, slot_count, seq=0, table=None)
+    _make_generation(base, 0, slot_size, slot_count, seq=0, table=None, max_bytes=max_bytes)
 
 
 def _unlink_quietly(path: str) -> bool:
@@ -391,7 +407,7 @@ class RingWriter:
         return payload, n
 
     def _grow(self, n: int) -> None:
-        limit = link_memory_limit()
+        limit = self._g.max_bytes
         slot_size = _round_up(n, _MIB)
         stride = _SLOT_HEADER + slot_size
         if n > MAX_BAG_BYTES or _SLOTS_OFF + 2 * stride > limit:
@@ -410,7 +426,8 @@ class RingWriter:
         """Continue in a new generation with `count` slots of `slot_size` bytes; readers follow."""
         old = self._g
         table = bytes(old.mv[_TABLE_OFF:_TABLE_OFF + _TABLE_BYTES])
-        _make_generation(self.base, old.gen + 1, slot_size, count, seq=self._seq, table=table, normal=old.normal)
+        _make_generation(self.base, old.gen + 1, slot_size, count, seq=self._seq, table=table,
+                         normal=old.normal, max_bytes=old.max_bytes)
         self._attach(_Gen(_gen_path(self.base, old.gen + 1)))
         old.q[_MOVED] = 1
         old.bump_and_wake()

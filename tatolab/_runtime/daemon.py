@@ -58,8 +58,9 @@ async def serve(lock: MachineLock) -> None:
                 "and start `tatolabd` again.")
     refuse_if_answering(sock_path)
     try:
+        ring.link_memory_limit()  # TATOLAB_LINK_MEMORY_MB: refuse a bad value now, not at each stream
         reaped = ring.reap(paths.shm_namespace())
-    except ring.RingError as exc:  # the shared-memory folder is not this user's alone
+    except (ValueError, ring.RingError) as exc:  # or the shared-memory folder is not this user's alone
         raise SystemExit(f"error: {exc}") from None
     if reaped:
         say("info", f"removed {reaped} shared-memory files left by an earlier runtime")
