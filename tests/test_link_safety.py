@@ -527,3 +527,53 @@ def test_the_runtime_refuses_to_start_with_a_bad_TATOLAB_LINK_MEMORY_MB(tmp_path
     assert result.returncode != 0
     assert "TATOLAB_LINK_MEMORY_MB='1' is not a number of MiB of at least 4" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _port(base: str, profile: str, index: int = 0):
+    from tatolab._sdk.context import InputPort, Inputs
+
+    port = InputPort("rows", profile)
+    reader = RingReader(base, index, profile)
+    port.add_link("src/out->n/rows", reader)
+    return port, Inputs("n", {"rows": port}), reader
+
+
+def test_newest_hands_over_the_bag_it_delivered_and_counts_a_replaced_one_as_dropped(base):
+    import msgspec
+
+    create_ring(base, slot_size=256, slot_count=8)
+    writer = RingWriter(base)
+    port, inputs, reader = _port(base, "newest")
+    writer.write(msgspec.msgpack.encode({"n": 1}))
+    assert port.fill()  # a delivery: process() would be called now
+    writer.write(msgspec.msgpack.encode({"n": 2}))  # arrives while process() runs
+    assert inputs.read("rows") == {"n": 1}  # the ring is not read again within the delivery
+    assert inputs.read("rows") == {"n": 2}  # asked for more: now it is
+    writer.write(msgspec.msgpack.encode({"n": 3}))
+    assert port.fill()
+    writer.write(msgspec.msgpack.encode({"n": 4}))
+    assert port.fill()  # 3 replaced before the node read it
+    assert inputs.read("rows") == {"n": 4}
+    counters = read_counters(base)["readers"][0]
+    assert (counters["read"], counters["dropped"], counters["behind"]) == (3, 1, 0)
+    reader.close()
+    writer.close()
+
+
+def test_bags_taken_off_the_ring_but_never_handed_over_go_back_for_the_next_reader(base):
+    import msgspec
+
+    create_ring(base, slot_size=256, slot_count=64)
+    writer = RingWriter(base)
+    for n in range(10):
+        writer.write(msgspec.msgpack.encode({"n": n}))
+    port, inputs, reader = _port(base, "ordered")
+    assert [inputs.read("rows")["n"] for _ in range(3)] == [0, 1, 2]  # 3..9 wait in memory
+    port.remove_link("src/out->n/rows").close()  # the node stops
+    assert read_counters(base)["readers"][0]["read"] == 3
+    port, inputs, reader = _port(base, "ordered")  # the node again, on the same record
+    assert [inputs.read("rows")["n"] for _ in range(7)] == list(range(3, 10))
+    counters = read_counters(base)["readers"][0]
+    assert (counters["read"], counters["dropped"], counters["behind"]) == (10, 0, 0)
+    reader.close()
+    writer.close()

@@ -472,6 +472,7 @@ class RingReader:
         self.dropped = q[r + _R_DROPPED]
         self.bad = q[r + _R_BAD]
         self._next = q[r + _R_NEXT] or (1 if start == "beginning" else q[_WRITE_SEQ] + 1)
+        self._run_start = self._next  # bags _run_start.._next-1 were all read, none skipped
         self._last_ts = 0
         self._gap = 1 << 62  # ns between the last two bags read: is the link busy?
         self._attach(g)
@@ -517,9 +518,13 @@ class RingReader:
     def unread(self, n: int) -> None:
         """The last `n` bags read never reached the node (it is closing with them still
         queued): give them back, so a reader resuming this record reads them again, or
-        counts them dropped if they were overwritten meanwhile."""
-        self._next -= n
-        self.read_count -= n
+        counts them dropped if they were overwritten meanwhile. Bags behind a skip cannot
+        be given back one by one, so those count as dropped now."""
+        back = min(n, self._next - self._run_start)
+        if n > back:
+            self.discard(n - back)
+        self._next -= back
+        self.read_count -= back
         q, r = self._q, self._r
         q[r + _R_READ] = self.read_count
         q[r + _R_NEXT] = self._next
@@ -688,6 +693,7 @@ class RingReader:
             if target > nxt:
                 self.dropped += target - nxt
                 q[self._r + _R_DROPPED] = self.dropped
+                self._run_start = target
             self.read_count += 1
             self._next = target + 1
             self._gap = ts - self._last_ts
