@@ -22,7 +22,8 @@ File layout (all integers little-endian u64 unless said):
            (reader i owns it like its record; the writer only reads it)
     256    reader table: 64 records of 64 bytes:
            pid, read_count, dropped, last_read_ns, active, next_seq, bad, 0
-           (read: bags handed to the node; bad: bags read that did not decode)
+           (read: bags taken, less those given back with discard/unread, so that
+           for a node's input it is what the node got; bad: bags that did not decode)
     8192   slots, each `slot_stride` bytes: seq, length, publish_ns, (pad to 64), payload
 
 Sequence numbers start at 1 and continue across generations. Slot seq word is
@@ -74,7 +75,9 @@ __all__ = [
 ]
 
 MAGIC = int.from_bytes(b"TATORNG1", "little")
-VERSION = 2  # 2: the sleepers line (a version-1 reader would never set it, and miss wakes)
+# 2: the sleepers line (a version-1 reader would never set it, and miss wakes)
+# 3: normal size and max_bytes in the header (a version-2 writer would never shrink or cap)
+VERSION = 3
 MAX_READERS = 64
 MAX_BAG_BYTES = 1 << 30  # 1 GiB
 _MIB = 1 << 20
