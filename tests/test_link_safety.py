@@ -520,6 +520,7 @@ def test_a_rings_memory_is_capped_by_TATOLAB_LINK_MEMORY_MB(base, monkeypatch):
         create_ring(base + "-other")
 
 
+@pytest.mark.slow
 def test_the_runtime_refuses_to_start_with_a_bad_TATOLAB_LINK_MEMORY_MB(tmp_path):
     rt = Runtime(tmp_path / "rt")
     rt.env["TATOLAB_LINK_MEMORY_MB"] = "1"
