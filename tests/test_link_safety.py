@@ -237,6 +237,29 @@ def test_a_shared_memory_folder_another_user_made_first_is_refused_naming_the_ow
                 shutil.rmtree(p)
 
 
+@pytest.mark.slow
+def test_a_runtime_whose_shared_memory_folder_someone_else_made_refuses_to_start(other_user, tmp_path):
+    squatted = f"{shm.SHM_ROOT}/tatolab-{other_user.uid}"  # the other user's folder, made first by root
+    os.mkdir(squatted, 0o777)
+    try:
+        env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+        env.update(XDG_RUNTIME_DIR=str(other_user.home / "run"), XDG_STATE_HOME=str(other_user.home / "state"),
+                   TATOLAB_MACHINE_LOCK=str(tmp_path / "lock"))
+        daemon = other_user.tatolabd(env)
+        try:
+            out, err = daemon.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.communicate()
+            raise AssertionError("the runtime started with a shared-memory folder another user made") from None
+        assert daemon.returncode != 0
+        assert f"error: {squatted} is a folder owned by root (uid 0), not by you" in err
+        assert "Traceback" not in err
+        assert os.listdir(squatted) == [], "the runtime put files in a folder another user owns"
+    finally:
+        shutil.rmtree(squatted)
+
+
 # --- 9: a damaged ring never spins ---------------------------------------------------------------
 
 @pytest.mark.parametrize("profile", ["newest", "ordered"])
