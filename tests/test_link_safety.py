@@ -527,6 +527,76 @@ def test_a_grown_ring_returns_to_its_normal_size_when_big_bags_stop(base):
     writer.close()
 
 
+def test_a_grown_ring_that_falls_idle_returns_to_its_normal_size(base, monkeypatch):
+    create_ring(base, slot_size=1024, slot_count=16)
+    normal = _ring_bytes(base)
+    writer = RingWriter(base)
+    reader = RingReader(base, 0, "ordered")
+    writer.write(b"x" * (3 << 20))
+    assert not writer.relax()  # not yet: big bags may still be coming
+    monkeypatch.setattr(ring, "_SHRINK_AFTER_S", 0.0)
+    monkeypatch.setattr(ring, "_SHRINK_CHECK_NS", 0)
+    # nor while a reader still maps the generation before the big bag's: it would miss it
+    assert not writer.relax() and writer.grown
+    assert [len(p) for p, _ in reader.read_many()] == [3 << 20]
+    assert writer.relax() and not writer.grown
+    assert _ring_bytes(base) == normal
+    writer.write(b"after")
+    assert [p for p, _ in reader.read_many()] == [b"after"] and reader.dropped == 0
+    reader.close()
+    writer.close()
+
+
+BIG_ONCE = """
+from tatolab.stream import node
+
+
+@node(execution="continuous", interval_ms=20)
+class BigOnce:
+    @node.output()
+    def frames(self) -> dict: ...
+
+    sent = False
+
+    def process(self, ctx) -> None:
+        if not self.sent:
+            ctx.outputs.write("frames", {"pixels": b"x" * (3 << 20)})
+            self.sent = True
+"""
+
+
+def test_a_ring_grown_by_one_big_bag_shrinks_back_while_the_stream_runs_on(runtime, project_venv, tmp_path):
+    stream_py = """
+        from tatolab.stream import StreamBuilder, stream
+        from nodes.big import BigOnce
+        from nodes.sinks import OrderedSink
+
+
+        @stream
+        def big(stream_builder: StreamBuilder) -> None:
+            source = stream_builder.add(BigOnce)
+            sink = stream_builder.add(OrderedSink, config={"path": "out.jsonl"})
+            stream_builder.connect(source.output("frames"), sink.input("rows"))
+    """
+    project = make_project(tmp_path / "big", project_venv, stream_files(stream_py, **{"nodes/big.py": BIG_ONCE}))
+    run = runtime.popen_cli("run", cwd=project)
+
+    def ring_bytes() -> int | None:
+        files = [f for f in runtime.shm_files() if "+bigonce+frames." in f]
+        return sum(os.stat(f).st_size for f in files) if files else None
+
+    try:
+        wait_for(lambda: (g := graph(runtime, "big")) and link(g, "orderedsink")["counters"]["read"] == 1,
+                 timeout=30, what="the big bag at the sink")
+        normal = ring._file_size(16 * 1024, 128)
+        wait_for(lambda: ring_bytes() == normal, what="the ring back at its normal size")
+        g = graph(runtime, "big")
+    finally:
+        stop_attached(run)
+    assert node(g, "bigonce")["state"] == "running" and node(g, "orderedsink")["state"] == "running"
+    assert link(g, "orderedsink")["counters"]["dropped"] == 0
+
+
 def test_a_rings_memory_is_capped_by_TATOLAB_LINK_MEMORY_MB(base, monkeypatch):
     monkeypatch.setenv("TATOLAB_LINK_MEMORY_MB", "8")
     create_ring(base, slot_size=1024, slot_count=16)  # the runtime's setting goes into the ring

@@ -122,6 +122,13 @@ class NodeRunner:
         elif op == "remove_link":
             self._remove_link(message["key"])
 
+    def _relax_outputs(self) -> None:
+        """Idle: a ring grown for big bags that stopped goes back to its normal size."""
+        for port in self.outputs.values():
+            if port.writer.grown:
+                with port.lock:  # manual nodes may be writing from their own threads
+                    port.writer.relax()
+
     def _drain_control(self, control: Any) -> None:
         while not control.messages.empty():
             self._apply(control.messages.get())
@@ -136,6 +143,7 @@ class NodeRunner:
             elif self.execution == "manual":
                 while not control.stopping.wait(IDLE_WAKE_S):
                     self._drain_control(control)
+                    self._relax_outputs()
             else:
                 self._run_reactive(control)
         finally:
@@ -168,6 +176,7 @@ class NodeRunner:
             if not control.messages.empty():
                 self._drain_control(control)
                 inputs = list(self.inputs.values())
+            self._relax_outputs()
             # Wait only on links that can bring the node something new: an ordered link whose
             # delivered bag process() left unread has nothing to deliver until it is read
             # (waiting on it would return at once, for ever).
@@ -191,6 +200,7 @@ class NodeRunner:
                 status.end()
             if not control.messages.empty():
                 self._drain_control(control)
+            self._relax_outputs()
             next_tick += self.interval_s
             now = time.monotonic()
             if next_tick < now:  # fell behind: skip the missed ticks rather than burst

@@ -7,7 +7,8 @@ The runtime creates generation 0 with `create_ring` before starting any process 
 every file with `reap` (at unload, and at its start for files a dead runtime left). A writer
 grows the ring when a bag does not fit a slot by creating the next generation; readers
 follow it. Once bags fit the normal slot again (_SHRINK_AFTER in a row, or _SHRINK_AFTER_S
-after the last big one) the writer moves back to a generation of the normal size. A ring
+after the last big one, also when no bag follows: the node host calls `relax` while idle)
+the writer moves back to a generation of the normal size. A ring
 never takes more than its max_bytes, fixed by `create_ring` (the runtime's
 TATOLAB_LINK_MEMORY_MB, default 2048 MiB) and kept in the header across generations.
 
@@ -21,9 +22,12 @@ File layout (all integers little-endian u64 unless said):
     192    sleepers line: byte i is 1 while reader i may be asleep on the futex word
            (reader i owns it like its record; the writer only reads it)
     256    reader table: 64 records of 64 bytes:
-           pid, read_count, dropped, last_read_ns, active, next_seq, bad, 0
+           pid, read_count, dropped, last_read_ns, active, next_seq, bad, generation
            (read: bags taken, less those given back with discard/unread, so that
-           for a node's input it is what the node got; bad: bags that did not decode)
+           for a node's input it is what the node got; bad: bags that did not decode;
+           generation: the one the reader maps, so the writer shrinks only once no live
+           reader still needs an older one: a reader follows only to the newest
+           generation, and the ones between are gone)
     8192   slots, each `slot_stride` bytes: seq, length, publish_ns, (pad to 64), payload
 
 Sequence numbers start at 1 and continue across generations. Slot seq word is
@@ -90,6 +94,7 @@ _MIN_LINK_MEMORY_MB = 4  # a normal ring (2 MiB) and room to grow
 # bags in a row, or this long after the last big one.
 _SHRINK_AFTER = 128
 _SHRINK_AFTER_S = 1.0
+_SHRINK_CHECK_NS = 50_000_000  # while a reader lags in an older generation, look again this often
 # Consecutive failed attempts at one bag before a reader calls the ring damaged. A healthy
 # ring fails an attempt only when the writer laps the copy, and each retry jumps half a
 # ring ahead, so a handful is already rare.
@@ -112,7 +117,7 @@ _TABLE_BYTES = MAX_READERS * _RECORD_BYTES
 _SLOTS_OFF = 8192
 _SLOT_HEADER = 64
 # reader record word offsets (u64, relative to the record)
-_R_PID, _R_READ, _R_DROPPED, _R_LAST_READ_NS, _R_ACTIVE, _R_NEXT, _R_BAD = range(7)
+_R_PID, _R_READ, _R_DROPPED, _R_LAST_READ_NS, _R_ACTIVE, _R_NEXT, _R_BAD, _R_GEN = range(8)
 
 _OPEN_RETRY_S = 2.0
 
@@ -352,6 +357,7 @@ class RingWriter:
         self._fits = -1 if self._grown else g.slot_size
         self._last_big_seq = self._seq
         self._last_big_ns = time.monotonic_ns()
+        self._next_shrink_check_ns = 0
 
     @property
     def seq(self) -> int:
@@ -406,8 +412,41 @@ class RingWriter:
             self._seq - self._last_big_seq >= _SHRINK_AFTER
             or time.monotonic_ns() - self._last_big_ns >= _SHRINK_AFTER_S * 1e9
         ):
-            self._move(normal_size, normal_count)  # big bags stopped: give the memory back
+            self._shrink_if_safe()  # big bags stopped: give the memory back
         return payload, n
+
+    def _shrink_if_safe(self) -> bool:
+        now = time.monotonic_ns()
+        if now < self._next_shrink_check_ns:
+            return False
+        self._next_shrink_check_ns = now + _SHRINK_CHECK_NS
+        if not self._readers_here():
+            return False
+        self._move(*self._g.normal)
+        return True
+
+    def _readers_here(self) -> bool:
+        """Is every live reader mapping this generation? One still in an older one would
+        follow straight to the newest and lose what this one holds."""
+        q, gen = self._q, self._g.gen
+        for i in range(MAX_READERS):
+            r = self._g.record_q(i)
+            if q[r + _R_ACTIVE] and q[r + _R_GEN] != gen and _alive(q[r + _R_PID]):
+                return False
+        return True
+
+    @property
+    def grown(self) -> bool:
+        """True while the ring is bigger than its normal size (after a big bag)."""
+        return self._grown
+
+    def relax(self) -> bool:
+        """Called while the writer is idle: a ring grown for big bags that stopped
+        (_SHRINK_AFTER_S ago) goes back to its normal size now, without waiting for the next
+        bag. True when it moved."""
+        if not self._grown or time.monotonic_ns() - self._last_big_ns < _SHRINK_AFTER_S * 1e9:
+            return False
+        return self._shrink_if_safe()
 
     def _grow(self, n: int) -> None:
         limit = self._g.max_bytes
@@ -495,6 +534,7 @@ class RingReader:
         q[r + _R_DROPPED] = self.dropped
         q[r + _R_BAD] = self.bad
         q[r + _R_NEXT] = self._next
+        q[r + _R_GEN] = g.gen
         q[r + _R_ACTIVE] = 1
         g.sleepers[self.index] = 0
 
@@ -659,6 +699,15 @@ class RingReader:
                 oldest = self._first
             if target < oldest:
                 target = oldest
+            if target > ws:
+                # a generation with no bag in it yet, reached past one that is gone: what that
+                # one held (we never mapped it) is lost to this reader
+                if self._next < self._first:
+                    self.dropped += self._first - self._next
+                    self._next = self._run_start = self._first
+                    q[self._r + _R_DROPPED] = self.dropped
+                    q[self._r + _R_NEXT] = self._next
+                return None
             h = self._slots[(target - 1) % self._count]
             v = q[h]
             if v != 2 * target:
@@ -766,6 +815,18 @@ def wait_any(readers: list[RingReader], timeout_s: float | None) -> bool:
         for r in readers:
             if r._g is not None:
                 r._g.sleepers[r.index] = 0
+
+
+def _alive(pid: int) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _spin(words: list, expected: list[int]) -> bool:

@@ -27,6 +27,11 @@ class _Reader(Protocol):
 class _Writer(Protocol):
     def write(self, payload: bytes) -> int: ...
 
+    @property
+    def grown(self) -> bool: ...
+
+    def relax(self) -> bool: ...
+
 
 # What the node host is told when a link breaks (its ring makes no sense) or a bag does not
 # decode: (port, link key, the exception).
