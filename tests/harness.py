@@ -18,6 +18,7 @@ import psutil
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+SHM_FOLDER = f"/dev/shm/tatolab-{os.geteuid()}"  # where every ring and status file lives
 # Every Runtime a test makes, so conftest can end it (and the commands it started) even when the test fails.
 LIVE: list["Runtime"] = []
 
@@ -33,6 +34,14 @@ def wait_for(condition: Callable[[], object], timeout: float = 10.0, what: str =
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(poll_s)
+
+
+def _is_guard(process: psutil.Process) -> bool:
+    """A node's guard (tatolab/_host/orphans.py): it ends the node's group, it is no node."""
+    try:
+        return process.name() == "tatolab-guard"
+    except psutil.NoSuchProcess:
+        return False
 
 
 class Runtime:
@@ -57,11 +66,20 @@ class Runtime:
 
     @property
     def shm_prefix(self) -> str:
+        """Full path prefix of this runtime's shared-memory files, in the user's own folder."""
         digest = hashlib.sha1(str((self.root / "state" / "tatolab").resolve()).encode()).hexdigest()[:10]
-        return f"tatolab-{digest}"
+        return f"{SHM_FOLDER}/tatolab-{digest}"
 
     def shm_files(self) -> list[str]:
-        return sorted(name for name in os.listdir("/dev/shm") if name.startswith(self.shm_prefix))
+        """This runtime's shared-memory files (also any in /dev/shm itself, where none may be)."""
+        name = os.path.basename(self.shm_prefix)
+        found = []
+        for folder in (SHM_FOLDER, "/dev/shm"):
+            try:
+                found += [os.path.join(folder, e) for e in os.listdir(folder) if e.startswith(name)]
+            except FileNotFoundError:
+                pass
+        return sorted(found)
 
     def start(self) -> "Runtime":
         self.process = subprocess.Popen(
@@ -92,9 +110,8 @@ class Runtime:
             children = psutil.Process(self.process.pid).children(recursive=True)
         except psutil.NoSuchProcess:
             return []
-        pids = [child.pid for child in children]
-        self.seen_pids.update(pids)
-        return pids
+        self.seen_pids.update(child.pid for child in children)
+        return [child.pid for child in children if not _is_guard(child)]
 
     def stop(self, sig: int = signal.SIGTERM) -> str:
         self.node_pids()

@@ -51,7 +51,9 @@ def cli(env: dict, *args: str) -> subprocess.CompletedProcess:
 def test_streams_is_one_request_with_its_troubled_nodes(tmp_path):
     listing = {"streams": [{"name": "cam", "state": "attached", "nodes": 2, "project": "/p"}],
                "troubled": [{"stream": "cam", "name": "det", "state": "crashed", "restarts": 3,
-                             "last_error": "boom", "hung": False}]}
+                             "last_error": "boom", "hung": False}],
+               "unwritten": [{"path": "/p/.streamlib/logs/cam.jsonl", "error": "No space left on device", "lost": 2,
+                              "failing": True}]}
     fake = RecordingRuntime(tmp_path, {"streams": [{"ok": True, "result": listing}]})
     try:
         result = cli(fake.env, "streams")
@@ -62,6 +64,7 @@ def test_streams_is_one_request_with_its_troubled_nodes(tmp_path):
     assert "cam" in result.stdout.splitlines()[1]
     assert ("cam/det crashed, restarted 3 times; last error: boom. "
             "`tatolab logs --stream cam --node det` shows more.") in result.stdout
+    assert "the runtime cannot write /p/.streamlib/logs/cam.jsonl: No space left on device" in result.stdout
 
 
 def test_logs_is_one_request_and_prints_what_the_runtime_read(tmp_path):

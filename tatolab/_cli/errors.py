@@ -49,7 +49,12 @@ def _bad_value(error: ControlError) -> str:
     return FLAGS.get(arg, f"--{arg}") + error.message.removeprefix(arg)
 
 
+def _keep_again(error: ControlError) -> str:
+    return error.message + " and run `tatolab run -d` again, or run it attached"
+
+
 RENDER: dict[str, Callable[[ControlError], str]] = {
+    "record_unwritten": _keep_again,
     "not_a_folder": _fixes_with("; "),
     "name_kept": _fixes_with(": "),
     "name_loaded": _fixes_with("; "),

@@ -15,8 +15,9 @@ from tatolab import __version__, _records
 from tatolab._safe_fs import UnsafePath, private_dir
 from tatolab._links import ring
 from tatolab._control import paths, protocol
-from tatolab._runtime.runtime import Runtime
+from tatolab._runtime import groups, unwritten
 from tatolab._runtime.kept import KeptStreams
+from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.lock import MachineLock, RuntimeAlreadyRunning
 from tatolab._runtime.logs import RotatingJsonl
 from tatolab._runtime.server import ControlServer
@@ -30,8 +31,8 @@ class RuntimeLog:
 
     def __call__(self, level: str, message: str, **fields: Any) -> None:
         record = _records.make_record(message, level=level, fields=fields)
-        self.file.write(_records.dumps(record))
-        print(f"tatolabd: {message}", file=sys.stderr, flush=True)
+        self.file.write(_records.dumps(record))  # a write that fails is counted, never raised
+        unwritten.tell(message)
 
 
 def refuse_if_answering(path: Path) -> None:
@@ -49,22 +50,36 @@ def refuse_if_answering(path: Path) -> None:
 
 
 async def serve(lock: MachineLock) -> None:
-    state = private_dir(paths.state_dir(), "the runtime's state folder",
-                        "Remove it, or set XDG_STATE_HOME to a folder of yours, and start `tatolabd` again.")
+    try:
+        state = private_dir(paths.state_dir(), "the runtime's state folder",
+                            "Remove it, or set XDG_STATE_HOME to a folder of yours, and start `tatolabd` again.")
+    except UnsafePath:
+        raise
+    except OSError as exc:  # a full disk: it runs on, kept streams just cannot be recorded
+        state = paths.state_dir()
+        unwritten.failed(state, exc)
     say = RuntimeLog(state)
     sock_path = paths.socket_path()
     private_dir(sock_path.parent, "the control socket's folder",
                 "Remove it (an administrator can, if you cannot), or set XDG_RUNTIME_DIR to a folder of yours, "
                 "and start `tatolabd` again.")
     refuse_if_answering(sock_path)
-    reaped = ring.reap(paths.shm_namespace())
+    try:
+        ring.link_memory_limit()  # TATOLAB_LINK_MEMORY_MB: refuse a bad value now, not at each stream
+        reaped = ring.reap(paths.shm_namespace())
+    except (ValueError, ring.RingError) as exc:  # or the shared-memory folder is not this user's alone
+        raise SystemExit(f"error: {exc}") from None
     if reaped:
         say("info", f"removed {reaped} shared-memory files left by an earlier runtime")
+    ended = groups.reap_remembered()
+    if ended:
+        say("info", f"ended {ended} process groups left by the nodes of an earlier runtime")
 
     kept = KeptStreams(state, say)
     kept.begin()  # the two-crash rule, from the marker the previous run left
     runtime = Runtime(kept)
     server = ControlServer(runtime, say)
+    asyncio.get_running_loop().set_exception_handler(server.exception_handler)
     old_umask = os.umask(0o177)
     try:
         listener = await asyncio.start_unix_server(server.handle, path=str(sock_path), limit=protocol.MAX_LINE)
@@ -92,6 +107,7 @@ async def serve(lock: MachineLock) -> None:
         if clean:
             kept.stopped_cleanly()  # a clean stop ends every crash streak
         ring.reap(paths.shm_namespace())
+        groups.reap_remembered()
         try:
             sock_path.unlink()
         except FileNotFoundError:

@@ -178,7 +178,16 @@ class Runtime:
 
         def commit() -> None:
             assert stream.sources is not None
-            record.append(self.kept.keep(name, source, python, graph, env=env, sources=stream.sources))
+            try:
+                record.append(self.kept.keep(name, source, python, graph, env=env, sources=stream.sources))
+            except OSError as exc:
+                self.kept.not_loading(name)
+                path = exc.filename or self.kept.store.path(name)
+                raise ControlError(
+                    f"stream {name} cannot be kept: its record could not be written to {path} "
+                    f"({exc.strerror or exc}); free space on that disk", code="record_unwritten",
+                    fixes=[Fix("load", {"mode": "kept"}, "load it kept again"),
+                           Fix("load", {"mode": "attached"}, "run it attached")]) from None
 
         def failed(reason: str) -> None:
             self.kept.not_loading(name)

@@ -13,6 +13,7 @@ from tatolab._host import status
 from tatolab._host.spec import HostSpec, LinkSpec
 from tatolab._links import ring
 from tatolab._control import paths
+from tatolab._runtime.feed import Feed
 from tatolab._runtime.rules.exposure import exposure_levels, set_level
 from tatolab._runtime.logs import StreamLog
 from tatolab._runtime.supervisor import NodeProcess
@@ -78,14 +79,15 @@ class LoadedStream:
 
     @property
     def shm_prefix(self) -> str:
+        """Full path prefix of this stream's shared-memory files (in the user's own folder)."""
         return f"{paths.shm_namespace()}-{self.instance}+"
 
     def ring_base(self, node: str, port: str) -> str:
-        return str(paths.SHM_DIR / f"{self.shm_prefix}{node}+{port}")
+        return f"{self.shm_prefix}{node}+{port}"
 
     def status_path(self, node: str) -> str:
         # "#" is never in a URL-safe name, so this cannot meet a ring file
-        return str(paths.SHM_DIR / f"{self.shm_prefix}{node}#status")
+        return f"{self.shm_prefix}{node}#status"
 
     def start(self, python: Path) -> None:
         self.log = self.log or StreamLog(self.name, self.project)
@@ -183,7 +185,7 @@ class LoadedStream:
             process.send(host_spec.remove_link(key))
         return wiring
 
-    async def log_events(self, queue: asyncio.Queue) -> Any:
+    async def log_events(self, queue: Feed) -> Any:
         """Log records as events until the stream ends, then one ``ended`` event."""
         ended = asyncio.create_task(self.ended.wait())
         record: asyncio.Task | None = None

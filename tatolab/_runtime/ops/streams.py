@@ -7,6 +7,7 @@ from typing import Any, Literal, TypedDict
 from tatolab._control.operations import Events
 from tatolab._control.source import StreamSource
 from tatolab._runtime.runtime import Runtime, request_env
+from tatolab._runtime import unwritten
 from tatolab._runtime.graph import node_entry
 from tatolab._runtime.ops import OPS, op
 from tatolab._runtime.rules import health
@@ -53,9 +54,17 @@ class TroubledNode(TypedDict):
     hung: bool
 
 
+class WriteFailure(TypedDict, total=False):
+    path: str
+    error: str | None
+    lost: int  # writes lost so far
+    failing: bool  # still failing (else: it writes there again)
+
+
 class Listing(TypedDict):
     streams: list[StreamRow]
     troubled: list[TroubledNode]  # nodes that crashed, restarted or hang
+    unwritten: list[WriteFailure]  # files the runtime could not write (a full disk, no descriptor left)
 
 
 class Stopped(TypedDict):
@@ -121,7 +130,8 @@ async def _attached(runtime: Runtime, stream: LoadedStream, summary: Loaded) -> 
 
 @op("streams")
 async def streams(runtime: Runtime) -> Listing:
-    """The streams on this machine (loaded, then kept ones not loaded now), and their nodes in trouble."""
+    """The streams on this machine (loaded, then kept ones not loaded now), their nodes in trouble,
+    and the files the runtime could not write."""
     troubled: list[TroubledNode] = []
     for stream in runtime.streams.values():
         for node in stream.graph["nodes"]:
@@ -132,7 +142,8 @@ async def streams(runtime: Runtime) -> Listing:
             if health.is_trouble(entry):
                 troubled.append({"stream": stream.name, **{k: entry[k] for k in  # type: ignore[typeddict-item]
                                  ("name", "state", "restarts", "last_error", "hung")}})
-    return {"streams": runtime.list_streams(), "troubled": troubled}  # type: ignore[typeddict-item]
+    return {"streams": runtime.list_streams(), "troubled": troubled,  # type: ignore[typeddict-item]
+            "unwritten": unwritten.report()}
 
 
 @op("stop")
