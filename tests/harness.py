@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -16,9 +15,12 @@ from typing import Callable
 
 import psutil
 
+from tatolab._control import paths
+from tatolab._links import shm
+
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-SHM_FOLDER = f"/dev/shm/tatolab-{os.geteuid()}"  # where every ring and status file lives
+SHM_FOLDER = shm.default_folder()  # where every ring and status file lives
 # Every Runtime a test makes, so conftest can end it (and the commands it started) even when the test fails.
 LIVE: list["Runtime"] = []
 
@@ -67,8 +69,7 @@ class Runtime:
     @property
     def shm_prefix(self) -> str:
         """Full path prefix of this runtime's shared-memory files, in the user's own folder."""
-        digest = hashlib.sha1(str((self.root / "state" / "tatolab").resolve()).encode()).hexdigest()[:10]
-        return f"{SHM_FOLDER}/tatolab-{digest}"
+        return paths.shm_namespace(self.root / "state" / "tatolab", make_folder=False)
 
     def shm_files(self) -> list[str]:
         """This runtime's shared-memory files (also any in /dev/shm itself, where none may be)."""

@@ -50,14 +50,31 @@ def shm_dir() -> Path:
     return Path(shm.private_folder())
 
 
-def shm_namespace() -> str:
-    """Prefix, as a full path in ``shm_dir()``, of every shared-memory file this runtime creates.
+def shm_namespace(state: Path | None = None, *, make_folder: bool = True) -> str:
+    """Prefix, as a full path in ``shm_dir()``, of every shared-memory file the runtime whose
+    state folder is ``state`` (this one's by default) creates.
 
     It depends on the state folder, so isolated runtimes (tests, side by side)
     never reap each other's files.
     """
-    digest = hashlib.sha1(str(state_dir().resolve()).encode()).hexdigest()[:10]
-    return str(shm_dir() / f"tatolab-{digest}")
+    digest = hashlib.sha1(str((state or state_dir()).resolve()).encode()).hexdigest()[:10]
+    folder = shm_dir() if make_folder else Path(shm.default_folder())
+    return str(folder / f"tatolab-{digest}")
+
+
+def stream_shm_prefix(namespace: str, instance: int) -> str:
+    """Prefix of one loaded stream's files (each load of a stream is a new instance)."""
+    return f"{namespace}-{instance}+"
+
+
+def ring_base(prefix: str, node: str, port: str) -> str:
+    """The ring of output ``node``/``port`` (its generations add ``.0``, ``.1``...: tatolab/_links/ring.py)."""
+    return f"{prefix}{node}+{port}"
+
+
+def status_file(prefix: str, node: str) -> str:
+    # "#" is never in a URL-safe name, so this cannot meet a ring file
+    return f"{prefix}{node}#status"
 
 
 # -- a stream's log ----------------------------------------------------------------------------

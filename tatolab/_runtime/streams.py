@@ -79,15 +79,13 @@ class LoadedStream:
 
     @property
     def shm_prefix(self) -> str:
-        """Full path prefix of this stream's shared-memory files (in the user's own folder)."""
-        return f"{paths.shm_namespace()}-{self.instance}+"
+        return paths.stream_shm_prefix(paths.shm_namespace(), self.instance)
 
     def ring_base(self, node: str, port: str) -> str:
-        return f"{self.shm_prefix}{node}+{port}"
+        return paths.ring_base(self.shm_prefix, node, port)
 
     def status_path(self, node: str) -> str:
-        # "#" is never in a URL-safe name, so this cannot meet a ring file
-        return f"{self.shm_prefix}{node}#status"
+        return paths.status_file(self.shm_prefix, node)
 
     def start(self, python: Path) -> None:
         self.log = self.log or StreamLog(self.name, self.project)
