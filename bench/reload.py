@@ -25,10 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 
-from _runtime import isolated_runtime  # noqa: E402
-from harness import wait_for  # noqa: E402  (tests/harness.py)
+from _runtime import isolated_runtime, wait_for  # noqa: E402  (tests/harness.py)
 from nodes_fixture import COUNTER, TAGGER  # noqa: E402  (the sample nodes the dev tests use too)
 from tatolab._control import protocol  # noqa: E402
 

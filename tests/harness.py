@@ -82,12 +82,14 @@ class Runtime:
                 pass
         return sorted(found)
 
-    def start(self) -> "Runtime":
+    def start(self, output: int | None = subprocess.PIPE, timeout: float = 10.0) -> "Runtime":
+        """Start it; its output is kept for ``stop`` to return (``output``: DEVNULL drops it, as a
+        long benchmark must, None shows it)."""
         self.process = subprocess.Popen(
-            [str(BIN / "tatolabd")], env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            [str(BIN / "tatolabd")], env=self.env, stdout=output, stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        wait_for(self.answers, what="tatolabd to answer on its socket")
+        wait_for(self.answers, timeout, what="tatolabd to answer on its socket")
         return self
 
     def answers(self) -> bool:
