@@ -8,12 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tatolab._host import spec as host_spec
 from tatolab._host import status
-from tatolab._host.spec import HostSpec, LinkSpec
+from tatolab._host.spec import HostSpec
 from tatolab._links import ring
 from tatolab._control import paths
-from tatolab._runtime.feed import Feed
 from tatolab._runtime.rules.exposure import exposure_levels, set_level
 from tatolab._runtime.logs import StreamLog
 from tatolab._runtime.supervisor import NodeProcess
@@ -158,51 +156,6 @@ class LoadedStream:
 
     def remote_links(self) -> dict[str, dict[str, Any]]:
         return {link_key(link): link for link in self.graph["links"] if "address" in link["from"]}
-
-    def bind_remote(self, key: str, wiring: LinkWiring) -> None:
-        """Wire a remote link: the reading node opens the source's ring from now on."""
-        link = self.remote_links()[key]
-        to = link["to"]
-        entry: LinkSpec = {"key": key, "base": wiring.base, "reader_index": wiring.reader_index, "start": "now"}
-        process = self.nodes[to["node"]]  # the compiler checked that the link's node exists
-        links = process.spec["inputs"][to["port"]]["links"]
-        links[:] = [existing for existing in links if existing["key"] != key] + [entry]  # a restart reads this
-        process.send(host_spec.add_link(to["port"], entry))
-        self.wiring[key] = wiring
-        self.waiting.pop(key, None)
-
-    def unbind_remote(self, key: str, reason: str) -> LinkWiring | None:
-        """Cut a remote link at once; it waits, with ``reason``, until it can be wired again."""
-        wiring = self.wiring.pop(key, None)
-        self.waiting[key] = reason
-        to = self.remote_links()[key]["to"]
-        process = self.nodes.get(to["node"])
-        if wiring is not None and process is not None:
-            links = process.spec["inputs"][to["port"]]["links"]
-            links[:] = [existing for existing in links if existing["key"] != key]
-            process.send(host_spec.remove_link(key))
-        return wiring
-
-    async def log_events(self, queue: Feed) -> Any:
-        """Log records as events until the stream ends, then one ``ended`` event."""
-        ended = asyncio.create_task(self.ended.wait())
-        record: asyncio.Task | None = None
-        try:
-            while True:
-                record = asyncio.create_task(queue.get())
-                done, _ = await asyncio.wait({record, ended}, return_when=asyncio.FIRST_COMPLETED)
-                if record in done:
-                    yield {"event": "log", "record": record.result()}
-                    continue
-                record.cancel()
-                while not queue.empty():
-                    yield {"event": "log", "record": queue.get_nowait()}
-                yield {"event": "ended", "reason": self.end_reason, "runtime_down": self.ended_by_runtime}
-                return
-        finally:
-            ended.cancel()
-            if record is not None:
-                record.cancel()
 
     async def stop(self, reason: str, *, by_runtime: bool = False) -> None:
         self.ended_by_runtime = by_runtime

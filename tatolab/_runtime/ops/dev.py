@@ -28,7 +28,7 @@ from tatolab._control.source import StreamSource
 from tatolab._runtime.feed import Feed
 from tatolab._runtime.runtime import Runtime, open_project, request_env
 from tatolab._runtime.ops import op
-from tatolab._runtime.ops.streams import Ended, LogEvent
+from tatolab._runtime.ops.streams import Ended, LogEvent, log_events
 from tatolab._runtime.rules.health import NodeState
 from tatolab._runtime.streams import LoadedStream
 from tatolab._runtime.watch import QUIET_MS, project_changes
@@ -234,7 +234,7 @@ class DevSession:
         assert stream.log is not None
         queue = stream.log.watch()
         try:
-            async for event in stream.log_events(queue):
+            async for event in log_events(stream, queue):
                 replaced = stream is self.retiring or stream is not self.stream
                 if event["event"] == "log":
                     if not (replaced and event["record"].get("node") is None):

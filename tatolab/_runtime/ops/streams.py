@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+import asyncio
+from typing import Any, AsyncIterator, Literal, TypedDict
 
 from tatolab._control.operations import Events
 from tatolab._control.source import StreamSource
 from tatolab._runtime.runtime import Runtime, request_env
 from tatolab._runtime import unwritten
+from tatolab._runtime.feed import Feed
 from tatolab._runtime.graph import node_entry
 from tatolab._runtime.ops import OPS, op
 from tatolab._runtime.rules import health
@@ -121,7 +123,7 @@ async def _attached(runtime: Runtime, stream: LoadedStream, summary: Loaded) -> 
     yield summary
     queue = stream.log.watch()
     try:
-        async for event in stream.log_events(queue):
+        async for event in log_events(stream, queue):
             yield event
     finally:
         stream.log.unwatch(queue)
@@ -150,3 +152,25 @@ async def streams(runtime: Runtime) -> Listing:
 async def stop(runtime: Runtime, name: str) -> Stopped:
     """Unload stream ``name``; a kept one is recorded as stopped, so it stays stopped across restarts."""
     return await runtime.stop(name)  # type: ignore[return-value]
+
+
+async def log_events(stream: LoadedStream, queue: Feed) -> AsyncIterator[LogEvent | Ended]:
+    """Log records as events until the stream ends, then one ``ended`` event."""
+    ended = asyncio.create_task(stream.ended.wait())
+    record: asyncio.Task | None = None
+    try:
+        while True:
+            record = asyncio.create_task(queue.get())
+            done, _ = await asyncio.wait({record, ended}, return_when=asyncio.FIRST_COMPLETED)
+            if record in done:
+                yield {"event": "log", "record": record.result()}
+                continue
+            record.cancel()
+            while not queue.empty():
+                yield {"event": "log", "record": queue.get_nowait()}
+            yield {"event": "ended", "reason": stream.end_reason, "runtime_down": stream.ended_by_runtime}
+            return
+    finally:
+        ended.cancel()
+        if record is not None:
+            record.cancel()
