@@ -314,8 +314,8 @@ def soak(setup: Setup, seconds: float = 20, interval_ms: int = 2) -> Result:
             (project / "stop").touch()
             elapsed = time.monotonic() - started
             counters = lambda: {l["key"]: l["counters"] for l in graph(rt, "soak")["links"]}  # noqa: E731
-            wait_for(lambda: all(c["behind"] == 0 for k, c in counters().items() if "newest" not in k),
-                     timeout=120, what="the ordered links to drain after the counter stopped")
+            wait_for(lambda: all(c["behind"] == 0 for c in counters().values()),
+                     timeout=120, what="every link to drain after the counter stopped")
             final = _sample(rt, "soak")
             links = graph(rt, "soak")["links"]
             nodes = nodes_by_name(rt, "soak")
@@ -340,6 +340,10 @@ def soak(setup: Setup, seconds: float = 20, interval_ms: int = 2) -> Result:
                       f"link {link['key']}: written {c['written']} != read {c['read']} + dropped {c['dropped']} "
                       f"+ behind {c['behind']}")
     result.expect(len(rows) == len(set(rows)) and rows == sorted(rows), "the ordered sink saw a bag twice or out of order")
+    newest_link = next(l["counters"] for l in links if l["delivery_profile"] == "newest")
+    newest_rows = len(read_jsonl(project / "newest.jsonl"))
+    result.expect(newest_rows == newest_link["read"],
+                  f"the newest link counts {newest_link['read']} bags read, and its node received {newest_rows}")
     missing = written - len(set(rows))
     result.expect(missing == dropped_ordered,
                   f"{missing} bags never reached the ordered sink, and the ordered links count {dropped_ordered} dropped")
