@@ -36,7 +36,7 @@ def isolated_runtime(prefix: str) -> Iterator[tuple[Path, dict[str, str], Path]]
                    TATOLAB_MACHINE_LOCK=str(root / "machine.lock"))
         env.pop("VIRTUAL_ENV", None)
         (root / "run").mkdir()
-        sock = root / "run" / "tatolab" / "local-api.sock"
+        sock = root / "run" / "streamlib" / "local-api.sock"
         daemon = subprocess.Popen([str(BIN / "tatolabd")], env=env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)
         try:

@@ -46,7 +46,7 @@ class Runtime:
         )
         self.env.pop("VIRTUAL_ENV", None)
         (root / "run").mkdir(parents=True, exist_ok=True)
-        self.socket = root / "run" / "tatolab" / "local-api.sock"
+        self.socket = root / "run" / "streamlib" / "local-api.sock"
         self.process: subprocess.Popen | None = None
         self.seen_pids: set[int] = set()
 
@@ -116,17 +116,19 @@ class Runtime:
 
         return [pid for pid in self.seen_pids if alive(pid)]
 
-    def cli(self, *args: str, cwd: Path | None = None, timeout: float = 60, check: bool = False) -> subprocess.CompletedProcess:
+    def cli(self, *args: str, cwd: Path | None = None, timeout: float = 60, check: bool = False,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         result = subprocess.run(
-            [str(BIN / "tatolab"), *args], env=self.env, cwd=cwd, capture_output=True, text=True, timeout=timeout
+            [str(BIN / "tatolab"), *args], env=env or self.env, cwd=cwd, capture_output=True, text=True,
+            timeout=timeout,
         )
         if check and result.returncode != 0:
             raise AssertionError(f"tatolab {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
         return result
 
-    def popen_cli(self, *args: str, cwd: Path | None = None) -> subprocess.Popen:
+    def popen_cli(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.Popen:
         return subprocess.Popen(
-            [str(BIN / "tatolab"), *args], env=self.env, cwd=cwd, stdout=subprocess.PIPE,
+            [str(BIN / "tatolab"), *args], env=env or self.env, cwd=cwd, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, start_new_session=True,
         )
 

@@ -10,7 +10,6 @@ import pytest
 
 from tatolab._runtime.crashes import (
     WHILE_LOADING,
-    WHILE_RUNNING,
     Lifecycle,
     RunState,
     involved_in_crash,
@@ -48,49 +47,60 @@ def test_a_stream_being_loaded_is_the_only_one_involved():
     assert involved_in_crash(crashed(loaded={"a", "b"}, loading={"c"})) == {"c": WHILE_LOADING}
 
 
-def test_with_nothing_narrower_every_loaded_kept_stream_is_involved():
-    assert involved_in_crash(crashed(loaded={"a", "b"})) == {"a": WHILE_RUNNING, "b": WHILE_RUNNING}
+def test_streams_that_were_only_running_are_not_involved():
+    # their code runs in node processes: an OOM kill or a power cut of the runtime is not theirs
+    assert involved_in_crash(crashed(loaded={"a", "b"})) == {}
     assert involved_in_crash(RunState(clean=True, loaded={"a"})) == {}
 
 
+def test_crashes_no_stream_caused_mark_no_kept_stream_failed():
+    marker = None
+    for pid in (43, 44, 45):  # three power cuts in a row, every kept stream running each time
+        marker, failed = run_and_crash(marker, loaded=KEPT)
+        assert failed == {}
+    verdict = start_run(marker, 46, KEPT)
+    assert verdict.crashed and verdict.involved == {} and verdict.failed == {} and verdict.state.streaks == {}
+
+
 def test_two_crashes_in_a_row_mark_the_stream_failed_and_spare_the_others():
-    marker, failed = run_and_crash(None, loaded={"a"})
+    marker, failed = run_and_crash(None, loaded={"b"}, loading={"a"})
     assert failed == {}
-    marker, failed = run_and_crash(marker, loaded={"a", "b"})  # b joined after the first crash
+    marker, failed = run_and_crash(marker, loading={"a", "b"})  # b involved from the second crash on
     assert failed == {}
     verdict = start_run(marker, 43, KEPT)
     assert set(verdict.failed) == {"a"}
     assert verdict.failed["a"].startswith("it was involved in the runtime's last 2 crashes in a row")
-    assert "while it was running" in verdict.failed["a"]
-    assert verdict.state.streaks == {"b": [WHILE_RUNNING]}  # one crash held against b, none against a now
+    assert "(the runtime died while it was being loaded, 2 times)" in verdict.failed["a"]
+    assert verdict.state.streaks == {"b": [WHILE_LOADING]}  # one crash held against b, none against a now
 
 
 def test_a_clean_stop_between_crashes_resets_the_count():
-    marker, _ = run_and_crash(None, loaded={"a"})
+    marker, _ = run_and_crash(None, loading={"a"})
     life = Lifecycle(start_run(marker, 43, KEPT).state)
     life.loaded("a")
     life.stopped_cleanly()
-    marker, failed = run_and_crash(life.state, loaded={"a"})
+    marker, failed = run_and_crash(life.state, loading={"a"})
     assert failed == {}
     assert start_run(marker, 44, KEPT).failed == {}
 
 
 def test_a_crash_that_does_not_involve_a_stream_ends_its_streak():
-    marker, _ = run_and_crash(None, loaded={"a", "b"})
+    marker, _ = run_and_crash(None, loading={"a", "b"})
     marker, _ = run_and_crash(marker, loaded={"a", "b"}, loading={"c"})  # only c is involved
     verdict = start_run(marker, 44, KEPT)
     assert verdict.failed == {} and verdict.state.streaks == {"c": [WHILE_LOADING]}
 
 
-def test_crashes_while_loading_then_running_both_count_and_the_reason_says_so():
+def test_a_crash_while_a_stream_only_runs_ends_its_streak():
     marker, _ = run_and_crash(None, loading={"a"})
     marker, _ = run_and_crash(marker, loaded={"a"})
-    reason = start_run(marker, 44, KEPT).failed["a"]
-    assert "while it was being loaded, then while it was running" in reason
+    marker, _ = run_and_crash(marker, loading={"a"})
+    verdict = start_run(marker, 44, KEPT)
+    assert verdict.failed == {} and verdict.state.streaks == {"a": [WHILE_LOADING]}
 
 
 def test_streams_without_a_record_are_dropped_and_removed_ones_start_afresh():
-    marker, _ = run_and_crash(None, loaded={"a", "gone"})
+    marker, _ = run_and_crash(None, loading={"a", "gone"})
     assert "gone" not in start_run(marker, 43, KEPT).state.streaks
     life = Lifecycle(start_run(marker, 43, KEPT).state)
     life.forget("a")  # `tatolab rm a` or a new `run -d`
@@ -98,7 +108,7 @@ def test_streams_without_a_record_are_dropped_and_removed_ones_start_afresh():
 
 
 def test_the_marker_round_trips_and_refuses_what_it_did_not_write():
-    state = RunState(clean=False, pid=7, loading={"x"}, loaded={"y"}, streaks={"y": [WHILE_RUNNING]})
+    state = RunState(clean=False, pid=7, loading={"x"}, loaded={"y"}, streaks={"y": [WHILE_LOADING]})
     assert RunState.from_json(json.loads(json.dumps(state.to_json()))) == state
     for bad in ([], {"pid": 3}, {"clean": "no"}, {"clean": True, "streaks": []}):
         with pytest.raises(ValueError):
@@ -106,7 +116,8 @@ def test_the_marker_round_trips_and_refuses_what_it_did_not_write():
 
 
 def record(name: str = "cam", project: str = "/p") -> KeptRecord:
-    graph = {"stream": name, "nodes": [{"name": "n", "class": "nodes.n:N"}], "links": [],
+    graph = {"stream": name, "nodes": [{"name": "n", "class": "nodes.n:N", "inputs": [], "outputs": [{"port": "out"}]}],
+             "links": [],
              "exposures": [{"node": "n", "port": "out", "level": "private"}]}
     return KeptRecord(name=name, project=project, python=f"{project}/.venv/bin/python", graph=graph)
 
@@ -182,3 +193,44 @@ def test_a_name_that_is_not_a_stream_name_never_reaches_outside_the_records(tmp_
     assert store.read("../victim") is None
     store.remove("../victim")
     assert victim.exists()
+
+
+def test_hidden_and_dotted_stream_names_are_records_like_any_other(tmp_path: Path):
+    store = RecordStore(tmp_path / "streams")
+    for name in (".cam", "..-..-x", "-x", "~"):
+        store.save(record(name))
+    store.path(".cam").with_name(f"..cam.json.{os.getpid()}.tmp").write_text("{")  # a write cut short
+    assert store.names() == ["-x", "..-..-x", ".cam", "~"]
+    assert all(isinstance(store.read(name), KeptRecord) for name in store.names())
+    (tmp_path / "streams" / "Cam.json").write_text("{}")  # made by hand: no stream has that name
+    assert store.strays() == [tmp_path / "streams" / "Cam.json"]
+
+
+def test_a_record_whose_graph_cannot_start_is_damaged_with_the_reason(tmp_path: Path):
+    store = RecordStore(tmp_path / "streams")
+    whole = record()
+    whole.graph["nodes"] = [
+        {"name": "src", "class": "nodes.s:S", "inputs": [], "outputs": [{"port": "out"}]},
+        {"name": "n", "class": "nodes.n:N", "inputs": [{"port": "in", "delivery_profile": "ordered"}], "outputs": []},
+    ]
+    whole.graph["links"] = [{"from": {"node": "src", "port": "out"}, "to": {"node": "n", "port": "in"}},
+                            {"from": {"address": "other/src/out"}, "to": {"node": "n", "port": "in"}}]
+    store.save(whole)
+    assert isinstance(store.read("cam"), KeptRecord)
+    breakages = {
+        "links to missing/in, which is not an input of its nodes": lambda g: g["links"][0]["to"].update(node="missing"),
+        "links from src/nope, which is not an output of its nodes": lambda g: g["links"][0]["from"].update(port="nope"),
+        "gives node n no list of outputs": lambda g: g["nodes"][1].pop("outputs"),
+        "gives node src no class (module:Class)": lambda g: g["nodes"][0].update({"class": 3}),
+        "has two nodes named n": lambda g: g["nodes"][0].update(name="n"),
+        "gives node src a port named '../../x', which is not a port name": lambda g: g["nodes"][0]["outputs"].append(
+            {"port": "../../x"}),
+        "has a link that is not from and to a port": lambda g: g["links"].append("src->n"),
+    }
+    for reason, breakage in breakages.items():
+        data = json.loads(json.dumps(whole.to_json()))
+        breakage(data["graph"])
+        store.path("cam").write_text(json.dumps(data))
+        damaged = store.read("cam")
+        assert isinstance(damaged, DamagedRecord), reason
+        assert f"its graph {reason}" in damaged.reason and damaged.project == "/p"

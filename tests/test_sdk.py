@@ -424,3 +424,9 @@ def test_convert_says_what_did_not_fit(kind):
     assert "ctx.inputs.read('readings')" in message
     with pytest.raises(BagError, match="missing required field `celsius`|field `celsius`: Field required"):
         _bags.convert({"sensor": "a"}, kind, node="alarm", port="readings")
+
+
+def test_url_safe_refuses_a_name_too_long_to_name_a_file():
+    assert url_safe("c" * 100) == "c" * 100
+    with pytest.raises(AddressError, match="is 101 characters long; a name has at most 100 characters"):
+        url_safe("c" * 101)

@@ -19,7 +19,8 @@ class _Hangup(Exception):
 
 def _load_args(args: argparse.Namespace) -> dict[str, Any]:
     project = os.path.abspath(args.dir or os.getcwd())
-    load: dict[str, Any] = {"project": project}
+    # the stream compiles and runs with this command's environment (`CAMERA=/dev/video2 tatolab run`)
+    load: dict[str, Any] = {"project": project, "env": dict(os.environ)}
     if args.target:
         load["target"] = args.target
     if args.file:
@@ -67,10 +68,8 @@ def cmd_streams(args: argparse.Namespace) -> int:
     if failed:
         print()
         for row in failed:
-            print(
-                f"{row['name']} failed: {row.get('reason', 'unknown')}. "
-                f"`tatolab start {row['name']}` retries it, `tatolab rm {row['name']}` forgets it."
-            )
+            hint = row.get("hint") or f"`tatolab rm {row['name']}` forgets it."
+            print(f"{row['name']} failed: {row.get('reason', 'unknown')}. {hint}")
     troubled = Client().request("troubled_nodes")
     if troubled:
         print()

@@ -93,17 +93,27 @@ def _import_node_class(class_path: str) -> type:
     return obj
 
 
+def import_from(project: str, sources: str | None) -> None:
+    """Put the project's modules first on the import path: a kept stream's snapshot of them
+    when there is one (the live files stay out of reach), else the project folder."""
+    if sources:
+        live = {"", project, os.path.realpath(project), os.getcwd()}
+        sys.path[:] = [entry for entry in sys.path if entry not in live]
+    sys.path.insert(0, sources or project)
+
+
 def main() -> None:
-    parent = os.environ.get("TATOLAB_PARENT_PID")
+    # the runtime's variables for this host, read once and gone before any user code runs
+    parent = os.environ.pop("TATOLAB_PARENT_PID", None)
+    log_fd = os.environ.pop("TATOLAB_LOG_FD", None)
     die_with_parent(int(parent) if parent else None)
     first = sys.stdin.readline()
     spec = json.loads(first) if first.strip() else {"op": "stop"}
     if spec.get("op") == "stop":
         return  # stopped before it was given its node
-    log_fd = os.environ.get("TATOLAB_LOG_FD")
     sink = _RecordSink(int(log_fd) if log_fd else None, spec["stream"], spec["node"])
     logging.basicConfig(level=logging.INFO, handlers=[_LoggingBridge(sink)], force=True)
-    sys.path.insert(0, spec["project"])
+    import_from(spec["project"], spec.get("sources"))
     os.chdir(spec["project"])
 
     try:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from tatolab._host.orphans import die_with_parent
+from tatolab._runtime.environment import stream_env
 
 COMPILE_TIMEOUT_S = 60
 
@@ -25,29 +25,28 @@ def project_python(project: Path) -> Path:
     return python
 
 
-def child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    for name in ("PYTHONHOME", "VIRTUAL_ENV", "__PYVENV_LAUNCHER__"):
-        env.pop(name, None)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
 async def compile_stream(
-    project: Path, *, target: str | None = None, file: str | None = None, name: str | None = None
+    project: Path,
+    *,
+    target: str | None = None,
+    file: str | None = None,
+    name: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
+    """The graph the project's stream function builds, run with ``env`` (the loading command's)."""
     python = project_python(project)
-    args = [str(python), "-m", "tatolab._compile", "--dir", str(project)]
+    # "--opt=value": a value starting with "-" (`--name=-x`) is never read as an option
+    args = [str(python), "-m", "tatolab._compile", f"--dir={project}"]
     if target:
-        args += ["--target", target]
+        args.append(f"--target={target}")
     if file:
-        args += ["--file", file]
+        args.append(f"--file={file}")
     if name:
-        args += ["--name", name]
+        args.append(f"--name={name}")
     process = await asyncio.create_subprocess_exec(
         *args,
         cwd=project,
-        env=child_env(),
+        env=stream_env(env),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -9,9 +9,11 @@ from typing import Any
 from tatolab._links import ring
 from tatolab._runtime import paths
 from tatolab._runtime.compiler import CompileError, compile_stream, project_python
+from tatolab._runtime.environment import command_env
 from tatolab._runtime.kept import KeptStreams
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.records import DamagedRecord
+from tatolab._runtime.snapshots import SnapshotError
 from tatolab._runtime.streams import LoadedStream
 from tatolab._runtime.wiring import release_remote, rewire
 
@@ -31,6 +33,14 @@ def open_project(project: str | Path) -> tuple[Path, Path]:
         raise ControlError(str(exc)) from None
 
 
+def request_env(value: Any) -> dict[str, str] | None:
+    """The loading command's environment from a request, less the runtime's own variables."""
+    try:
+        return command_env(value)
+    except ValueError as exc:
+        raise ControlError(str(exc)) from None
+
+
 class Runtime:
     def __init__(self, kept: KeptStreams | None = None) -> None:
         self.streams: dict[str, LoadedStream] = {}
@@ -47,10 +57,12 @@ class Runtime:
         file: str | None = None,
         name: str | None = None,
         mode: str = "attached",
+        env: dict[str, str] | None = None,
     ) -> LoadedStream:
+        """Compile and start a stream; ``env`` is the loading command's environment (environment.py)."""
         project_dir, python = open_project(project)
         try:
-            graph = await compile_stream(project_dir, target=target, file=file, name=name)
+            graph = await compile_stream(project_dir, target=target, file=file, name=name, env=env)
         except CompileError as exc:
             raise ControlError(str(exc)) from None
         async with self._load_lock:
@@ -58,24 +70,28 @@ class Runtime:
                 raise ControlError("the runtime is stopping")
             stream_name = graph["stream"]
             if mode == "kept":
-                return await self._keep(stream_name, project_dir, python, graph, target=target, file=file)
+                return await self._keep(stream_name, project_dir, python, graph, target=target, file=file, env=env)
             self.check_name_free(stream_name)
-            stream = LoadedStream(name=stream_name, project=project_dir, graph=graph, mode=mode)
+            stream = LoadedStream(name=stream_name, project=project_dir, graph=graph, mode=mode, env=env)
             self.start_stream(stream, python)
         return stream
 
     async def _keep(self, name: str, project: Path, python: Path, graph: dict[str, Any], *,
-                    target: str | None, file: str | None) -> LoadedStream:
-        """`run -d`, under the load lock: record the stream, replacing this project's earlier
-        version of it (record and running stream), and start it."""
+                    target: str | None, file: str | None, env: dict[str, str] | None) -> LoadedStream:
+        """`run -d`, under the load lock: snapshot the project's modules, record the stream,
+        replacing this project's earlier version of it (record, snapshot and running stream), and start it."""
         old = self.streams.get(name)
         if old is not None and not (old.mode == "kept" and old.project == project):
             old = None
         self.check_name_free(name, replacing=old, keeping_from=project)
+        try:
+            sources = await asyncio.to_thread(self.kept.snapshot, name, project)
+        except SnapshotError as exc:
+            raise ControlError(f"{name} cannot be kept: {exc}") from None
         if old is not None:
             await self._unload(old, "replaced by a new `tatolab run -d`")
-        record = self.kept.keep(name, project, python, graph, target=target, file=file)
-        stream = LoadedStream(name=name, project=project, graph=graph, mode="kept")
+        record = self.kept.keep(name, project, python, graph, target=target, file=file, env=env, sources=sources)
+        stream = LoadedStream(name=name, project=project, graph=graph, mode="kept", env=env, sources=sources)
         try:
             self.start_stream(stream, python)
         except ControlError as exc:
@@ -123,6 +139,7 @@ class Runtime:
         old: LoadedStream | None = None,
         mode: str = "attached",
         reason: str = "replaced by a new version",
+        env: dict[str, str] | None = None,
     ) -> LoadedStream:
         """Start the compiled ``graph`` in place of ``old`` (which may have another name, or be None).
 
@@ -141,7 +158,7 @@ class Runtime:
                 self.check_name_free(graph["stream"], replacing=old)
                 if old is not None:
                     await self._unload(old, reason)
-                stream = LoadedStream(name=graph["stream"], project=project, graph=graph, mode=mode)
+                stream = LoadedStream(name=graph["stream"], project=project, graph=graph, mode=mode, env=env)
                 self.start_stream(stream, python)
                 return stream
 
@@ -152,7 +169,8 @@ class Runtime:
         self.streams[stream.name] = stream
         try:
             stream.start(python)
-        except (OSError, ring.RingError) as exc:  # shared memory full, say: nothing half-started stays
+        # shared memory full, or a graph it cannot wire: raised before any node starts, nothing half-started stays
+        except (OSError, ring.RingError, KeyError, TypeError, ValueError) as exc:
             self.streams.pop(stream.name, None)
             ring.reap(stream.shm_prefix)  # rings are made before any node starts
             if stream.log is not None:

@@ -1,13 +1,15 @@
 """The two-crash rule, as plain state: no files, no processes.
 
 While it runs, the runtime keeps a marker in its state folder (see ``kept.py``) saying that
-it is running, which kept streams it is loading and which it has loaded. A clean stop
-rewrites the marker as clean. At the next start a marker still saying "running" means the
-previous runtime crashed (SIGKILL, a fatal error, a segfault), and the marker tells which
-streams were involved:
+it is running, which kept streams it is loading (or changing) and which it has loaded. A
+clean stop rewrites the marker as clean. At the next start a marker still saying "running"
+means the previous runtime died (SIGKILL, a fatal error, a segfault, but also an OOM kill or a
+power cut that no stream caused).
 
-- the streams being loaded or started at that moment, when there were any;
-- otherwise every kept stream that was loaded (nothing narrower is known).
+A crash is attributed only to what ran inside the runtime's own process when it died: the
+kept streams it was loading or changing at that moment (building their rings and node specs,
+wiring them). A running stream's code runs in its node processes, never in the runtime's, so
+a stream that was merely running is not involved: two power cuts in a row mark nothing failed.
 
 A kept stream involved in the last two crashes in a row is marked failed. A crash that does
 not involve a stream ends its streak, and a clean stop ends every streak.
@@ -20,7 +22,6 @@ from typing import Any
 
 CRASHES_TO_FAIL = 2
 WHILE_LOADING = "while it was being loaded"
-WHILE_RUNNING = "while it was running"
 
 
 @dataclass
@@ -66,12 +67,11 @@ class RunState:
 
 
 def involved_in_crash(previous: RunState) -> dict[str, str]:
-    """The streams the previous run's crash is attributed to, each with how; empty after a clean stop."""
+    """The streams the previous run's crash is attributed to, each with how; empty after a clean
+    stop, and empty when the runtime was only running streams (their code runs in other processes)."""
     if previous.clean:
         return {}
-    if previous.loading:
-        return {name: WHILE_LOADING for name in previous.loading}
-    return {name: WHILE_RUNNING for name in previous.loaded}
+    return {name: WHILE_LOADING for name in previous.loading}
 
 
 @dataclass

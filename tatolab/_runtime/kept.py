@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from tatolab._host.orphans import die_with_parent
-from tatolab._runtime.compiler import child_env
+from tatolab._runtime import snapshots
+from tatolab._runtime.environment import stream_env
 from tatolab._runtime.crashes import Lifecycle, RunState, start_run
 from tatolab._runtime.records import DamagedRecord, KeptRecord, RecordStore, write_json_atomically
 from tatolab._runtime.streams import LoadedStream
+from tatolab._sdk.naming import as_argument
 
 if TYPE_CHECKING:
     from tatolab._runtime.control import Runtime
@@ -28,7 +30,9 @@ _CHECK_MARK = "TATOLAB-NODE-CHECK "
 _CHECK_SCRIPT = r"""
 import importlib, json, sys
 spec = json.loads(sys.stdin.readline())
-sys.path.insert(0, spec["project"])
+if spec["sources"]:  # import as the node host will: from the kept snapshot, not the live files
+    sys.path[:] = [p for p in sys.path if p not in ("", spec["project"])]
+sys.path.insert(0, spec["sources"] or spec["project"])
 problems = {}
 try:
     import tatolab._host.main
@@ -58,6 +62,7 @@ class KeptStreams:
 
     def __init__(self, state: Path, say: Say = _quiet) -> None:
         self.store = RecordStore(state / "streams")
+        self.sources = state / "sources"  # snapshots of kept projects' modules (snapshots.py)
         self.marker = state / "running.json"
         self.say = say
         self.lifecycle = Lifecycle(RunState())
@@ -68,8 +73,15 @@ class KeptStreams:
         """Read the previous run's marker, apply the two-crash rule, and mark this run as running."""
         for path in self.store.remove_leftover_temporaries():
             self.say("warning", f"removed {path}, a record write cut short by a crash; the record before it is intact")
+        for path in self.store.strays():
+            self.say("warning", f"{path} is not read: {path.stem!r} is not a stream name (lowercase letters, digits "
+                     "and -._~); rename it to the name inside it, or remove it")
         previous = self._read_marker()
-        records = {r.name: r for r in self.store.read_all() if isinstance(r, KeptRecord)}
+        every = self.store.read_all()
+        records = {r.name: r for r in every if isinstance(r, KeptRecord)}
+        # a snapshot a crash cut short, or one a replaced or removed record used (a damaged record's stay)
+        damaged = frozenset(r.name for r in every if isinstance(r, DamagedRecord))
+        snapshots.prune(self.sources, {name: r.sources for name, r in records.items()}, leave=damaged)
         verdict = start_run(previous, os.getpid(), set(records))
         if verdict.crashed:
             who = previous.pid if previous and previous.pid else "unknown"
@@ -128,15 +140,21 @@ class KeptStreams:
     def holder(self, name: str) -> KeptRecord | DamagedRecord | None:
         return self.store.read(name)
 
+    def snapshot(self, name: str, project: Path) -> Path:
+        """A new snapshot of ``project``'s modules for ``name`` (raises snapshots.SnapshotError)."""
+        return snapshots.take(project, self.sources, name)
+
     def keep(self, name: str, project: Path, python: Path, graph: dict[str, Any], *,
-             target: str | None, file: str | None) -> KeptRecord:
-        """Record a stream from `run -d` (replacing any record of that name) before it starts."""
+             target: str | None, file: str | None, env: dict[str, str] | None, sources: Path) -> KeptRecord:
+        """Record a stream from `run -d` (replacing any record of that name) before it starts;
+        the snapshot the replaced record used is removed once the new record is written."""
         record = KeptRecord(name=name, project=str(project), python=str(python), graph=graph,
-                            target=target, file=file)
+                            target=target, file=file, env=env, sources=str(sources))
         self.lifecycle.forget(name)
         self.lifecycle.loading(name)
         self._write_marker()
         self.store.save(record)
+        snapshots.prune(self.sources, {name: str(sources)}, only=name)
         return record
 
     def mark_failed(self, record: KeptRecord, reason: str) -> None:
@@ -152,6 +170,7 @@ class KeptStreams:
 
     def forget(self, name: str) -> None:
         self.store.remove(name)
+        snapshots.forget(self.sources, name)
         self.lifecycle.forget(name)
         self._write_marker()
 
@@ -163,11 +182,14 @@ class KeptStreams:
                 continue
             if isinstance(record, DamagedRecord):
                 rows.append({"name": record.name, "state": "failed", "nodes": None,
-                             "project": record.project or "-", "reason": record.reason})
+                             "project": record.project or "-", "reason": record.reason,
+                             "hint": record.fix[0].upper() + record.fix[1:] + "."})
                 continue
             row = {"name": record.name, "state": record.state, "nodes": None, "project": record.project}
             if record.failed:
                 row["reason"] = record.failed
+                arg = as_argument(record.name)
+                row["hint"] = f"`tatolab start {arg}` retries it, `tatolab rm {arg}` forgets it."
             rows.append(row)
         return rows
 
@@ -186,16 +208,19 @@ async def preflight(record: KeptRecord) -> str | None:
     if not python.exists():
         return (f"its project's Python environment is gone: {python} does not exist; "
                 f"run `uv sync` in {project}, then start it again")
+    if record.sources is not None and not Path(record.sources).is_dir():
+        return (f"the copy of its project's modules kept at `run -d` ({record.sources}) is gone; "
+                f"run `tatolab run -d` in {project} to keep it again")
     classes = {node["name"]: node["class"] for node in record.graph["nodes"] if node.get("class")}
     try:
         process = await asyncio.create_subprocess_exec(
-            str(python), "-c", _CHECK_SCRIPT, cwd=project, env=child_env(),
+            str(python), "-c", _CHECK_SCRIPT, cwd=project, env=stream_env(record.env),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             preexec_fn=die_with_parent,
         )
     except OSError as exc:
         return f"its interpreter {python} cannot start: {exc.strerror}"
-    request = json.dumps({"project": str(project), "classes": classes}) + "\n"
+    request = json.dumps({"project": str(project), "sources": record.sources, "classes": classes}) + "\n"
     try:
         out, err = await asyncio.wait_for(process.communicate(request.encode()), CHECK_TIMEOUT_S)
     except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
@@ -214,7 +239,8 @@ async def preflight(record: KeptRecord) -> str | None:
     if problems:
         node, problem = sorted(problems.items())[0]
         more = f" (and {len(problems) - 1} more node(s))" if len(problems) > 1 else ""
-        return f"node {node} ({classes[node]}) cannot be imported from {project}: {_strip(problem)}{more}"
+        where = f"the copy of {project} kept at `run -d` ({record.sources})" if record.sources else str(project)
+        return f"node {node} ({classes[node]}) cannot be imported from {where}: {_strip(problem)}{more}"
     return None
 
 
@@ -238,7 +264,8 @@ async def start_kept(runtime: "Runtime", name: str, record: KeptRecord) -> Loade
             if problem:
                 kept.mark_failed(current, _strip(problem))
                 raise KeptLoadFailed(name, _strip(problem))
-            stream = LoadedStream(name=name, project=Path(current.project), graph=current.graph, mode="kept")
+            stream = LoadedStream(name=name, project=Path(current.project), graph=current.graph, mode="kept",
+                                  env=current.env, sources=Path(current.sources) if current.sources else None)
             try:
                 runtime.start_stream(stream, Path(current.python))
             except Exception as exc:  # ControlError: its rings could not be made
@@ -274,7 +301,9 @@ async def load_at_start(runtime: "Runtime") -> None:
         except KeptLoadFailed:
             continue  # already reported by mark_failed
         except Exception as exc:  # a bug must not keep the other streams from starting
-            kept.say("error", f"loading kept stream {record.name} failed: {exc!r}", stream=record.name)
+            current = kept.holder(record.name)
+            if isinstance(current, KeptRecord):
+                kept.mark_failed(current, f"loading it failed: {exc!r}")
             continue
         if stream is not None:
             kept.say("info", f"kept stream {record.name} loaded from its record "

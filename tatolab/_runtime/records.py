@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tatolab._safe_fs import create_private_file, private_dir
 from tatolab._sdk.errors import AddressError
-from tatolab._sdk.naming import url_safe
+from tatolab._sdk.naming import as_argument, url_safe
 
 RECORD_VERSION = 1
 _TEMP_SUFFIX = ".tmp"
@@ -21,9 +22,9 @@ _TEMP_SUFFIX = ".tmp"
 
 def write_atomically(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data``: afterwards it holds the old bytes or the new ones, never a mix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent, "the runtime's state folder")
     temp = path.with_name(f".{path.name}.{os.getpid()}{_TEMP_SUFFIX}")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = create_private_file(temp, "a record's temporary file", os.O_WRONLY)
     try:
         view = memoryview(data)
         while view:
@@ -60,6 +61,8 @@ class KeptRecord:
     stopped: bool = False
     failed: str | None = None  # the reason, while the runtime does not load it
     kept_at: str = ""
+    env: dict[str, str] | None = None  # the environment of the `run -d` command (None: the runtime's)
+    sources: str | None = None  # the snapshot of the project's modules its nodes import (None: the live files)
 
     @property
     def exposures(self) -> list[dict[str, Any]]:
@@ -82,6 +85,8 @@ class KeptRecord:
             "failed": self.failed,
             "kept_at": self.kept_at or time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "exposures": self.exposures,
+            "sources": self.sources,
+            "env": self.env,
             "graph": self.graph,
         }
 
@@ -96,8 +101,16 @@ class KeptRecord:
             if not isinstance(data.get(key), kind):
                 raise ValueError(f"its {key!r} is missing or not a {kind.__name__}")
         graph = data["graph"]
-        if not isinstance(graph.get("nodes"), list) or not isinstance(graph.get("links"), list):
-            raise ValueError("its graph has no node or link list")
+        problem = graph_problem(graph)
+        if problem:
+            raise ValueError(f"its graph {problem}")
+        env, sources = data.get("env"), data.get("sources")
+        if env is not None and not (
+            isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+        ):
+            raise ValueError("its 'env' is not an object of text variables")
+        if sources is not None and not isinstance(sources, str):
+            raise ValueError("its 'sources' is not a path")
         failed = data.get("failed")
         return cls(
             name=data["name"],
@@ -109,7 +122,59 @@ class KeptRecord:
             stopped=data["stopped"],
             failed=str(failed) if failed else None,
             kept_at=str(data.get("kept_at") or ""),
+            env=env,
+            sources=sources,
         )
+
+
+def graph_problem(graph: dict[str, Any]) -> str | None:
+    """What makes ``graph`` impossible to start (a hand edit, another version), or None.
+
+    Checks what starting a stream relies on: named nodes with a class and port lists, and
+    links whose ends are ports of those nodes.
+    """
+    nodes, links = graph.get("nodes"), graph.get("links")
+    if not isinstance(nodes, list) or not isinstance(links, list):
+        return "has no node or link list"
+    inputs: set[tuple[str, str]] = set()
+    outputs: set[tuple[str, str]] = set()
+    names: set[str] = set()
+    for index, node in enumerate(nodes):
+        if not isinstance(node, dict) or not isinstance(node.get("name"), str) or not is_stream_name(node["name"]):
+            return f"has a node (number {index + 1}) with no valid name"
+        name = node["name"]
+        if name in names:
+            return f"has two nodes named {name}"
+        names.add(name)
+        if not isinstance(node.get("class"), str) or ":" not in node["class"]:
+            return f"gives node {name} no class (module:Class)"
+        if not isinstance(node.get("config", {}) or {}, dict):
+            return f"gives node {name} a config that is not an object"
+        for kind, ports in (("inputs", inputs), ("outputs", outputs)):
+            listed = node.get(kind)
+            if not isinstance(listed, list) or not all(
+                isinstance(p, dict) and isinstance(p.get("port"), str) for p in listed
+            ):
+                return f"gives node {name} no list of {kind}"
+            for port in listed:  # port names become file names: never a path
+                if not is_stream_name(port["port"]):
+                    return f"gives node {name} a port named {port['port']!r}, which is not a port name"
+            if kind == "inputs" and not all(isinstance(p.get("delivery_profile"), str) for p in listed):
+                return f"gives an input of node {name} no delivery profile"
+            ports.update((name, p["port"]) for p in listed)
+    for link in links:
+        source = link.get("from") if isinstance(link, dict) else None
+        target = link.get("to") if isinstance(link, dict) else None
+        if not isinstance(source, dict) or not isinstance(target, dict):
+            return f"has a link that is not from and to a port: {link!r}"
+        if (target.get("node"), target.get("port")) not in inputs:
+            return f"links to {target.get('node')}/{target.get('port')}, which is not an input of its nodes"
+        if "address" in source:
+            if not isinstance(source["address"], str):
+                return f"has a link from an address that is not text: {source!r}"
+        elif (source.get("node"), source.get("port")) not in outputs:
+            return f"links from {source.get('node')}/{source.get('port')}, which is not an output of its nodes"
+    return None
 
 
 @dataclass
@@ -127,7 +192,8 @@ class DamagedRecord:
 
     @property
     def fix(self) -> str:
-        return f"`tatolab rm {self.name}` forgets it; then `tatolab run -d` in its project keeps it again"
+        where = self.project or "its project"
+        return f"`tatolab rm {as_argument(self.name)}` forgets it; then `tatolab run -d` in {where} keeps it again"
 
 
 _PROJECT_IN_TEXT = re.compile(r'"project":\s*"((?:[^"\\]|\\.)*)"')
@@ -179,7 +245,12 @@ class RecordStore:
             entries = sorted(os.listdir(self.folder))
         except FileNotFoundError:
             return []
-        return [e[: -len(".json")] for e in entries if e.endswith(".json") and not e.startswith(".")]
+        # Hidden names (".cam") are stream names too; a temporary ends in ".tmp", never ".json".
+        return [e[: -len(".json")] for e in entries if e.endswith(".json")]
+
+    def strays(self) -> list[Path]:
+        """Files named like records whose name no stream can have (a hand-made ``Cam.json``)."""
+        return [self.folder / f"{name}.json" for name in self.names() if not is_stream_name(name)]
 
     def read_all(self) -> list[KeptRecord | DamagedRecord]:
         records = [self.read(name) for name in self.names()]

@@ -62,6 +62,8 @@ class LoadedStream:
     project: Path
     graph: dict[str, Any]
     mode: str  # "attached" | "kept"
+    env: dict[str, str] | None = None  # the loading command's environment (None: the runtime's own)
+    sources: Path | None = None  # a kept stream's snapshot of the project's modules (None: the live files)
     instance: int = field(default_factory=lambda: next(_instance_ids))
     nodes: dict[str, NodeProcess] = field(default_factory=dict)
     rings: dict[tuple[str, str], OutputRing] = field(default_factory=dict)
@@ -105,6 +107,7 @@ class LoadedStream:
                 "memory_limit_mb": node.get("memory_limit_mb"),
                 "status": self.status_path(node["name"]),
                 "project": str(self.project),
+                "sources": str(self.sources) if self.sources is not None else None,
                 "inputs": {
                     port["port"]: {"delivery_profile": port["delivery_profile"], "links": []}
                     for port in node["inputs"]
@@ -125,7 +128,8 @@ class LoadedStream:
                 {"key": link_key(link), "base": out.base, "reader_index": wiring.reader_index}
             )
         for name, spec in specs.items():
-            process = NodeProcess(stream=self.name, spec=spec, python=python, project=self.project, log=self.log)
+            process = NodeProcess(stream=self.name, spec=spec, python=python, project=self.project, log=self.log,
+                                  env=self.env)
             self.nodes[name] = process
             process.start()
 

@@ -16,7 +16,7 @@ from tatolab import _records
 from tatolab._host.orphans import die_with_parent
 from tatolab._host.status import NodeStatus
 from tatolab._runtime import health
-from tatolab._runtime.compiler import child_env
+from tatolab._runtime.environment import stream_env
 from tatolab._runtime.logs import StreamLog
 
 FIRST_BACKOFF_S = 0.2
@@ -38,8 +38,10 @@ def describe_exit(code: int) -> str:
 
 
 class NodeProcess:
-    def __init__(self, *, stream: str, spec: dict[str, Any], python: Path, project: Path, log: StreamLog) -> None:
+    def __init__(self, *, stream: str, spec: dict[str, Any], python: Path, project: Path, log: StreamLog,
+                 env: dict[str, str] | None = None) -> None:
         self.stream = stream
+        self.env = env  # the loading command's environment (None: the runtime's own)
         self.name = spec["node"]
         self.spec = spec
         self.python = python
@@ -166,7 +168,7 @@ class NodeProcess:
 
     async def _run_once(self) -> int:
         read_fd, write_fd = os.pipe()
-        env = child_env()
+        env = stream_env(self.env)
         env["TATOLAB_LOG_FD"] = str(write_fd)
         env["TATOLAB_PARENT_PID"] = str(os.getpid())
         self.state = "starting"

@@ -8,6 +8,9 @@ from typing import NamedTuple
 from tatolab._sdk.errors import AddressError
 
 _ALLOWED = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-._~")
+# Names become file names (a kept stream's record, a ring in /dev/shm holds stream, node and
+# port names together), which a file system caps at 255 bytes.
+MAX_NAME_LENGTH = 100
 
 
 def url_safe(name: str) -> str:
@@ -30,7 +33,21 @@ def url_safe(name: str) -> str:
             f"The name {name!r} has nothing left once made URL-safe ({safe!r}); "
             "use letters or digits, e.g. 'camera-1'."
         )
+    if len(safe) > MAX_NAME_LENGTH:
+        raise AddressError(
+            f"The name {safe[:40]!r}... is {len(safe)} characters long; a name has at most "
+            f"{MAX_NAME_LENGTH} characters. Give a shorter one."
+        )
     return safe
+
+
+def as_argument(name: str) -> str:
+    """How ``name`` is written after a `tatolab` command: a name that starts with ``-`` needs ``--`` first.
+
+    >>> as_argument("-x")
+    '-- -x'
+    """
+    return f"-- {name}" if name.startswith("-") else name
 
 
 class Address(NamedTuple):

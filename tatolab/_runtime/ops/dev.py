@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 from tatolab._runtime.compiler import CompileError, compile_stream
-from tatolab._runtime.control import ControlError, Runtime, open_project
+from tatolab._runtime.control import ControlError, Runtime, open_project, request_env
 from tatolab._runtime.ops import op
 from tatolab._runtime.streams import LoadedStream
 from tatolab._runtime.watch import QUIET_MS, project_changes
@@ -38,9 +38,10 @@ async def dev(
     target: str | None = None,
     file: str | None = None,
     name: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
     project_dir, _ = open_project(project)
-    session = DevSession(runtime, project_dir, {"target": target, "file": file, "name": name})
+    session = DevSession(runtime, project_dir, {"target": target, "file": file, "name": name}, request_env(env))
     session.start_watching()
     try:
         await session.first_load()  # a refused name ends dev here, as an error answer
@@ -51,10 +52,11 @@ async def dev(
 
 
 class DevSession:
-    def __init__(self, runtime: Runtime, project: Path, which: dict[str, Any]) -> None:
+    def __init__(self, runtime: Runtime, project: Path, which: dict[str, Any], env: dict[str, str] | None) -> None:
         self.runtime = runtime
         self.project = project
         self.which = which
+        self.env = env  # the `tatolab dev` command's: every version compiles and runs with it
         self.stream: LoadedStream | None = None
         self.retiring: LoadedStream | None = None  # the version being replaced: its end is not dev's end
         self.out: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
@@ -135,13 +137,14 @@ class DevSession:
             await self._swap_in(graph, detected_ns, reload=True)
 
     async def _compile(self) -> dict[str, Any]:
-        return await compile_stream(self.project, **{k: v for k, v in self.which.items() if v})
+        return await compile_stream(self.project, env=self.env, **{k: v for k, v in self.which.items() if v})
 
     async def _swap_in(self, graph: dict[str, Any], detected_ns: int, *, reload: bool) -> None:
         old = self.stream
         self.retiring = old
         started_ns = time.monotonic_ns()
-        self.swap = asyncio.ensure_future(self.runtime.replace(self.project, graph, old=old, reason=RELOAD_REASON))
+        self.swap = asyncio.ensure_future(self.runtime.replace(self.project, graph, old=old, reason=RELOAD_REASON,
+                                                                 env=self.env))
         try:
             stream = await asyncio.shield(self.swap)
         except ControlError as exc:

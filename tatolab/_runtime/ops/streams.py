@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterator
 
-from tatolab._runtime.control import ControlError, Runtime
+from tatolab._runtime.control import ControlError, Runtime, request_env
 from tatolab._runtime.ops import op
 
 
@@ -21,10 +21,11 @@ async def load(
     file: str | None = None,
     name: str | None = None,
     mode: str = "attached",
+    env: dict[str, str] | None = None,
 ) -> Any:
     if mode not in ("attached", "kept"):
         raise ControlError(f"mode must be attached or kept, not {mode!r}")
-    stream = await runtime.load(project, target=target, file=file, name=name, mode=mode)
+    stream = await runtime.load(project, target=target, file=file, name=name, mode=mode, env=request_env(env))
     summary = {"name": stream.name, "project": str(stream.project), "nodes": len(stream.graph["nodes"])}
     if mode == "kept":
         return summary
