@@ -15,7 +15,7 @@ from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from harness import BIN, Runtime, wait_for  # noqa: E402,F401  (BIN and wait_for for the benchmarks)
+from harness import Runtime, wait_for  # noqa: E402,F401  (wait_for: for the benchmarks)
 
 
 @contextlib.contextmanager

@@ -63,10 +63,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         getattr(args, "usage_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         code = args.func(args)
+    except ControlError as exc:  # a refusal, with its fixes
+        code = fail(render(exc))
     except (NoRuntime, RequestFailed) as exc:
         code = fail(str(exc))
-    except ControlError as exc:
-        code = fail(render(exc))
     except BrokenPipeError:
         code = _stdout_closed()
     sys.exit(code)

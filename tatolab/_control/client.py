@@ -36,6 +36,10 @@ class RequestFailed(Exception):
     pass
 
 
+class Refused(RequestFailed, ControlError):
+    """The runtime refused the request: a ControlError (code, message, fixes) from its answer."""
+
+
 class NoAnswer(RequestFailed):
     def __init__(self, path: Path, seconds: float) -> None:
         super().__init__(
@@ -122,7 +126,7 @@ class Client:
             raise RuntimeGone(unsent)
         answer = protocol.decode(line)
         if not answer.get("ok"):
-            raise ControlError.from_wire(answer)  # the CLI renders its fixes (tatolab/_cli/errors.py)
+            raise Refused.from_wire(answer)  # the CLI renders its fixes (tatolab/_cli/errors.py)
         return answer.get("result")
 
     def next_message(self) -> dict[str, Any] | None:
@@ -181,7 +185,7 @@ class AsyncClient:
         if answer is None:
             raise RequestFailed("the runtime closed the connection before answering")
         if not answer.get("ok"):
-            raise ControlError.from_wire(answer)
+            raise Refused.from_wire(answer)
         return answer.get("result")
 
     async def next_message(self) -> dict[str, Any] | None:
