@@ -796,7 +796,7 @@ def fuzz_control(setup: Setup, examples: int = 150) -> Result:
         lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
         max_leaves=12,
     )
-    arg_names = sorted({name for op in OPS.values() for name in op.__code__.co_varnames[1:op.__code__.co_argcount]}
+    arg_names = sorted({name for op in OPS.values() for name in op.arguments.__struct_fields__}
                        | {"name", "project", "address", "stream"})
     requests = st.fixed_dictionaries(
         {"op": st.sampled_from(sorted(OPS)) | st.text(max_size=10)},

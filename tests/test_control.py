@@ -108,3 +108,22 @@ def test_the_async_client_asks_and_gets_refusals_as_data(tmp_path):
             server.close()
 
     asyncio.run(scenario())
+
+
+def test_the_runtime_lists_every_operation_with_a_description_and_json_schemas():
+    import json
+
+    from tatolab._runtime.ops import OPS, load_all
+
+    load_all()
+    listing = {name: operation.schema() for name, operation in OPS.items()}
+    json.dumps(listing)  # all of it is JSON
+    assert {"operations", "load", "streams", "stop", "start", "rm", "dev", "graph", "tap", "logs", "expose"} <= set(listing)
+    for name, described in listing.items():
+        assert described["description"], name
+        assert described["arguments"]["type"] == "object", name
+        assert ("events" in described) is described["talks"], name
+    assert listing["logs"]["talks"] and listing["tap"]["talks"] and not listing["streams"]["talks"]
+    assert set(listing["logs"]["arguments"]["properties"]) == {"stream", "node", "level", "since", "tail", "follow"}
+    streams_answer = listing["streams"]["$defs"]["Listing"]["properties"]
+    assert set(streams_answer) == {"streams", "troubled", "unwritten"}

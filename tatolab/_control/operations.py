@@ -49,9 +49,16 @@ class Operation:
         return {name: getattr(typed, name) for name in self.arguments.__struct_fields__}
 
     def schema(self) -> dict[str, Any]:
-        types = [self.arguments, self.result, self.events]
-        (arguments, result, events), components = msgspec.json.schema_components(
-            [Any if t is None else t for t in types], ref_template="#/$defs/{name}")
+        # msgspec describes a union of TypedDicts member by member: anyOf is assembled here
+        groups = [[self.arguments], _members(self.result), _members(self.events)]
+        flat, components = msgspec.json.schema_components(
+            [t for group in groups for t in group], ref_template="#/$defs/{name}")
+        schemas, at = [], 0
+        for group in groups:
+            part = list(flat[at:at + len(group)])
+            at += len(group)
+            schemas.append(part[0] if len(part) == 1 else {"anyOf": part})
+        arguments, result, events = schemas
         arguments = components.pop(self.arguments.__name__, arguments)
         arguments.pop("title", None)
         described: dict[str, Any] = {"name": self.name, "description": self.doc, "arguments": arguments,
@@ -86,6 +93,14 @@ def describe(name: str, function: Callable[..., Awaitable[Any]]) -> Operation:
     if not doc:
         raise TypeError(f"operation {name} has no docstring: every operation says what it does")
     return Operation(name=name, function=function, doc=doc, arguments=arguments, result=result, events=events)
+
+
+def _members(kind: Any) -> list[Any]:
+    if kind is None:
+        return [Any]
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        return list(typing.get_args(kind))
+    return [kind]
 
 
 def _problem(exc: msgspec.ValidationError) -> str:
