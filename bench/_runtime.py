@@ -37,8 +37,8 @@ def isolated_runtime(prefix: str) -> Iterator[tuple[Path, dict[str, str], Path]]
         env.pop("VIRTUAL_ENV", None)
         (root / "run").mkdir()
         sock = root / "run" / "tatolab" / "local-api.sock"
-        daemon = subprocess.Popen([str(BIN / "tatolabd")], env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
+        daemon = subprocess.Popen([str(BIN / "tatolabd")], env=env, stdout=None if os.environ.get("BENCH_RUNTIME_LOG") else subprocess.DEVNULL,
+                                  stderr=None if os.environ.get("BENCH_RUNTIME_LOG") else subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 20
             while not _answers(sock):
