@@ -36,9 +36,9 @@ def isolated_runtime(prefix: str) -> Iterator[tuple[Path, dict[str, str], Path]]
                    TATOLAB_MACHINE_LOCK=str(root / "machine.lock"))
         env.pop("VIRTUAL_ENV", None)
         (root / "run").mkdir()
-        sock = root / "run" / "tatolab" / "local-api.sock"
-        daemon = subprocess.Popen([str(BIN / "tatolabd")], env=env, stdout=None if os.environ.get("BENCH_RUNTIME_LOG") else subprocess.DEVNULL,
-                                  stderr=None if os.environ.get("BENCH_RUNTIME_LOG") else subprocess.DEVNULL)
+        sock = root / "run" / "streamlib" / "local-api.sock"
+        quiet = None if os.environ.get("BENCH_RUNTIME_LOG") else subprocess.DEVNULL  # BENCH_RUNTIME_LOG=1 shows it
+        daemon = subprocess.Popen([str(BIN / "tatolabd")], env=env, stdout=quiet, stderr=quiet)
         try:
             deadline = time.monotonic() + 20
             while not _answers(sock):

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness import REPO, Runtime
+from other_user import other_user, shared_dir  # noqa: F401  (fixtures for any test module)
 
 
 @pytest.fixture(scope="session")

@@ -46,7 +46,7 @@ class Runtime:
         )
         self.env.pop("VIRTUAL_ENV", None)
         (root / "run").mkdir(parents=True, exist_ok=True)
-        self.socket = root / "run" / "tatolab" / "local-api.sock"
+        self.socket = root / "run" / "streamlib" / "local-api.sock"
         self.process: subprocess.Popen | None = None
         self.seen_pids: set[int] = set()
 

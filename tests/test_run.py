@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import signal
 import subprocess
 import time
@@ -154,19 +155,37 @@ def test_sigkilled_runtime_leaves_no_orphans_and_the_next_one_reaps_its_files(tm
 def test_a_second_runtime_is_refused_naming_the_first(runtime):
     second = subprocess.run([str(BIN / "tatolabd")], env=runtime.env, capture_output=True, text=True, timeout=20)
     assert second.returncode == 1
-    assert f"pid {runtime.process.pid}" in second.stderr
-    assert "user " in second.stderr and "tatolabd" in second.stderr
+    line = second.stderr.strip()
+    me = f"{pwd.getpwuid(os.getuid()).pw_name} (uid {os.getuid()})"
+    assert line.startswith(
+        f"error: a runtime is already running on this machine: pid {runtime.process.pid}, user {me}, executable "
+    ), line
+    assert f"{BIN / 'tatolabd'} (lock @" in line, line
+    assert line.endswith(". Use that one, or stop it first."), line
+
+
+# The docs' text ("The runtime", Manage streams), character for character, for XDG_RUNTIME_DIR=/run/user/1000.
+DOCS_NO_RUNTIME = (
+    "error: no runtime is running on this machine: nothing answers at /run/user/1000/streamlib/local-api.sock. "
+    "Start one by running `tatolabd` in a terminal."
+)
 
 
 def test_every_command_says_no_runtime_is_running(tmp_path):
     runtime = Runtime(tmp_path / "rt")  # never started
+    expected = DOCS_NO_RUNTIME.replace("/run/user/1000", runtime.env["XDG_RUNTIME_DIR"])
     for args in (["streams"], ["run"], ["stop", "x"]):
         result = runtime.cli(*args, cwd=tmp_path)
         assert result.returncode == 1
-        assert result.stderr.strip() == (
-            f"error: no runtime is running on this machine: nothing answers at {runtime.socket}. "
-            "Start one by running `tatolabd` in a terminal."
-        )
+        assert result.stderr.strip() == expected
+
+
+def test_without_xdg_runtime_dir_the_socket_is_in_a_folder_of_the_users_own_in_tmp(tmp_path):
+    runtime = Runtime(tmp_path / "rt")  # never started
+    env = {k: v for k, v in runtime.env.items() if k != "XDG_RUNTIME_DIR"}
+    result = subprocess.run([str(BIN / "tatolab"), "streams"], env=env, capture_output=True, text=True, timeout=60)
+    expected_path = f"/tmp/streamlib-{os.getuid()}/local-api.sock"
+    assert result.stderr.strip() == DOCS_NO_RUNTIME.replace("/run/user/1000/streamlib/local-api.sock", expected_path)
 
 
 def test_socket_is_reachable_only_by_its_user(runtime):

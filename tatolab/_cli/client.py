@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import struct
 from pathlib import Path
 from typing import Any, Iterator
 
 from tatolab._runtime import paths, protocol
+from tatolab._safe_fs import owner_name
 
 
 class NoRuntime(Exception):
@@ -21,6 +24,14 @@ class RequestFailed(Exception):
     pass
 
 
+class NotYourRuntime(RequestFailed):
+    def __init__(self, path: Path, pid: int, uid: int) -> None:
+        super().__init__(
+            f"what answers at {path} is pid {pid} of user {owner_name(uid)}, not a runtime of yours, "
+            f"so nothing was sent to it. Remove {path.parent} (someone else made it) and start `tatolabd` again."
+        )
+
+
 class Client:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or paths.socket_path()
@@ -30,6 +41,11 @@ class Client:
         except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
             self.sock.close()
             raise NoRuntime(self.path) from None
+        # the kernel says who listens: a socket planted in a shared folder is never spoken to
+        pid, uid, _ = struct.unpack("3i", self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+        if uid != os.getuid():
+            self.sock.close()
+            raise NotYourRuntime(self.path, pid, uid)
         self.file = self.sock.makefile("rb")
 
     def request(self, op: str, **args: Any) -> Any:

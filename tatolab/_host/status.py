@@ -15,13 +15,18 @@ import mmap
 import os
 import time
 
+from tatolab._safe_fs import create_private_file, open_own_file
+
 STATUS_BYTES = 64
 _BUSY, _CALLS, _PID = range(3)
 
 
 def create(path: str) -> None:
-    """Make (or reset) the status file at ``path``; the runtime calls this before starting the node."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    """Make the status file at ``path``; the runtime calls this before starting the node.
+
+    It sits in a folder other users can write to: a name planted there is refused, never followed.
+    """
+    fd = create_private_file(path, "a node's status file")
     try:
         os.ftruncate(fd, STATUS_BYTES)
     finally:
@@ -32,7 +37,7 @@ class NodeStatus:
     """A mapped status file, for the node host (writes) and the runtime (reads)."""
 
     def __init__(self, path: str) -> None:
-        fd = os.open(path, os.O_RDWR)
+        fd = open_own_file(path, os.O_RDWR, "a node's status file")
         try:
             self._mm = mmap.mmap(fd, STATUS_BYTES)
         finally:

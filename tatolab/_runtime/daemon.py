@@ -7,12 +7,12 @@ import asyncio
 import os
 import signal
 import socket
-import stat
 import sys
 from pathlib import Path
 from typing import Any
 
 from tatolab import __version__, _records
+from tatolab._safe_fs import UnsafePath, private_dir
 from tatolab._links import ring
 from tatolab._runtime import paths
 from tatolab._runtime.control import Runtime
@@ -34,15 +34,6 @@ class RuntimeLog:
         print(f"tatolabd: {message}", file=sys.stderr, flush=True)
 
 
-def prepare_socket_dir(directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    info = directory.stat()
-    if info.st_uid != os.getuid():
-        raise SystemExit(f"error: {directory} belongs to another user; the control socket must be yours alone")
-    if stat.S_IMODE(info.st_mode) != 0o700:
-        os.chmod(directory, 0o700)
-
-
 def refuse_if_answering(path: Path) -> None:
     if not path.exists():
         return
@@ -58,11 +49,13 @@ def refuse_if_answering(path: Path) -> None:
 
 
 async def serve(lock: MachineLock) -> None:
-    state = paths.state_dir()
-    state.mkdir(parents=True, exist_ok=True)
+    state = private_dir(paths.state_dir(), "the runtime's state folder",
+                        "Remove it, or set XDG_STATE_HOME to a folder of yours, and start `tatolabd` again.")
     say = RuntimeLog(state)
     sock_path = paths.socket_path()
-    prepare_socket_dir(sock_path.parent)
+    private_dir(sock_path.parent, "the control socket's folder",
+                "Remove it (an administrator can, if you cannot), or set XDG_RUNTIME_DIR to a folder of yours, "
+                "and start `tatolabd` again.")
     refuse_if_answering(sock_path)
     reaped = ring.reap(paths.shm_namespace())
     if reaped:
@@ -110,13 +103,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="tatolabd", description="The Tatolab runtime: runs every stream on this machine.")
     parser.add_argument("--version", action="version", version=f"tatolabd {__version__}")
     parser.parse_args(argv)
-    lock = MachineLock(paths.machine_lock_path())
+    lock = MachineLock(paths.machine_lock_name())
     try:
         lock.acquire()
-    except RuntimeAlreadyRunning as exc:
+        asyncio.run(serve(lock))
+    except (RuntimeAlreadyRunning, UnsafePath) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)
-    try:
-        asyncio.run(serve(lock))
     finally:
         lock.release()

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tatolab import _records
+from tatolab._safe_fs import open_own_file
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
 KEPT_FILES = 3  # the live file plus two rotated ones: a chatty node cannot fill the disk
@@ -59,8 +60,8 @@ class RotatingJsonl:
         self.path = path
         self.max_bytes = max_bytes or max_file_bytes()
         self.kept = kept
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._fd = open_own_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "a log file")  # user-only
         self._size = os.fstat(self._fd).st_size
 
     def write(self, line: str) -> None:
@@ -80,7 +81,7 @@ class RotatingJsonl:
             newer = self.path if index == 1 else self.path.with_name(f"{self.path.name}.{index - 1}")
             if newer.exists():
                 os.replace(newer, older)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o644)
+        self._fd = open_own_file(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, "a log file")
         self._size = 0
 
     def close(self) -> None:

@@ -8,10 +8,11 @@ from pathlib import Path
 
 
 def socket_dir() -> Path:
+    # "streamlib" is the docs' name for this folder (their no-runtime message quotes it), a contract.
     runtime_dir = os.environ.get("XDG_RUNTIME_DIR")
     if runtime_dir:
-        return Path(runtime_dir) / "tatolab"
-    return Path(f"/tmp/tatolab-{os.getuid()}")
+        return Path(runtime_dir) / "streamlib"
+    return Path(f"/tmp/streamlib-{os.getuid()}")
 
 
 def socket_path() -> Path:
@@ -24,8 +25,21 @@ def state_dir() -> Path:
     return base / "tatolab"
 
 
-def machine_lock_path() -> Path:
-    return Path(os.environ.get("TATOLAB_MACHINE_LOCK", "/tmp/tatolab-machine.lock"))
+MACHINE_LOCK_NAME = "tatolab-machine-lock"
+
+
+def machine_lock_name() -> str:
+    """The abstract Unix socket name of the one-per-machine lock (no file: nothing to plant).
+
+    ``TATOLAB_MACHINE_LOCK`` gives runtimes side by side (tests) a lock of their own.
+    """
+    override = os.environ.get("TATOLAB_MACHINE_LOCK")
+    if not override:
+        return MACHINE_LOCK_NAME
+    name = f"{MACHINE_LOCK_NAME}:{override}"
+    if len(name.encode()) > 100:  # an abstract name holds at most 107 bytes
+        name = f"{MACHINE_LOCK_NAME}:{hashlib.sha1(override.encode()).hexdigest()}"
+    return name
 
 
 def shm_namespace() -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tatolab._safe_fs import create_private_file, private_dir
 from tatolab._sdk.errors import AddressError
 from tatolab._sdk.naming import as_argument, url_safe
 
@@ -21,9 +22,9 @@ _TEMP_SUFFIX = ".tmp"
 
 def write_atomically(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data``: afterwards it holds the old bytes or the new ones, never a mix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent, "the runtime's state folder")
     temp = path.with_name(f".{path.name}.{os.getpid()}{_TEMP_SUFFIX}")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = create_private_file(temp, "a record's temporary file", os.O_WRONLY)
     try:
         view = memoryview(data)
         while view:
