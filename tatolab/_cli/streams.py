@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import sys
 from typing import Any
 
 from tatolab import _records
@@ -36,6 +37,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.detach:
         result = client.request("load", mode="kept", **load)
         print(f"{result['name']} kept (project {result['project']})")
+        started = start_line(result)
+        if started:  # beside the documented line, not in it: stdout stays exactly what the docs show
+            print(started, file=sys.stderr)
         return 0
 
     def hang_up(*_: Any) -> None:
@@ -59,6 +63,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 130
     finally:
         client.close()  # hanging up is what unloads an attached stream
+
+
+def start_line(result: dict[str, Any]) -> str | None:
+    """How long the start took: until each node's first process() call (from `run -d`'s answer)."""
+    if "ready" not in result:
+        return None  # an older runtime
+    nodes = result["nodes"]
+    took = f" in {result['start_ms'] / 1000:.2f} s" if result.get("start_ms") is not None else ""
+    if not result["not_ready"]:
+        return f"{nodes} {'node' if nodes == 1 else 'nodes'} running{took}"
+    return (f"{result['ready']} of {nodes} nodes running{took}; not called yet (no input, or still starting): "
+            f"{', '.join(result['not_ready'])}; `tatolab logs --stream {result['name']}` says more")
 
 
 def cmd_streams(args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from tatolab._runtime.logs import StreamLog
 from tatolab._runtime.supervisor import NodeProcess
 
 _instance_ids = itertools.count(1)
+READY_POLL_S = 0.01
 
 
 def link_key(link: dict[str, Any]) -> str:
@@ -73,6 +75,7 @@ class LoadedStream:
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     end_reason: str = ""
     ended_by_runtime: bool = False
+    started_ns: int = 0
 
     @property
     def shm_prefix(self) -> str:
@@ -86,6 +89,8 @@ class LoadedStream:
         return str(paths.SHM_DIR / f"{self.shm_prefix}{node}#status")
 
     def start(self, python: Path) -> None:
+        """Make every ring, then start every node at once (their processes start side by side)."""
+        self.started_ns = time.monotonic_ns()
         self.log = self.log or StreamLog(self.name, self.project)
         specs: dict[str, dict[str, Any]] = {}
         for node in self.graph["nodes"]:
@@ -132,6 +137,20 @@ class LoadedStream:
                                   env=self.env)
             self.nodes[name] = process
             process.start()
+
+    async def wait_ready(self, timeout: float) -> dict[str, Any]:
+        """Wait until every node made its first ``process()`` call (a manual node: runs), the
+        stream ended, or ``timeout``; says how long the start took and which nodes are not ready."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ready = {name: node.ready_ns() for name, node in self.nodes.items()}
+            waiting = sorted(name for name, ns in ready.items() if not ns)
+            if not waiting or self.ended.is_set() or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(READY_POLL_S)
+        last = max((ns for ns in ready.values() if ns), default=0)
+        return {"start_ms": round((last - self.started_ns) / 1e6, 1) if last else None,
+                "ready": len(ready) - len(waiting), "not_ready": waiting}
 
     # -- as the source of other streams' remote links (see wiring.py) ----------------------
 

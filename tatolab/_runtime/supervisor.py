@@ -13,11 +13,12 @@ from typing import Any
 import psutil
 
 from tatolab import _records
-from tatolab._host.orphans import die_with_parent
 from tatolab._host.status import NodeStatus
 from tatolab._runtime import health
 from tatolab._runtime.environment import stream_env
 from tatolab._runtime.logs import StreamLog
+from tatolab._runtime.starter import ProcessStarter, Started
+from tatolab._runtime.starter import shared as shared_starter
 
 FIRST_BACKOFF_S = 0.2
 MAX_BACKOFF_S = 5.0
@@ -39,8 +40,9 @@ def describe_exit(code: int) -> str:
 
 class NodeProcess:
     def __init__(self, *, stream: str, spec: dict[str, Any], python: Path, project: Path, log: StreamLog,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, starter: ProcessStarter | None = None) -> None:
         self.stream = stream
+        self.starter = starter or shared_starter()
         self.env = env  # the loading command's environment (None: the runtime's own)
         self.name = spec["node"]
         self.spec = spec
@@ -50,7 +52,7 @@ class NodeProcess:
         self.state = "starting"
         self.restarts = 0
         self.last_error: str | None = None
-        self.process: asyncio.subprocess.Process | None = None
+        self.process: Started | None = None
         self._stopping = False
         self._task: asyncio.Task | None = None
         self._spawning: asyncio.Future | None = None
@@ -81,6 +83,12 @@ class NodeProcess:
                 return {"cpu_percent": self._ps.cpu_percent(None), "memory_bytes": self._ps.memory_info().rss}
         except psutil.Error:
             return {"cpu_percent": None, "memory_bytes": None}
+
+    def ready_ns(self) -> int:
+        """When this node's process made its first ``process()`` call (0: not yet)."""
+        if self.status is None or self.pid is None:
+            return 0
+        return self.status.ready_ns()
 
     def busy_ms(self) -> float | None:
         """How long the running process() call has lasted, read live; None when idle."""
@@ -169,19 +177,12 @@ class NodeProcess:
     async def _run_once(self) -> int:
         read_fd, write_fd = os.pipe()
         env = stream_env(self.env)
-        env["TATOLAB_LOG_FD"] = str(write_fd)
-        env["TATOLAB_PARENT_PID"] = str(os.getpid())
         self.state = "starting"
         # Spawning is shielded: a stop() arriving meanwhile waits for the process and ends it,
         # rather than cancelling the spawn half-way and leaving a node nobody tracks.
-        self._spawning = asyncio.ensure_future(asyncio.create_subprocess_exec(
-            str(self.python), "-m", "tatolab._host", f"{self.stream}/{self.name}",
-            cwd=self.project, env=env, pass_fds=(write_fd,),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            preexec_fn=die_with_parent,
-            limit=LINE_LIMIT,
+        self._spawning = asyncio.ensure_future(self.starter.start(
+            self.python, "tatolab._host", [f"{self.stream}/{self.name}"],
+            cwd=self.project, env=env, log_fd=write_fd, limit=LINE_LIMIT,
         ))
         try:
             self.process = await asyncio.shield(self._spawning)
@@ -206,7 +207,7 @@ class NodeProcess:
             self.status.reset()  # a killed node died inside process(); its successor starts idle
         return code
 
-    async def _watch(self, process: asyncio.subprocess.Process) -> None:
+    async def _watch(self, process: Started) -> None:
         """Restart the node when its process() call outlasts the watchdog or it outgrows its memory limit."""
         while process.returncode is None and not self._stopping:
             await asyncio.sleep(health.POLL_S)

@@ -7,6 +7,8 @@ from typing import Any, AsyncIterator
 from tatolab._runtime.control import ControlError, Runtime, request_env
 from tatolab._runtime.ops import op
 
+READY_WAIT_S = 3.0  # `run -d` answers once every node runs, or after this long saying which do not
+
 
 @op("ping")
 async def ping(runtime: Runtime) -> dict[str, Any]:
@@ -28,7 +30,7 @@ async def load(
     stream = await runtime.load(project, target=target, file=file, name=name, mode=mode, env=request_env(env))
     summary = {"name": stream.name, "project": str(stream.project), "nodes": len(stream.graph["nodes"])}
     if mode == "kept":
-        return summary
+        return {**summary, **await stream.wait_ready(READY_WAIT_S)}
     return _attached(runtime, stream, summary)
 
 
