@@ -10,7 +10,6 @@ from typing import Any
 
 from tatolab import _records
 from tatolab._cli.client import Client
-from tatolab._cli.inspect import trouble_lines
 from tatolab._cli.output import fail
 
 
@@ -78,7 +77,8 @@ def start_line(result: dict[str, Any]) -> str | None:
 
 
 def cmd_streams(args: argparse.Namespace) -> int:
-    rows = Client().request("streams")
+    client = Client()
+    rows = client.request("streams")
     print(format_streams_table(rows))
     failed = [row for row in rows if row["state"] == "failed"]
     if failed:
@@ -86,8 +86,11 @@ def cmd_streams(args: argparse.Namespace) -> int:
         for row in failed:
             hint = row.get("hint") or f"`tatolab rm {row['name']}` forgets it."
             print(f"{row['name']} failed: {row.get('reason', 'unknown')}. {hint}")
-    troubled = Client().request("troubled_nodes")
+    troubled = client.request("troubled_nodes")
+    client.close()
     if troubled:
+        from tatolab._cli.inspect import trouble_lines
+
         print()
         for line in trouble_lines(troubled):
             print(line)

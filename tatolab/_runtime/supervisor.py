@@ -20,8 +20,6 @@ from tatolab._runtime.logs import StreamLog
 from tatolab._runtime.starter import ProcessStarter, Started
 from tatolab._runtime.starter import shared as shared_starter
 
-FIRST_BACKOFF_S = 0.2
-MAX_BACKOFF_S = 5.0
 STABLE_AFTER_S = 10.0  # a node that ran this long starts its backoff afresh
 STOP_GRACE_S = 3.0
 PUMP_DRAIN_S = 1.0
@@ -143,7 +141,6 @@ class NodeProcess:
             self.status = None
 
     async def _supervise(self) -> None:
-        backoff = FIRST_BACKOFF_S
         while not self._stopping:
             started = time.monotonic()
             code = await self._run_once()
@@ -161,16 +158,17 @@ class NodeProcess:
                 if code < 0 or not self.last_error:
                     self.last_error = f"node process {how}"
             if time.monotonic() - started > STABLE_AFTER_S:
-                backoff = FIRST_BACKOFF_S
                 self.crash_streak = 0
             self.crash_streak += 1
             self.state = health.state_after_exit(self.crash_streak)
+            delay = health.restart_delay_s(self.crash_streak)
+            when = f"in {delay:.1f} s" if delay else "now"
             self.log.say(
-                f"node {self.name} of stream {self.stream} {how}; restarting it in {backoff:.1f} s",
+                f"node {self.name} of stream {self.stream} {how}; restarting it {when}",
                 level="error", node=self.name, restarts=self.restarts + 1,
             )
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, MAX_BACKOFF_S)
+            if delay:
+                await asyncio.sleep(delay)
             self.restarts += 1
         self.state = "stopped"
 
