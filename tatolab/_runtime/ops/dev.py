@@ -112,29 +112,40 @@ class DevSession:
             self.wake.set()
 
     async def _reload_loop(self) -> None:
-        # Saves that arrive while a reload is under way gather into the next one.
-        while True:
-            await self.wake.wait()
-            while True:  # the burst is over once no batch came for QUIET_MS
+        # Saves that arrive while a reload is under way gather into the next one. The compile
+        # starts with the first save of a burst and starts again after each later one, so it
+        # runs during the quiet wait instead of after it (a stream function only builds a graph).
+        compiling: asyncio.Future | None = None
+        try:
+            while True:
+                await self.wake.wait()
+                while True:  # the burst is over once no batch came for QUIET_MS
+                    self.wake.clear()
+                    await _cancelled(compiling)
+                    compiling = asyncio.ensure_future(self._compile())
+                    try:
+                        await asyncio.wait_for(self.wake.wait(), QUIET_MS / 1000)
+                    except asyncio.TimeoutError:
+                        break
                 self.wake.clear()
+                files, self.changed = self.changed, []
+                detected_ns = time.monotonic_ns()
+                self.out.put_nowait({"event": "change", "files": files, "ts_ns": detected_ns,
+                                     "first_seen_ns": self.change_ns})
+                assert compiling is not None
                 try:
-                    await asyncio.wait_for(self.wake.wait(), QUIET_MS / 1000)
-                except asyncio.TimeoutError:
-                    break
-            self.wake.clear()
-            files, self.changed = self.changed, []
-            detected_ns = time.monotonic_ns()
-            self.out.put_nowait({"event": "change", "files": files, "ts_ns": detected_ns,
-                                 "first_seen_ns": self.change_ns})
-            try:
-                graph = await self._compile()
-            except CompileError as exc:
-                self._say_failed(str(exc))
-                continue
-            compiled_ns = time.monotonic_ns()
-            self.out.put_nowait({"event": "compiled", "ts_ns": compiled_ns,
-                                 "compile_ms": (compiled_ns - detected_ns) / 1e6})
-            await self._swap_in(graph, detected_ns, reload=True)
+                    graph = await compiling
+                except CompileError as exc:
+                    self._say_failed(str(exc))
+                    continue
+                finally:
+                    compiling = None
+                compiled_ns = time.monotonic_ns()
+                self.out.put_nowait({"event": "compiled", "ts_ns": compiled_ns,
+                                     "compile_ms": (compiled_ns - detected_ns) / 1e6})
+                await self._swap_in(graph, detected_ns, reload=True)
+        finally:
+            await _cancelled(compiling)  # dev ended mid-compile: no compile process is left behind
 
     async def _compile(self) -> dict[str, Any]:
         return await compile_stream(self.project, env=self.env, **{k: v for k, v in self.which.items() if v})
@@ -192,6 +203,14 @@ class DevSession:
         finally:
             if stream.log is not None:
                 stream.log.unwatch(queue)
+
+
+async def _cancelled(task: asyncio.Future | None) -> None:
+    """Drop a compile no longer wanted: cancel it and wait for its process to be gone."""
+    if task is None:
+        return
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)  # also takes the error of one that failed
 
 
 async def _spawned(stream: LoadedStream) -> int:
