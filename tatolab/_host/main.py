@@ -21,6 +21,7 @@ import traceback
 from typing import Any
 
 from tatolab import _records
+from tatolab._host.imports import ImportReporter
 from tatolab._host.orphans import die_with_parent
 
 EXIT_CRASHED = 1
@@ -36,7 +37,11 @@ class _RecordSink:
 
     def emit(self, level: str, message: str, fields: dict[str, Any] | None = None) -> None:
         record = _records.make_record(message, level=level, stream=self.stream, node=self.node, fields=fields)
-        line = _records.dumps(record) + "\n"
+        self.send(record)
+
+    def send(self, message: dict[str, Any]) -> None:
+        """A record, or a message for the runtime alone (``{"imports": ...}``: see imports.py)."""
+        line = _records.dumps(message) + "\n"
         with self._lock:
             try:
                 self._file.write(line)
@@ -113,6 +118,8 @@ def main() -> None:
         return  # stopped before it was given its node
     sink = _RecordSink(int(log_fd) if log_fd else None, spec["stream"], spec["node"])
     logging.basicConfig(level=logging.INFO, handlers=[_LoggingBridge(sink)], force=True)
+    imports = ImportReporter(sink.send)
+    imports.install()
     import_from(spec["project"], spec.get("sources"))
     os.chdir(spec["project"])
 
@@ -121,6 +128,7 @@ def main() -> None:
 
         node_class = _import_node_class(spec["class"])
         runner = NodeRunner(spec, node_class, sink)
+        imports.flush()
     except Exception as exc:
         sink.emit(
             "error",

@@ -164,6 +164,18 @@ class Runtime:
 
         return await asyncio.shield(asyncio.ensure_future(swap()))
 
+    async def restart_nodes(self, stream: LoadedStream, graph: dict[str, Any], names: list[str]) -> None:
+        """A new version of ``stream`` in place (same shape), restarting only ``names``."""
+        async def swap() -> None:
+            async with self._load_lock:
+                if self.closing:
+                    raise ControlError("the runtime is stopping")
+                if self.streams.get(stream.name) is not stream:
+                    raise ControlError(f"{stream.name} was stopped meanwhile ({stream.end_reason or 'unloaded'})")
+                await stream.restart_nodes(graph, names)
+
+        await asyncio.shield(asyncio.ensure_future(swap()))
+
     def start_stream(self, stream: LoadedStream, python: Path) -> None:
         """Start ``stream`` under its name; links between streams wire themselves at once."""
         self.streams[stream.name] = stream

@@ -138,6 +138,23 @@ class LoadedStream:
             self.nodes[name] = process
             process.start()
 
+    async def restart_nodes(self, graph: dict[str, Any], names: list[str]) -> None:
+        """Take ``graph`` (of the same shape: reload.same_shape) as this stream's, restarting only
+        the nodes ``names`` from the code on disk now; the others, and every ring, stay as they are.
+        Each named node's process ends before its successor starts."""
+        entries = {node["name"]: node for node in graph["nodes"]}
+        old = [self.nodes[name] for name in names]
+        await asyncio.gather(*(node.stop() for node in old))
+        self.graph = graph
+        for previous in old:
+            entry = entries[previous.name]
+            spec = dict(previous.spec, config=entry.get("config") or {}, watchdog_ms=entry.get("watchdog_ms"),
+                        memory_limit_mb=entry.get("memory_limit_mb"))
+            process = NodeProcess(stream=self.name, spec=spec, python=previous.python, project=self.project,
+                                  log=self.log, env=self.env, starter=previous.starter)
+            self.nodes[previous.name] = process
+            process.start()
+
     async def wait_ready(self, timeout: float) -> dict[str, Any]:
         """Wait until every node made its first ``process()`` call (a manual node: runs), the
         stream ended, or ``timeout``; says how long the start took and which nodes are not ready."""

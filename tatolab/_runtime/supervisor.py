@@ -63,6 +63,7 @@ class NodeProcess:
         self.memory_restarts = 0
         self.crash_streak = 0
         self._kill_reason: str | None = None
+        self.imports: set[str] | None = None  # what the running process imported (None: not told yet)
         self._ps: psutil.Process | None = None  # kept between calls so cpu_percent measures an interval
 
     @property
@@ -174,6 +175,7 @@ class NodeProcess:
 
     async def _run_once(self) -> int:
         read_fd, write_fd = os.pipe()
+        self.imports = None
         env = stream_env(self.env)
         self.state = "starting"
         # Spawning is shielded: a stop() arriving meanwhile waits for the process and ends it,
@@ -254,11 +256,23 @@ class NodeProcess:
                     record = json.loads(line)
                 except ValueError:
                     continue
+                if "imports" in record:  # for dev's partial reload, not for the log
+                    self._imported(record)
+                    continue
                 if record.get("level") in ("error", "critical"):
                     self.last_error = record.get("message")
                 self.log.emit(record)
         finally:
             transport.close()
+
+    def _imported(self, message: dict[str, Any]) -> None:
+        names = message.get("imports")
+        if not isinstance(names, list):
+            return
+        if message.get("all"):
+            self.imports = set(names)
+        elif self.imports is not None:
+            self.imports.update(names)
 
     async def _pump_lines(self, stream: asyncio.StreamReader | None, level: str, source: str) -> None:
         if stream is None:

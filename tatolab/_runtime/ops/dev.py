@@ -24,6 +24,7 @@ from typing import Any, AsyncIterator
 from tatolab._runtime.compiler import CompileError, compile_stream
 from tatolab._runtime.control import ControlError, Runtime, open_project, request_env
 from tatolab._runtime.ops import op
+from tatolab._runtime.reload import nodes_to_restart, same_shape
 from tatolab._runtime.streams import LoadedStream
 from tatolab._runtime.watch import QUIET_MS, project_changes
 
@@ -61,6 +62,7 @@ class DevSession:
         self.retiring: LoadedStream | None = None  # the version being replaced: its end is not dev's end
         self.out: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.changed: list[str] = []
+        self.unapplied: list[str] = []  # saved since the running version loaded (a failed compile applies none)
         self.change_ns = 0
         self.wake = asyncio.Event()
         self.stop_watching = threading.Event()
@@ -129,6 +131,7 @@ class DevSession:
                         break
                 self.wake.clear()
                 files, self.changed = self.changed, []
+                self.unapplied.extend(f for f in files if f not in self.unapplied)
                 detected_ns = time.monotonic_ns()
                 self.out.put_nowait({"event": "change", "files": files, "ts_ns": detected_ns,
                                      "first_seen_ns": self.change_ns})
@@ -152,6 +155,10 @@ class DevSession:
 
     async def _swap_in(self, graph: dict[str, Any], detected_ns: int, *, reload: bool) -> None:
         old = self.stream
+        if reload and old is not None and not old.ended.is_set() and old.name == graph["stream"] \
+                and same_shape(old.graph, graph):
+            await self._reload_in_place(old, graph, detected_ns)
+            return
         self.retiring = old
         started_ns = time.monotonic_ns()
         self.swap = asyncio.ensure_future(self.runtime.replace(self.project, graph, old=old, reason=RELOAD_REASON,
@@ -171,12 +178,49 @@ class DevSession:
             self.retiring = None
         self.stream = stream
         self.swap = None
+        self.unapplied = []
         replaced_ns = time.monotonic_ns()
         self.tasks.append(asyncio.create_task(self._follow(stream), name=f"dev log {stream.name}"))
         spawned_ns = await _spawned(stream)
         self.out.put_nowait({
             "event": "loaded", "name": stream.name, "project": str(stream.project),
             "nodes": len(stream.graph["nodes"]), "reload": reload, "ts_ns": spawned_ns,
+            "timings_ms": {
+                "replace": (replaced_ns - started_ns) / 1e6,
+                "spawn": (spawned_ns - replaced_ns) / 1e6,
+                "since_change": (spawned_ns - detected_ns) / 1e6,
+            },
+        })
+
+    async def _reload_in_place(self, stream: LoadedStream, graph: dict[str, Any], detected_ns: int) -> None:
+        """The new version has the running one's shape: restart only the nodes that may run changed
+        code or config (reload.py), keep the others and every ring, and say which were kept."""
+        imports = {name: node.imports for name, node in stream.nodes.items()}
+        restart = nodes_to_restart(stream.graph, graph, self.unapplied, imports)
+        kept = [name for name in stream.nodes if name not in restart]
+        started_ns = time.monotonic_ns()
+        try:
+            await self.runtime.restart_nodes(stream, graph, restart)
+        except ControlError as exc:
+            if stream.ended.is_set():  # `tatolab stop` during the reload ends dev
+                self.out.put_nowait({"event": "ended", "reason": stream.end_reason,
+                                     "runtime_down": stream.ended_by_runtime})
+                return
+            self._say_failed(str(exc))
+            return
+        self.unapplied = []
+        if stream.log is not None:
+            stream.log.say(
+                f"reloaded {', '.join(restart) or 'no node'}; kept {', '.join(kept) or 'none'} "
+                "(nothing they import was saved, and their config is the same)",
+                restarted=restart, kept=kept,
+            )
+        replaced_ns = time.monotonic_ns()
+        spawned_ns = await _spawned(stream)
+        self.out.put_nowait({
+            "event": "loaded", "name": stream.name, "project": str(stream.project),
+            "nodes": len(stream.graph["nodes"]), "reload": True, "ts_ns": spawned_ns,
+            "restarted": restart, "kept": kept,
             "timings_ms": {
                 "replace": (replaced_ns - started_ns) / 1e6,
                 "spawn": (spawned_ns - replaced_ns) / 1e6,
