@@ -6,8 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from harness import REPO, Runtime
+from harness import LIVE, REPO, Runtime
 from other_user import other_user, shared_dir  # noqa: F401  (fixtures for any test module)
+
+SLOW_FIXTURES = {"runtime", "project_venv"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that starts a runtime, or needs the project environment, is slow even if unmarked."""
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
@@ -22,11 +31,23 @@ def project_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _end_what_tests_started():
+    """A test that fails half-way still ends every runtime and command it started, so the
+    tests after it start on a quiet machine."""
+    yield
+    while LIVE:
+        rt = LIVE.pop()
+        rt.end_commands()
+        rt.stop()
+
+
 @pytest.fixture
 def runtime(tmp_path: Path):
     """A started tatolabd on temporary paths; afterwards nothing of it may be left."""
     rt = Runtime(tmp_path / "rt").start()
     yield rt
+    rt.end_commands()
     output = rt.stop()
     assert rt.leftover_processes() == [], f"processes left behind: {rt.leftover_processes()}\n{output}"
     assert rt.shm_files() == [], f"shared-memory files left behind: {rt.shm_files()}"

@@ -18,6 +18,8 @@ import psutil
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+# Every Runtime a test makes, so conftest can end it (and the commands it started) even when the test fails.
+LIVE: list["Runtime"] = []
 
 
 def wait_for(condition: Callable[[], object], timeout: float = 10.0, what: str = "condition") -> object:
@@ -49,6 +51,8 @@ class Runtime:
         self.socket = root / "run" / "streamlib" / "local-api.sock"
         self.process: subprocess.Popen | None = None
         self.seen_pids: set[int] = set()
+        self.commands: list[subprocess.Popen] = []  # `tatolab dev`, `run`, `tap`... started by popen_cli
+        LIVE.append(self)
 
     @property
     def shm_prefix(self) -> str:
@@ -150,10 +154,31 @@ class Runtime:
         return result
 
     def popen_cli(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.Popen:
-        return subprocess.Popen(
+        command = subprocess.Popen(
             [str(BIN / "tatolab"), *args], env=env or self.env, cwd=cwd, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, start_new_session=True,
         )
+        self.commands.append(command)
+        return command
+
+    def end_commands(self) -> list[str]:
+        """End every command popen_cli started that is still running (a test that failed
+        half-way leaves them); returns the ones it had to end, for the report."""
+        ended = []
+        for command in self.commands:
+            if command.poll() is None:
+                ended.append(" ".join(command.args[1:]))
+                command.send_signal(signal.SIGINT)  # what Ctrl-C does: hang up, unloading the stream
+                try:
+                    command.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    command.kill()
+                    command.wait()
+            for pipe in (command.stdout, command.stderr):
+                if pipe is not None:
+                    pipe.close()
+        self.commands.clear()
+        return ended
 
     def stream_names(self) -> list[str]:
         out = self.cli("streams", check=True).stdout.split("\n\n")[0].splitlines()[1:]  # the table ends at a blank line

@@ -121,6 +121,7 @@ def _still_running(project: Path) -> None:
     wait_for(lambda: len(read_jsonl(project / "out.jsonl")) > count + 5, what="the good stream to keep producing")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_bad_project_gets_its_message(case, runtime, project_venv, tmp_path, good_stream):
     files, expected = CASES[case]
@@ -133,19 +134,21 @@ def test_bad_project_gets_its_message(case, runtime, project_venv, tmp_path, goo
     _still_running(good_stream)
 
 
+@pytest.mark.slow
 def test_project_without_venv(runtime, tmp_path, good_stream):
     project = make_project(tmp_path / "novenv", None, {"stream.py": "x = 1\n"})
     result = runtime.cli("run", cwd=project)
     assert result.returncode == 1
-    assert f"{project} has no .venv/bin/python; run `uv sync` in {project}" in result.stderr
+    assert f"{project} has no .venv/bin/python; `tatolab sdk {project}` creates it" in result.stderr
     _still_running(good_stream)
 
 
+@pytest.mark.slow
 def test_venv_without_tatolab(runtime, tmp_path, good_stream):
     project = make_project(tmp_path / "bare", None, pipeline_files())
     venv.EnvBuilder(with_pip=False).create(project / ".venv")
     result = runtime.cli("run", cwd=project)
     assert result.returncode == 1
-    assert f"{project}/.venv has no tatolab" in result.stderr
-    assert "uv add tatolab" in result.stderr
+    assert f"{project}/.venv has no tatolab (no module tatolab)" in result.stderr
+    assert f"`tatolab sdk {project}` installs this runtime's SDK there" in result.stderr
     _still_running(good_stream)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import socket
 
+import pytest
+
 from harness import Runtime
 
 
@@ -19,6 +21,7 @@ def _talk(runtime: Runtime, payload: bytes) -> list[dict]:
     return [json.loads(line) for line in data.splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_malformed_requests_get_errors_and_the_runtime_keeps_serving(runtime):
     answers = _talk(runtime, b"this is not json\n[1, 2]\n{\"op\": \"fly\"}\n{\"op\": \"stop\", \"args\": {}}\n"
                              b"{\"op\": \"streams\", \"args\": \"nope\"}\n{\"op\": \"stop\", \"args\": {\"nmae\": 1}}\n"

@@ -7,11 +7,13 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from harness import Runtime, make_project, read_jsonl, wait_for
 from nodes_fixture import COUNTER, SINK
 
 from tatolab._cli.dev import NOTHING_LOADED, describe
-from tatolab._runtime.watch import is_watched, watched_dirs
+from tatolab._runtime.watch import QUIET_MS, is_watched, watched_dirs
 
 STREAM = """
 from tatolab.stream import StreamBuilder, stream
@@ -102,6 +104,7 @@ def save_tagger(project: Path, version: int | str) -> None:
     (project / "nodes" / "tagger.py").write_text(TAGGER.format(version=version).lstrip())
 
 
+@pytest.mark.slow
 def test_an_edit_reaches_the_sink_a_syntax_error_keeps_the_old_version_and_ctrl_c_leaves_nothing(
     runtime, project_venv, tmp_path
 ):
@@ -134,6 +137,7 @@ def test_an_edit_reaches_the_sink_a_syntax_error_keeps_the_old_version_and_ctrl_
     assert runtime.shm_files() == []
 
 
+@pytest.mark.slow
 def test_dev_on_a_broken_project_says_nothing_is_loaded_then_loads_the_fix(runtime, project_venv, tmp_path):
     files = project_files()
     files["nodes/tagger.py"] = "VERSION = (\n"
@@ -150,26 +154,42 @@ def test_dev_on_a_broken_project_says_nothing_is_loaded_then_loads_the_fix(runti
     wait_for(lambda: runtime.stream_names() == [], what="dev's stream to unload")
 
 
+@pytest.mark.slow
 def test_ten_saves_within_200_ms_cause_one_reload(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "edited", project_venv, project_files(version=1))
     dev = Dev(runtime, project)
     try:
         wait_version(project, 1, "bags from version 1")
-        for version in range(10, 20):  # an editor, a formatter, a git checkout: ten writes in 150 ms
-            save_tagger(project, version)
-            time.sleep(0.015)
-        wait_version(project, 19, "bags from the last save of the burst")
-        wait_for(lambda: dev.count("reloaded") == 1, what="the burst's reload")
-        # A later save is a reload of its own; any extra reload from the burst would come before it.
-        save_tagger(project, 99)
-        wait_version(project, 99, "bags from the save after the burst")
-        wait_for(lambda: dev.count("reloaded") == 2, what="the later save's reload")
-        assert dev.count("saved") == 2, dev.output
-        assert not set(versions(project)) & set(range(10, 19)), "a version from the middle of the burst ran"
+        # A burst is saves less than the quiet window apart. On a busy machine this test's own
+        # process may stall between two saves longer than that, and then the runtime rightly sees
+        # two bursts; such a try proves nothing and the next one is made. A try whose saves were a
+        # burst must give exactly one reload.
+        for attempt in range(1, 4):
+            reloads, saves = dev.count("reloaded"), dev.count("saved")
+            burst = range(100 * attempt, 100 * attempt + 10)
+            saved_at = []
+            for version in burst:  # an editor, a formatter, a git checkout: ten writes in 150 ms
+                save_tagger(project, version)
+                saved_at.append(time.monotonic())
+                time.sleep(0.015)
+            wait_version(project, burst[-1], "bags from the last save of the burst")
+            # A later save is a reload of its own; any extra reload from the burst would come before it.
+            save_tagger(project, 100 * attempt + 50)
+            wait_version(project, 100 * attempt + 50, "bags from the save after the burst")
+            wait_for(lambda: dev.count("reloaded") >= reloads + 2, what="the later save's reload")
+            longest_gap_ms = max(b - a for a, b in zip(saved_at, saved_at[1:])) * 1000
+            if longest_gap_ms < QUIET_MS:
+                break
+        else:
+            pytest.skip(f"this machine never wrote ten saves less than {QUIET_MS} ms apart")
+        assert dev.count("reloaded") == reloads + 2, dev.output
+        assert dev.count("saved") == saves + 2, dev.output
+        assert not set(versions(project)) & set(burst[:-1]), "a version from the middle of the burst ran"
     finally:
         dev.ctrl_c()
 
 
+@pytest.mark.slow
 def test_dev_loads_again_by_itself_after_the_runtime_is_killed_and_restarted(tmp_path, project_venv):
     runtime = Runtime(tmp_path / "rt").start()
     project = make_project(tmp_path / "edited", project_venv, project_files(version=1))
@@ -191,6 +211,7 @@ def test_dev_loads_again_by_itself_after_the_runtime_is_killed_and_restarted(tmp
     assert runtime.shm_files() == []
 
 
+@pytest.mark.slow
 def test_dev_on_a_kept_streams_name_is_refused_even_while_it_is_stopped(runtime, project_venv, tmp_path):
     kept = make_project(tmp_path / "kept", project_venv, project_files(version=1))
     copy = make_project(tmp_path / "copy", project_venv, project_files(version=1))

@@ -98,6 +98,7 @@ def stop(run: subprocess.Popen) -> None:
     run.communicate(timeout=30)
 
 
+@pytest.mark.slow
 def test_a_crashing_node_shows_its_restarts_and_error_in_graph_and_streams(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "crashy", project_venv, files("crashy", "Crasher", CRASHER))
     run = start(runtime, project, "crashy")
@@ -116,6 +117,7 @@ def test_a_crashing_node_shows_its_restarts_and_error_in_graph_and_streams(runti
     assert "`tatolab logs --stream crashy --node crasher`" in trouble
 
 
+@pytest.mark.slow
 def test_a_node_stuck_in_process_is_reported_hung_and_restarted(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "stuck", project_venv, files("stuck", "Hanger", HANGER))
     log = project / ".streamlib" / "logs" / "stuck.jsonl"
@@ -139,6 +141,7 @@ def test_a_node_stuck_in_process_is_reported_hung_and_restarted(runtime, project
     assert any(r["node"] == "hanger" and "nodes/stuck.py\", line 13 in process" in r["message"] for r in records)
 
 
+@pytest.mark.slow
 def test_a_node_over_its_memory_limit_is_restarted_and_the_log_says_why(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "hungry", project_venv, files("hungry", "Hog", HOG))
     log = project / ".streamlib" / "logs" / "hungry.jsonl"

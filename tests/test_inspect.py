@@ -6,6 +6,8 @@ import json
 import signal
 import subprocess
 
+import pytest
+
 from harness import Runtime, make_project, read_jsonl, wait_for
 from nodes_fixture import COUNTER, SINK
 
@@ -86,6 +88,7 @@ def stop(run: subprocess.Popen) -> None:
     run.communicate(timeout=20)
 
 
+@pytest.mark.slow
 def test_graph_shows_drops_at_a_slow_newest_reader_and_none_at_an_ordered_one(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "watched", project_venv, watched_files())
     run = start(runtime, project)
@@ -122,6 +125,7 @@ def test_graph_shows_drops_at_a_slow_newest_reader_and_none_at_an_ordered_one(ru
     assert node(g, "lagging")["inputs"] == [{"port": "rows", "delivery_profile": "newest"}]
 
 
+@pytest.mark.slow
 def test_graph_counters_are_live(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "watched", project_venv, watched_files())
     run = start(runtime, project)
@@ -139,6 +143,7 @@ def test_graph_counters_are_live(runtime, project_venv, tmp_path):
     assert unknown.returncode == 1 and "no stream named nope" in unknown.stderr
 
 
+@pytest.mark.slow
 def test_tap_returns_5_bags_without_slowing_the_source(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "watched", project_venv, watched_files())
     run = start(runtime, project)
@@ -147,14 +152,20 @@ def test_tap_returns_5_bags_without_slowing_the_source(runtime, project_venv, tm
         g = graph(runtime)
         return link(g, "lagging")["counters"]["written"], g["now_ns"]
 
+    rates = []  # (before, during) the tap, for each try
     try:
-        w0, t0 = written()
-        wait_for(lambda: written()[0] > w0 + 100, timeout=30, what="the fast source to write 100 bags")
-        w1, t1 = written()
-        before = (w1 - w0) / ((t1 - t0) / 1e9)
-        tapped = runtime.cli("tap", "watched/fast/counts", "--count", "5", "--timeout", "30", check=True)
-        w2, t2 = written()
-        during = (w2 - w1) / ((t2 - t1) / 1e9)
+        # A tap that slowed the source would slow it every time; a busy machine slows it now and
+        # then (the tap command itself needs a CPU to start). So up to three tries, one must show it.
+        for _ in range(3):
+            w0, t0 = written()
+            wait_for(lambda: written()[0] > w0 + 100, timeout=30, what="the fast source to write 100 bags")
+            w1, t1 = written()
+            before = (w1 - w0) / ((t1 - t0) / 1e9)
+            tapped = runtime.cli("tap", "watched/fast/counts", "--count", "5", "--timeout", "30", check=True)
+            w2, t2 = written()
+            rates.append((before, (w2 - w1) / ((t2 - t1) / 1e9)))
+            if rates[-1][1] > 0.5 * before:
+                break
         after = graph(runtime)
     finally:
         stop(run)
@@ -166,11 +177,12 @@ def test_tap_returns_5_bags_without_slowing_the_source(runtime, project_venv, tm
     assert all(b["size"] > 0 and b["ts_ns"] > 0 for b in bags)
     assert "got 5 of 5 bags from watched/fast/counts" in tapped.stderr
     # The source's own counter kept its rate while the tap read (generous: the machine is shared).
-    assert during > 0.5 * before, (before, during)
+    assert any(during > 0.5 * before for before, during in rates), rates
     # The tap's reader record was released when it ended.
     assert node(after, "fast")["outputs"][0]["taps"] == []
 
 
+@pytest.mark.slow
 def test_tap_shows_bytes_as_length_and_hex_and_takes_the_full_address(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "watched", project_venv, watched_files())
     run = start(runtime, project)
@@ -190,6 +202,7 @@ def test_tap_shows_bytes_as_length_and_hex_and_takes_the_full_address(runtime, p
     assert missing.returncode == 1 and "has no output slow/nope" in missing.stderr and "watched/slow/counts" in missing.stderr
 
 
+@pytest.mark.slow
 def test_tapping_an_output_nothing_writes_says_so_after_the_timeout(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "watched", project_venv, watched_files())
     run = start(runtime, project)
@@ -205,6 +218,7 @@ def test_tapping_an_output_nothing_writes_says_so_after_the_timeout(runtime, pro
     assert node(after, "quiet")["outputs"][0]["taps"] == []
 
 
+@pytest.mark.slow
 def test_a_tap_cut_short_by_its_client_releases_its_reader(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "watched", project_venv, watched_files())
     run = start(runtime, project)

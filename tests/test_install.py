@@ -5,7 +5,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 
+
+@pytest.mark.slow
 def test_a_project_venv_has_the_sdk_without_runtime_dependencies(project_venv: Path):
     python = str(project_venv / "bin" / "python")
     check = subprocess.run(
@@ -16,8 +19,10 @@ def test_a_project_venv_has_the_sdk_without_runtime_dependencies(project_venv: P
     assert check.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_tatolabd_without_the_runtime_extras_says_how_to_install_them(project_venv: Path):
     done = subprocess.run([str(project_venv / "bin" / "tatolabd")], capture_output=True, text=True, timeout=30)
     assert done.returncode == 1
     assert "tatolabd needs psutil, watchfiles" in done.stderr
-    assert "pip install 'tatolab[runtime]'" in done.stderr
+    assert "uv tool install '/path/to/tatolab[runtime]'" in done.stderr
+    assert "pip install 'tatolab[runtime]'" not in done.stderr  # the index's tatolab is a placeholder

@@ -151,6 +151,7 @@ def test_the_cli_never_talks_to_a_socket_another_user_planted(other_user, shared
     )
 
 
+@pytest.mark.slow
 def test_a_lock_path_planted_as_a_link_is_never_opened(other_user, tmp_path):
     precious = tmp_path / "precious"
     precious.write_text("root's data\n")
@@ -268,6 +269,7 @@ def test_another_users_runtime_is_refused_naming_the_running_one(runtime, other_
     assert runtime.answers()
 
 
+@pytest.mark.slow
 def test_the_lock_leaves_nothing_on_disk_and_frees_itself_when_the_holder_is_killed(tmp_path):
     rt = Runtime(tmp_path / "rt").start()
     try:

@@ -3,18 +3,17 @@ crashes, the two-crash rule, records on disk, which stream to load, and the syst
 
 from __future__ import annotations
 
-import configparser
 import json
 import os
-import shutil
 import signal
 import stat
-import subprocess
 import sys
 import venv
 from pathlib import Path
 
-from harness import BIN, Runtime, make_project, read_jsonl, wait_for
+import pytest
+
+from harness import Runtime, make_project, read_jsonl, wait_for
 from nodes_fixture import COUNTER, SINK
 
 HINT = "`tatolab start {0}` retries it, `tatolab rm {0}` forgets it."
@@ -72,6 +71,7 @@ def state_folder(runtime: Runtime) -> Path:
     return runtime.root / "state" / "tatolab"
 
 
+@pytest.mark.slow
 def test_run_d_returns_at_once_and_the_stream_outlives_the_command_and_a_killed_runtime(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "motion-watcher", project_venv, counting_files("motion_watcher")).resolve()
     assert keep(runtime, project) == f"motion_watcher kept (project {project})\n"
@@ -90,6 +90,7 @@ def test_run_d_returns_at_once_and_the_stream_outlives_the_command_and_a_killed_
     assert table(runtime)["motion_watcher"][0] == "kept"
 
 
+@pytest.mark.slow
 def test_stop_survives_a_restart_start_brings_it_back_and_rm_forgets_it(runtime, project_venv, tmp_path):
     garage = make_project(tmp_path / "garage", project_venv, counting_files("garage")).resolve()
     watcher = make_project(tmp_path / "watcher", project_venv, counting_files("watcher")).resolve()
@@ -131,6 +132,7 @@ def test_stop_survives_a_restart_start_brings_it_back_and_rm_forgets_it(runtime,
         assert "no stream named nope" in unknown.stderr and "watcher (kept)" in unknown.stderr
 
 
+@pytest.mark.slow
 def test_runtime_kills_no_stream_caused_never_mark_a_running_kept_stream_failed(runtime, project_venv, tmp_path):
     cam = make_project(tmp_path / "cam", project_venv, counting_files("cam")).resolve()
     log = make_project(tmp_path / "log", project_venv, counting_files("log")).resolve()
@@ -151,6 +153,7 @@ def test_runtime_kills_no_stream_caused_never_mark_a_running_kept_stream_failed(
     assert len(crashes) == 3 and all(m.endswith("kept streams involved: none") for m in crashes)
 
 
+@pytest.mark.slow
 def test_a_crash_while_a_stream_loads_involves_only_that_stream(runtime, project_venv, tmp_path):
     steady = make_project(tmp_path / "steady", project_venv, counting_files("a_steady")).resolve()
     files = counting_files("b_slow")
@@ -184,6 +187,7 @@ def test_a_crash_while_a_stream_loads_involves_only_that_stream(runtime, project
     assert table(runtime)["b_slow"][0] == "kept" and failed_lines(runtime) == []
 
 
+@pytest.mark.slow
 def test_a_stream_that_cannot_load_is_marked_failed_while_the_others_start(runtime, project_venv, tmp_path):
     no_venv = make_project(tmp_path / "a", project_venv, counting_files("a_novenv")).resolve()
     no_module = make_project(tmp_path / "b", project_venv, counting_files("b_nomodule")).resolve()
@@ -203,7 +207,7 @@ def test_a_stream_that_cannot_load_is_marked_failed_while_the_others_start(runti
     lines = failed_lines(runtime)
     assert lines[0] == (
         f"a_novenv failed: its project's Python environment is gone: {no_venv}/.venv/bin/python does not exist; "
-        f"run `uv sync` in {no_venv}, then start it again. " + HINT.format("a_novenv")
+        f"`tatolab sdk {no_venv}` makes it again with this runtime's SDK. " + HINT.format("a_novenv")
     )
     assert lines[1].startswith("b_nomodule failed: node orderedsink (nodes.sinks:OrderedSink) cannot be imported")
     assert "No module named 'nodes.sinks'" in lines[1] and lines[1].endswith(HINT.format("b_nomodule"))
@@ -215,6 +219,7 @@ def test_a_stream_that_cannot_load_is_marked_failed_while_the_others_start(runti
     produces(no_venv / "out.jsonl", "the repaired stream to run")
 
 
+@pytest.mark.slow
 def test_run_d_again_replaces_the_recorded_graph_and_edits_alone_change_nothing(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "p", project_venv, counting_files("recorder", "first.jsonl")).resolve()
     keep(runtime, project)
@@ -243,6 +248,7 @@ def test_run_d_again_replaces_the_recorded_graph_and_edits_alone_change_nothing(
     produces(project / "second.jsonl", "the kept version to keep running after a failed `run -d`")
 
 
+@pytest.mark.slow
 def test_a_truncated_record_is_reported_and_the_runtime_still_starts(runtime, project_venv, tmp_path):
     cut = make_project(tmp_path / "cut", project_venv, counting_files("cut")).resolve()
     whole = make_project(tmp_path / "whole", project_venv, counting_files("whole")).resolve()
@@ -310,6 +316,7 @@ def installed_package_venv(path: Path, project_venv: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_every_target_form_loads_the_right_function(runtime, project_venv, tmp_path):
     files = {"stream.py": tagged("recorder", "viewer"), "cameras.py": tagged("front_door"),
              "nodes/__init__.py": "", "nodes/tag.py": TAG_NODE}
@@ -344,37 +351,7 @@ def test_every_target_form_loads_the_right_function(runtime, project_venv, tmp_p
     assert table(runtime) == {}
 
 
-def test_service_install_writes_a_unit_systemd_accepts_and_uninstall_removes_it(tmp_path):
-    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_RUNTIME_DIR=str(tmp_path / "run"),
-               XDG_STATE_HOME=str(tmp_path / "state"))
-    env.pop("VIRTUAL_ENV", None)
-
-    def tatolab(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(BIN / "tatolab"), *args], env=env, capture_output=True, text=True, timeout=60)
-
-    installed = tatolab("service", "install", "--no-start")
-    assert installed.returncode == 0, installed.stderr
-    unit = tmp_path / "config" / "systemd" / "user" / "tatolabd.service"
-    wants = unit.parent / "default.target.wants" / "tatolabd.service"
-    assert wants.is_symlink() and wants.resolve() == unit.resolve()
-    assert "loginctl enable-linger" in installed.stdout or "Lingering is on" in installed.stdout
-
-    parser = configparser.ConfigParser(strict=False, interpolation=None)
-    parser.optionxform = str  # keys are case-sensitive in systemd
-    parser.read_string(unit.read_text())
-    assert parser["Service"]["ExecStart"] == str(BIN / "tatolabd")
-    assert parser["Service"]["Restart"] == "on-failure"
-    assert parser["Install"]["WantedBy"] == "default.target"
-    assert parser["Service"]["Environment"].endswith(f"XDG_STATE_HOME={tmp_path / 'state'}")
-    if shutil.which("systemd-analyze"):
-        verify = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
-        assert (verify.returncode, verify.stdout + verify.stderr) == (0, "")
-
-    removed = tatolab("service", "uninstall")
-    assert removed.returncode == 0, removed.stderr
-    assert not unit.exists() and not wants.is_symlink()
-
-
+@pytest.mark.slow
 def test_every_url_safe_name_survives_a_restart_and_a_record_that_cannot_start_is_failed(
     runtime, project_venv, tmp_path
 ):
@@ -459,6 +436,7 @@ def version_seen(project: Path, not_pid: int | None = None) -> dict:
     return wait_for(read, timeout=40, what="the version node to (re)start and write version.json")
 
 
+@pytest.mark.slow
 def test_a_kept_stream_runs_the_code_kept_at_run_d_after_edits_and_restarts(runtime, project_venv, tmp_path):
     files = {"stream.py": VERSION_STREAM, "nodes/__init__.py": "", "nodes/version.py": VERSION_NODE.format(version="kept"),
              ".git/hook.py": "", "nodes/__pycache__/stale.py": "", "notes.txt": "not a Python source"}

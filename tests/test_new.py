@@ -23,6 +23,7 @@ def new(runtime_env: dict, *args: str, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run(command, env=runtime_env, cwd=cwd, capture_output=True, text=True, timeout=180)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag, record", [((), "tick"), (("--test-pattern",), "frame")])
 def test_new_then_dev_runs_the_project(runtime, tmp_path, flag, record):
     project = tmp_path / "my-stream"

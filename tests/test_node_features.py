@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import signal
 
+import pytest
+
 from harness import make_project, read_jsonl, wait_for
 
 NODES = """
@@ -125,6 +127,7 @@ def features(stream_builder: StreamBuilder) -> None:
 """
 
 
+@pytest.mark.slow
 def test_manual_nodes_fan_in_big_bags_and_unencodable_bags(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "features", project_venv, {
         "stream.py": STREAM, "nodes/__init__.py": "", "nodes/features.py": NODES,
@@ -157,6 +160,7 @@ def test_manual_nodes_fan_in_big_bags_and_unencodable_bags(runtime, project_venv
     assert "badwriter" in out and "events" in out and 'bag["meta"]["when"]' in out and "datetime" in out
 
 
+@pytest.mark.slow
 def test_what_a_node_says_while_stopping_reaches_the_log(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "bye", project_venv, {
         "stream.py": """

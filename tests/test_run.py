@@ -31,6 +31,7 @@ def stop_attached(run: subprocess.Popen) -> tuple[str, str]:
     return out, err
 
 
+@pytest.mark.slow
 def test_ordered_pipeline_gets_every_bag_in_order_and_ctrl_c_leaves_nothing(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "pipeline", project_venv, pipeline_files(limit=300))
     run = runtime.popen_cli("run", cwd=project)
@@ -50,6 +51,7 @@ def test_ordered_pipeline_gets_every_bag_in_order_and_ctrl_c_leaves_nothing(runt
     assert runtime.shm_files() == []
 
 
+@pytest.mark.slow
 def test_slow_newest_reader_gets_the_latest_while_the_source_keeps_its_rate(runtime, project_venv, tmp_path):
     files = {
         "stream.py": """
@@ -78,16 +80,24 @@ def test_slow_newest_reader_gets_the_latest_while_the_source_keeps_its_rate(runt
         fast = read_jsonl(project / "fast.jsonl")
     finally:
         stop_attached(run)
-    # The fast ordered reader saw every bag the source sent, in order: the source was not held back.
+    # The fast ordered reader saw every bag the source sent, in order.
     assert [row["n"] for row in fast] == list(range(len(fast)))
+    # The source was not held back by the slow reader (one read per 100 ms): over the same span it
+    # sent many times what that reader read. Held back, it would send about as many as were read.
+    # (Its own pace, 200 a second, is not asserted: on a busy machine a node may get less CPU.)
     span_s = (fast[-1]["sent_ns"] - fast[0]["sent_ns"]) / 1e9
-    assert len(fast) / span_s > 0.5 * 200, "the source (5 ms interval) fell below half its rate"
-    # The slow newest reader skipped: each read is far ahead of the previous one and close to the source.
+    slow_span_s = (slow[-1]["read_ns"] - slow[0]["read_ns"]) / 1e9
+    source_rate, reader_rate = len(fast) / span_s, (len(slow) - 1) / slow_span_s
+    assert source_rate > 4 * reader_rate, (source_rate, reader_rate)
+    # The slow newest reader skipped: each read is far ahead of the previous one and close to the
+    # source. A reader handed queued bags instead would fall further behind with every read.
     gaps = [b["n"] - a["n"] for a, b in zip(slow, slow[1:])]
     assert min(gaps) >= 5, gaps
-    assert all((row["read_ns"] - row["sent_ns"]) < 50_000_000 for row in slow[1:])
+    lags_ms = sorted((row["read_ns"] - row["sent_ns"]) / 1e6 for row in slow[1:])
+    assert lags_ms[len(lags_ms) // 2] < 50 and lags_ms[-1] < 1000, lags_ms
 
 
+@pytest.mark.slow
 def test_a_killed_node_comes_back_and_the_others_keep_going(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "pipeline", project_venv, pipeline_files())
     run = runtime.popen_cli("run", cwd=project)
@@ -113,6 +123,7 @@ def test_a_killed_node_comes_back_and_the_others_keep_going(runtime, project_ven
     assert "doubler" in stdout and "was killed by SIGKILL" in stdout
 
 
+@pytest.mark.slow
 def test_run_exits_with_an_error_when_the_runtime_goes_down(tmp_path, project_venv):
     runtime = Runtime(tmp_path / "rt").start()
     project = make_project(tmp_path / "pipeline", project_venv, pipeline_files())
@@ -129,6 +140,7 @@ def test_run_exits_with_an_error_when_the_runtime_goes_down(tmp_path, project_ve
     assert runtime.shm_files() == []
 
 
+@pytest.mark.slow
 def test_sigkilled_runtime_leaves_no_orphans_and_the_next_one_reaps_its_files(tmp_path, project_venv):
     runtime = Runtime(tmp_path / "rt").start()
     project = make_project(tmp_path / "pipeline", project_venv, pipeline_files())
@@ -152,6 +164,7 @@ def test_sigkilled_runtime_leaves_no_orphans_and_the_next_one_reaps_its_files(tm
             run.kill()
 
 
+@pytest.mark.slow
 def test_a_second_runtime_is_refused_naming_the_first(runtime):
     second = subprocess.run([str(BIN / "tatolabd")], env=runtime.env, capture_output=True, text=True, timeout=20)
     assert second.returncode == 1
@@ -188,6 +201,7 @@ def test_without_xdg_runtime_dir_the_socket_is_in_a_folder_of_the_users_own_in_t
     assert result.stderr.strip() == DOCS_NO_RUNTIME.replace("/run/user/1000/streamlib/local-api.sock", expected_path)
 
 
+@pytest.mark.slow
 def test_socket_is_reachable_only_by_its_user(runtime):
     assert oct(runtime.socket.parent.stat().st_mode & 0o777) == "0o700"
     assert oct(runtime.socket.stat().st_mode & 0o777) == "0o600"
@@ -195,6 +209,7 @@ def test_socket_is_reachable_only_by_its_user(runtime):
     assert listening == []
 
 
+@pytest.mark.slow
 def test_a_name_in_use_is_refused_naming_its_project(runtime, project_venv, tmp_path):
     first = make_project(tmp_path / "first", project_venv, pipeline_files())
     second = make_project(tmp_path / "second", project_venv, pipeline_files())
@@ -212,6 +227,7 @@ def test_a_name_in_use_is_refused_naming_its_project(runtime, project_venv, tmp_
         stop_attached(run)
 
 
+@pytest.mark.slow
 def test_stop_ends_an_attached_run(runtime, project_venv, tmp_path):
     project = make_project(tmp_path / "p", project_venv, pipeline_files())
     run = runtime.popen_cli("run", cwd=project)
@@ -224,6 +240,7 @@ def test_stop_ends_an_attached_run(runtime, project_venv, tmp_path):
     assert unknown.returncode == 1 and "no stream named nope" in unknown.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL], ids=["sigterm", "closed-terminal", "killed"])
 def test_ending_the_run_command_any_way_unloads_the_stream(runtime, project_venv, tmp_path, sig):
     project = make_project(tmp_path / "p", project_venv, pipeline_files())

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import psutil
 
+import pytest
+
 from harness import REPO, Runtime, make_project, read_jsonl, wait_for
 from nodes_fixture import COUNTER, SINK
 
@@ -72,6 +74,7 @@ def grows(path: Path, by: int = 10, timeout: float = 20) -> None:
     wait_for(lambda: len(read_jsonl(path)) >= count + by, timeout=timeout, what=f"{path.name} to grow")
 
 
+@pytest.mark.slow
 def test_a_private_output_is_read_by_another_stream_and_survives_its_source_stopping(runtime, project_venv, tmp_path):
     source = source_project(tmp_path / "source", project_venv)
     reader = reader_project(tmp_path / "reader", project_venv)
@@ -97,6 +100,7 @@ def test_a_private_output_is_read_by_another_stream_and_survives_its_source_stop
     assert node_pids(runtime, "reader/orderedsink") == sink_pid, "no command touched the reader"
 
 
+@pytest.mark.slow
 def test_a_reader_loaded_before_its_source_wires_itself_when_the_source_loads(runtime, project_venv, tmp_path):
     reader = reader_project(tmp_path / "reader", project_venv)
     source = source_project(tmp_path / "source", project_venv)
@@ -120,6 +124,7 @@ def test_a_reader_loaded_before_its_source_wires_itself_when_the_source_loads(ru
     assert "wired to source" in out
 
 
+@pytest.mark.slow
 def test_expose_remove_cuts_a_live_reader_at_once(runtime, project_venv, tmp_path):
     source = source_project(tmp_path / "source", project_venv)
     reader = reader_project(tmp_path / "reader", project_venv)
@@ -142,7 +147,15 @@ def test_expose_remove_cuts_a_live_reader_at_once(runtime, project_venv, tmp_pat
     wait_for(lambda: remote_link(runtime, "reader")["state"] == "wired", what="the link to wire once exposed")
     grows(reader / "got.jsonl")
 
+    # public: recorded, and honest that nothing serves other machines yet
+    public = runtime.cli("expose", "source/counter/counts", "--public", check=True)
+    assert public.stdout.startswith("source/counter/counts is public: other streams on this machine can read it now")
+    assert "public is recorded" in public.stdout and "nothing serves other machines yet" in public.stdout
+    assert "(recorded for the kept stream)" in public.stdout
+    assert remote_link(runtime, "reader")["state"] == "wired"
 
+
+@pytest.mark.slow
 def test_an_internal_output_is_refused_with_how_to_expose_it(runtime, project_venv, tmp_path):
     source = source_project(tmp_path / "source", project_venv, expose="")
     reader = reader_project(tmp_path / "reader", project_venv)
@@ -161,6 +174,7 @@ def test_an_internal_output_is_refused_with_how_to_expose_it(runtime, project_ve
     assert read_jsonl(reader / "got.jsonl") == []
 
 
+@pytest.mark.slow
 def test_odd_names_are_made_url_safe_in_addresses(runtime, project_venv, tmp_path):
     source = make_project(tmp_path / "source", project_venv, {
         "stream.py": """
@@ -197,6 +211,7 @@ def _tutorial_project(name: str, root: Path, venv: Path) -> Path:
     return project
 
 
+@pytest.mark.slow
 def test_the_tutorial_streams_keep_logging_across_a_runtime_crash(runtime, project_venv, tmp_path):
     watcher = _tutorial_project("motion-watcher", tmp_path, project_venv)
     log = _tutorial_project("motion-log", tmp_path, project_venv)

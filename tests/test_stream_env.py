@@ -9,6 +9,8 @@ import signal
 import stat
 from pathlib import Path
 
+import pytest
+
 from harness import Runtime, make_project, wait_for
 
 PROBE = '''
@@ -91,6 +93,7 @@ def stop_quietly(rt: Runtime) -> None:
     assert rt.shm_files() == []
 
 
+@pytest.mark.slow
 def test_attached_run_and_dev_get_the_commands_environment_and_not_the_runtimes(project_venv, tmp_path):
     rt = runtime_with_its_own_variable(tmp_path).start()
     try:
@@ -111,6 +114,7 @@ def test_attached_run_and_dev_get_the_commands_environment_and_not_the_runtimes(
         stop_quietly(rt)
 
 
+@pytest.mark.slow
 def test_a_kept_stream_records_the_environment_of_run_d_and_gets_it_back_after_restarts(project_venv, tmp_path):
     rt = runtime_with_its_own_variable(tmp_path).start()
     try:

@@ -13,8 +13,10 @@ from typing import Any
 
 from tatolab import _records
 from tatolab._cli.client import Client, NoRuntime, RequestFailed
+from tatolab._cli.project import project_problem
 from tatolab._cli.streams import _Hangup, _load_args, add_load_arguments
 from tatolab._runtime import protocol
+from tatolab._words import counted
 
 NOTHING_LOADED = "no stream is loaded — fix it and save again"
 POLL_S = 0.2
@@ -47,12 +49,16 @@ def describe(event: dict[str, Any]) -> str | None:
 
 
 def _nodes(count: int) -> str:
-    return f"{count} node" if count == 1 else f"{count} nodes"
+    return counted(count, "node")
 
 
 def _open_session(load: dict[str, Any]) -> tuple[Client, dict[str, Any]]:
     """Ask the runtime to start dev; raises NoRuntime/_RuntimeDown when it is not there."""
     client = Client()
+    problem = project_problem(load, "dev")
+    if problem:
+        client.close()
+        raise RequestFailed(problem)
     try:
         client.sock.sendall(_request(load))
         answer = client.next_message()

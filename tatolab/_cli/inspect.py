@@ -16,6 +16,7 @@ from tatolab import _records
 from tatolab._records import KEPT_FILES
 from tatolab._cli.client import Client
 from tatolab._cli.output import fail
+from tatolab._words import counted
 
 FOLLOW_POLL_S = 0.1  # -f looks for new lines this often: a record shows well within a second
 FOLLOW_TAIL = 20  # records -f shows from before it started, unless --tail says otherwise
@@ -35,7 +36,7 @@ def trouble_lines(nodes: list[dict[str, Any]]) -> list[str]:
     for node in nodes:
         restarts = node["restarts"]
         state = "hung" if node.get("hung") else node["state"]
-        text = f"{node['stream']}/{node['name']} {state}, restarted {restarts} time{'s' if restarts != 1 else ''}"
+        text = f"{node['stream']}/{node['name']} {state}, restarted {counted(restarts, 'time')}"
         if node.get("last_error"):
             text += f"; last error: {node['last_error'].splitlines()[0]}"
         lines.append(text + f". `tatolab logs --stream {node['stream']} --node {node['name']}` shows more.")
@@ -70,14 +71,15 @@ def cmd_tap(args: argparse.Namespace) -> int:
 def tap_summary(address: str, end: dict[str, Any], count: int | None, seconds: float) -> str:
     got = end["got"]
     wanted = f" of {count}" if count is not None else ""
-    line = f"tap: got {got}{wanted} bag{'s' if got != 1 or count else ''} from {address} in {seconds:.1f} s"
+    bags = "bag" if (count if count is not None else got) == 1 else "bags"
+    line = f"tap: got {got}{wanted} {bags} from {address} in {seconds:.1f} s"
     if end["reason"] == "timeout":
         line += " (timed out)" if got else " (timed out: nothing was written to it meanwhile)"
     elif end["reason"] == "stream stopped":
         line += " (the stream stopped)"
     if end.get("dropped"):
         skipped = end["dropped"]
-        line += f"; the tap skipped {skipped} bag{'s' if skipped != 1 else ''}"
+        line += f"; the tap skipped {counted(skipped, 'bag')}"
     return line
 
 

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from tatolab._cli.client import Client
+from tatolab._words import counted
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -14,7 +15,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         print(f"{args.name} is already running (kept, project {result['project']})")
     else:
         how = "retried and running" if result.get("retried") else "started"
-        print(f"{args.name} {how} (kept, {result['nodes']} nodes, project {result['project']})")
+        print(f"{args.name} {how} (kept, {counted(result['nodes'], 'node')}, project {result['project']})")
     return 0
 
 

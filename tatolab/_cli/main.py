@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
-from typing import Sequence
+from typing import Iterator, NoReturn, Sequence
 
 from tatolab import __version__
 from tatolab._cli.client import NoRuntime, RequestFailed
@@ -20,11 +21,38 @@ COMMAND_MODULES = {
     "streams": ("run", "streams", "stop"),
     "dev": ("dev",),
     "new": ("new",),
+    "sdk": ("sdk",),
     "inspect": ("graph", "tap", "logs"),
     "kept": ("start", "rm"),
     "expose": ("expose",),
     "service": ("service",),
 }
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a suggestion for a mistyped command."""
+
+    def error(self, message: str) -> NoReturn:
+        wrong = re.search(r"invalid choice: ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", message)
+        if wrong:
+            import ast
+            import difflib
+
+            typed = ast.literal_eval(wrong.group(1))
+            choices = [name for action in self._actions if isinstance(action, argparse._SubParsersAction)
+                       for name in action.choices]
+            close = difflib.get_close_matches(typed, choices, n=1, cutoff=0.6)
+            if close:
+                message = f"{message}; did you mean `{self.prog} {close[0]}`?"
+        super().error(message)
+
+
+def _subcommand_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                yield sub
+                yield from _subcommand_parsers(sub)
 
 
 def _modules_for(argv: Sequence[str]) -> list[str]:
@@ -37,17 +65,24 @@ def _modules_for(argv: Sequence[str]) -> list[str]:
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tatolab", description="Run live streams on this machine.")
+    """The parser for ``argv`` (only its command's module imported), or for every command."""
+    parser = _Parser(prog="tatolab", description="Run live streams on this machine.")
     parser.add_argument("--version", action="version", version=f"tatolab {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in _modules_for(argv) if argv is not None else COMMAND_MODULES:
         importlib.import_module(f"tatolab._cli.{module}").register(commands)
+    for sub in _subcommand_parsers(parser):
+        # the innermost command's default wins, so an unknown argument is reported with its usage
+        sub.set_defaults(usage_parser=sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(argv).parse_args(argv)
+    parser = build_parser(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        getattr(args, "usage_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         code = args.func(args)
     except (NoRuntime, RequestFailed) as exc:

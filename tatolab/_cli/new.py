@@ -14,16 +14,15 @@ import keyword
 import re
 import subprocess
 import sys
-import tempfile
 import unicodedata
-import venv
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from tatolab import __version__
 from tatolab._cli.output import fail
-from tatolab._cli.wheels import WheelError, pack_sdk
+from tatolab._cli.sdk import SOURCES_COMMENT, install_sdk, keep_sdk_wheel, uv_source_line
+from tatolab._cli.wheels import WheelError
 
 TEMPLATES = {
     # path in the project: template (under tatolab/_cli/templates/)
@@ -53,9 +52,11 @@ def function_name(folder: str) -> str:
     return name
 
 
-def render(kind: str, folder: str) -> dict[str, str]:
-    """The project's files, path -> text."""
+def render(kind: str, folder: str, sdk_wheel: Path = Path("tatolab.whl")) -> dict[str, str]:
+    """The project's files, path -> text; pyproject.toml points uv at ``sdk_wheel``."""
     values = {
+        "sources_comment": SOURCES_COMMENT,
+        "tatolab_source": uv_source_line(sdk_wheel),
         "function": function_name(folder),
         "project": re.sub(r"[^A-Za-z0-9._-]+", "-", folder).strip("-.") or "my-stream",
         "version": __version__,
@@ -74,19 +75,6 @@ def collisions(target: Path, files: dict[str, str]) -> list[str]:
     return taken
 
 
-def create_venv(target: Path) -> None:
-    """``target/.venv`` with pip and this version of tatolab, without a package index."""
-    venv_dir = target / ".venv"
-    venv.EnvBuilder(with_pip=True, symlinks=True).create(venv_dir)
-    with tempfile.TemporaryDirectory(prefix="tatolab-wheels-") as wheel_dir:
-        pack_sdk(Path(wheel_dir))
-        subprocess.run(
-            [str(venv_dir / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-index",
-             "--disable-pip-version-check", "--find-links", wheel_dir, f"tatolab=={__version__}"],
-            check=True, stdin=subprocess.DEVNULL,
-        )
-
-
 def cmd_new(args: argparse.Namespace) -> int:
     target = Path(args.dir).expanduser().absolute()
     if target.exists() and not target.is_dir():
@@ -98,6 +86,11 @@ def cmd_new(args: argparse.Namespace) -> int:
             f"{target} already has {', '.join(taken)}; `tatolab new` never overwrites: "
             "pick a new folder, or move those away first"
         )
+    try:
+        sdk_wheel = keep_sdk_wheel()
+    except (WheelError, OSError) as exc:
+        return fail(f"could not keep the runtime's SDK wheel for the project: {exc}")
+    files = render("test_pattern" if args.test_pattern else "basic", target.name, sdk_wheel)
     for path, text in files.items():
         (target / path).parent.mkdir(parents=True, exist_ok=True)
         with open(target / path, "x", encoding="utf-8") as out:  # "x": never overwrite, even in a race
@@ -106,11 +99,10 @@ def cmd_new(args: argparse.Namespace) -> int:
     print(f"creating {target / '.venv'} with tatolab {__version__} (offline, from the runtime's own install)",
           flush=True)
     try:
-        create_venv(target)
+        install_sdk(target)
     except (WheelError, subprocess.CalledProcessError, OSError) as exc:
         return fail(f"could not create {target / '.venv'}: {exc}; the project files are written, so "
-                    f"`python -m venv .venv && .venv/bin/pip install tatolab=={__version__}` in {target} "
-                    "finishes it with a package index")
+                    f"`tatolab sdk {target}` finishes it once that is fixed")
     print(f"ready: cd {target} && tatolab dev", flush=True)
     return 0
 

@@ -1,8 +1,11 @@
 """`tatolab service install|uninstall`: the runtime as a systemd user service on Linux.
 
 The unit starts ``tatolabd`` at login and restarts it when it crashes; kept streams come
-back with it. Enabling is the symlink ``systemctl --user enable`` would make, so install
-works even where no user manager is running yet (a fresh ssh login, a container).
+back with it. Enabling is the symlink ``systemctl --user enable`` would make. Install asks
+``systemctl --user`` first: where no user manager answers (a container, ``su`` without a
+login session, no systemd at all), a unit would never start, so it says so, writes nothing
+and exits non-zero with what to do instead; ``--no-start`` still writes and enables the unit
+for the next time a user manager starts.
 """
 
 from __future__ import annotations
@@ -65,9 +68,30 @@ def unit_text(tatolabd: Path, env: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def user_manager_reachable() -> bool:
-    runtime_dir = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
-    return shutil.which("systemctl") is not None and (Path(runtime_dir) / "systemd" / "private").exists()
+def user_manager_problem() -> str | None:
+    """Why ``systemctl --user`` cannot reach this user's systemd manager, or None when it can."""
+    if shutil.which("systemctl") is None:
+        return "systemctl is not installed"
+    try:
+        probe = subprocess.run(["systemctl", "--user", "show-environment"], capture_output=True, text=True,
+                               timeout=20, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"`systemctl --user` did not answer ({exc})"
+    if probe.returncode == 0:
+        return None
+    said = (probe.stderr or probe.stdout).strip().splitlines()
+    return f"`systemctl --user` says: {said[0] if said else f'exit {probe.returncode}'}"
+
+
+def instead_hint(user: str) -> str:
+    """What to do on a machine where no systemd user manager answers."""
+    if Path("/run/systemd/system").is_dir():  # systemd runs the machine; this user just has no manager
+        return (f"Start one with `loginctl enable-linger {user}` (it then keeps running when nobody is logged "
+                "in), or log in over ssh or at the desktop rather than with su, then run "
+                "`tatolab service install` again. Until then, run `tatolabd` in a terminal of its own.")
+    return ("Without systemd, run `tatolabd` in a terminal of its own (under tmux or screen it outlives "
+            "the terminal), or start it from whatever starts services here (a container's command, "
+            "supervisord, an init script); kept streams load whenever it starts.")
 
 
 def _systemctl(*args: str) -> tuple[bool, str]:
@@ -90,7 +114,14 @@ def cmd_install(args: argparse.Namespace) -> int:
         return fail("`tatolab service` writes a systemd user unit, which only Linux has")
     tatolabd = find_tatolabd()
     if tatolabd is None:
-        return fail(f"no tatolabd beside {sys.executable} or on PATH; install it with `pip install \"tatolab[runtime]\"`")
+        return fail(f"no tatolabd beside {sys.executable} or on PATH; install the runtime from a clone of Tatolab: "
+                    "`uv tool install '/path/to/tatolab[runtime]'` (README, \"Install\")")
+    problem = user_manager_problem()
+    if problem is not None and not args.no_start:
+        print(f"error: no systemd user manager is running for {getpass.getuser()}: {problem}. "
+              "A unit would never start, so none was written.", file=sys.stderr)
+        print(instead_hint(getpass.getuser()), file=sys.stderr)
+        return 1
     folder = unit_folder()
     unit = folder / UNIT_NAME
     wants = folder / f"{WANTED_BY}.wants" / UNIT_NAME
@@ -104,7 +135,12 @@ def cmd_install(args: argparse.Namespace) -> int:
     print(f"wrote {unit}: it starts {tatolabd} at login and restarts it if it crashes")
     print(f"enabled it ({wants})")
     start = "systemctl --user daemon-reload && systemctl --user restart tatolabd"
-    if args.no_start or not user_manager_reachable():
+    if problem is not None:
+        print(f"No systemd user manager answers now ({problem}), so nothing was started: the unit "
+              "starts when a user manager starts, at your next login.")
+        print(instead_hint(getpass.getuser()))
+        return 0
+    if args.no_start:
         print(f"start it now with: {start}")
         print("(stop a tatolabd running in a terminal first: one runtime runs per machine)")
     else:
@@ -126,7 +162,7 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
     if not unit.exists() and not wants.is_symlink():
         print(f"no {UNIT_NAME} in {folder}; nothing to remove")
         return 0
-    reachable = user_manager_reachable()
+    reachable = user_manager_problem() is None
     if reachable:
         _systemctl("stop", UNIT_NAME)  # kept streams stay recorded; they load with the next runtime
     if wants.is_symlink() or wants.exists():

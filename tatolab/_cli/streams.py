@@ -11,6 +11,8 @@ from typing import Any
 from tatolab import _records
 from tatolab._cli.client import Client
 from tatolab._cli.output import fail
+from tatolab._cli.project import project_problem
+from tatolab._words import counted
 
 
 class _Hangup(Exception):
@@ -31,8 +33,12 @@ def _load_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    client = Client()
+    client = Client()  # first: with no runtime, every command says so before anything else
     load = _load_args(args)
+    problem = project_problem(load, "run")
+    if problem:
+        client.close()
+        return fail(problem)
     if args.detach:
         result = client.request("load", mode="kept", **load)
         print(f"{result['name']} kept (project {result['project']})")
@@ -49,8 +55,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         result = client.request("load", mode="attached", **load)
         name = result["name"]
-        print(f"{name} running attached ({result['nodes']} nodes, project {result['project']}); Ctrl-C stops it",
-              flush=True)
+        print(f"{name} running attached ({counted(result['nodes'], 'node')}, project {result['project']}); "
+              "Ctrl-C stops it", flush=True)
         for event in client.events():
             if event.get("event") == "log":
                 print(_records.format_for_terminal(event["record"]), flush=True)

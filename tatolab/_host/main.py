@@ -2,14 +2,18 @@
 
 The runtime starts ``python -m tatolab._host`` with the node's spec as the first line
 on stdin; later lines are control messages (add or remove a link, stop). Log records
-go as JSON lines to the file descriptor named by ``TATOLAB_LOG_FD``; anything else the
-node prints reaches the runtime through stdout and stderr.
+go as JSON lines to the file descriptor named by ``TATOLAB_LOG_FD``. What the node writes to
+``sys.stdout`` and ``sys.stderr`` (``print``, warnings) becomes records on that same descriptor,
+so a print and the traceback that follows it stay in the order they were written; only what
+is written to file descriptors 1 and 2 directly (C libraries, child processes) reaches the
+runtime through the stdout and stderr pipes.
 """
 
 from __future__ import annotations
 
 import faulthandler
 import importlib
+import io
 import json
 import logging
 import os
@@ -47,6 +51,62 @@ class _RecordSink:
                 self._file.write(line)
             except (BrokenPipeError, ValueError):
                 pass
+
+
+class _LineWriter(io.TextIOBase):
+    """``sys.stdout`` or ``sys.stderr`` of a node: each line becomes a record on the sink."""
+
+    MAX_LINE = 128 * 1024  # the runtime reads records as lines of at most 1 MiB
+
+    def __init__(self, sink: _RecordSink, original: Any, level: str, source: str) -> None:
+        super().__init__()
+        self._sink = sink
+        self._original = original
+        self._level = level
+        self._source = source
+        self._pending = ""
+        self._lock = threading.Lock()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return "utf-8"
+
+    @property
+    def buffer(self) -> Any:
+        return self._original.buffer  # bytes written there go straight to the pipe
+
+    def fileno(self) -> int:
+        return self._original.fileno()  # faulthandler and child processes write to the fd itself
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            self._pending += text
+            *lines, self._pending = self._pending.split("\n")
+            if len(self._pending) >= self.MAX_LINE:
+                lines.append(self._pending)
+                self._pending = ""
+        for line in lines:
+            self._emit(line)
+        return len(text)
+
+    def flush(self) -> None:
+        pass  # a line is one record: text without its newline waits for the rest of its line
+
+    def drain(self) -> None:
+        """Emit a last line that never got its newline (before a crash record, at exit)."""
+        with self._lock:
+            line, self._pending = self._pending, ""
+        self._emit(line)
+
+    def _emit(self, line: str) -> None:
+        if line:
+            self._sink.emit(self._level, line[: self.MAX_LINE], {"source": self._source})
 
 
 class _LoggingBridge(logging.Handler):
@@ -118,6 +178,9 @@ def main() -> None:
         return  # stopped before it was given its node
     sink = _RecordSink(int(log_fd) if log_fd else None, spec["stream"], spec["node"])
     logging.basicConfig(level=logging.INFO, handlers=[_LoggingBridge(sink)], force=True)
+    if log_fd:
+        sys.stdout = _LineWriter(sink, sys.stdout, "info", "stdout")
+        sys.stderr = _LineWriter(sink, sys.stderr, "warning", "stderr")
     imports = ImportReporter(sink.send)
     imports.install()
     import_from(spec["project"], spec.get("sources"))
@@ -130,6 +193,7 @@ def main() -> None:
         runner = NodeRunner(spec, node_class, sink)
         imports.flush()
     except Exception as exc:
+        _drain_output()
         sink.emit(
             "error",
             f"node {spec['node']} could not start: {exc}",
@@ -146,12 +210,20 @@ def main() -> None:
     try:
         runner.run(control)
     except Exception as exc:
+        _drain_output()
         sink.emit(
             "error",
             f"node {spec['node']} raised {type(exc).__name__}: {exc}",
             {"traceback": traceback.format_exc()},
         )
-        sys.stdout.flush()
         sys.exit(EXIT_CRASHED)
-    sys.stdout.flush()
+    _drain_output()
     sys.exit(0)
+
+
+def _drain_output() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, _LineWriter):
+            stream.drain()
+        else:
+            stream.flush()

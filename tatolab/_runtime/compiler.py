@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -21,7 +22,8 @@ class CompileError(Exception):
 def project_python(project: Path) -> Path:
     python = project / ".venv" / "bin" / "python"
     if not python.exists():
-        raise CompileError(f"{project} has no .venv/bin/python; run `uv sync` in {project}")
+        raise CompileError(f"{project} has no .venv/bin/python; `tatolab sdk {project}` creates it with "
+                           "this runtime's SDK (no package index needed)")
     return python
 
 
@@ -59,10 +61,12 @@ async def compile_stream(
         await asyncio.shield(process.wait())
         raise
     stderr = err.decode(errors="replace")
-    if "No module named tatolab" in stderr or "No module named 'tatolab'" in stderr:
+    missing = re.search(r"No module named '?(tatolab(?:\.\w+)*)(?!\w)", stderr)
+    if missing:
+        what = "has no tatolab" if missing.group(1) == "tatolab" else "has an older or another tatolab"
         raise CompileError(
-            f"{project}/.venv has no tatolab; run `uv add tatolab` in {project} "
-            f"(or `{python} -m pip install tatolab`)"
+            f"{project}/.venv {what} (no module {missing.group(1)}); `tatolab sdk {project}` installs "
+            "this runtime's SDK there (no package index needed)"
         )
     try:
         result = json.loads(out.decode(errors="replace").strip().splitlines()[-1])

@@ -19,8 +19,11 @@ def main() -> None:
     missing = missing_dependencies()
     if missing:
         print(
-            f"error: tatolabd needs {', '.join(missing)}, which come with the runtime's install: "
-            f"run `{sys.executable} -m pip install 'tatolab[runtime]'`",
+            f"error: tatolabd needs {', '.join(missing)}, which come with the runtime's install; "
+            f"{sys.prefix} holds the SDK only. Install the runtime from a clone of Tatolab (the package "
+            "index's tatolab is an unrelated placeholder): `uv tool install '/path/to/tatolab[runtime]'` "
+            f"or `pipx install '/path/to/tatolab[runtime]'` puts tatolabd and tatolab on PATH, or "
+            f"`{sys.executable} -m pip install '/path/to/tatolab[runtime]'` adds it here",
             file=sys.stderr,
         )
         sys.exit(1)

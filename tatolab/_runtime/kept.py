@@ -19,6 +19,7 @@ from tatolab._runtime.crashes import Lifecycle, RunState, start_run
 from tatolab._runtime.records import DamagedRecord, KeptRecord, RecordStore, write_json_atomically
 from tatolab._runtime.streams import LoadedStream
 from tatolab._sdk.naming import as_argument
+from tatolab._words import counted
 
 if TYPE_CHECKING:
     from tatolab._runtime.control import Runtime
@@ -207,7 +208,7 @@ async def preflight(record: KeptRecord) -> str | None:
     python = Path(record.python)
     if not python.exists():
         return (f"its project's Python environment is gone: {python} does not exist; "
-                f"run `uv sync` in {project}, then start it again")
+                f"`tatolab sdk {project}` makes it again with this runtime's SDK")
     if record.sources is not None and not Path(record.sources).is_dir():
         return (f"the copy of its project's modules kept at `run -d` ({record.sources}) is gone; "
                 f"run `tatolab run -d` in {project} to keep it again")
@@ -235,10 +236,11 @@ async def preflight(record: KeptRecord) -> str | None:
         return f"checking its node classes with {python} failed: {tail[0]}"
     problems: dict[str, str] = json.loads(lines[-1][len(_CHECK_MARK):])
     if "" in problems:
-        return f"its project's .venv cannot run the node host ({_strip(problems[''])}); install tatolab in {project}/.venv"
+        return (f"its project's .venv cannot run the node host ({_strip(problems[''])}); "
+                f"`tatolab sdk {project}` installs this runtime's SDK there")
     if problems:
         node, problem = sorted(problems.items())[0]
-        more = f" (and {len(problems) - 1} more node(s))" if len(problems) > 1 else ""
+        more = f" (and {counted(len(problems) - 1, 'more node')})" if len(problems) > 1 else ""
         where = f"the copy of {project} kept at `run -d` ({record.sources})" if record.sources else str(project)
         return f"node {node} ({classes[node]}) cannot be imported from {where}: {_strip(problem)}{more}"
     return None
@@ -307,4 +309,4 @@ async def load_at_start(runtime: "Runtime") -> None:
             continue
         if stream is not None:
             kept.say("info", f"kept stream {record.name} loaded from its record "
-                     f"({len(record.graph['nodes'])} nodes, project {record.project})", stream=record.name)
+                     f"({counted(len(record.graph['nodes']), 'node')}, project {record.project})", stream=record.name)

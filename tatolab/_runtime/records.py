@@ -15,6 +15,7 @@ from typing import Any
 from tatolab._safe_fs import create_private_file, private_dir
 from tatolab._sdk.errors import AddressError
 from tatolab._sdk.naming import as_argument, url_safe
+from tatolab._words import counted
 
 RECORD_VERSION = 1
 _TEMP_SUFFIX = ".tmp"
@@ -234,7 +235,7 @@ class RecordStore:
             text = raw.decode(errors="replace")
             found = _PROJECT_IN_TEXT.search(text)
             project = json.loads(f'"{found.group(1)}"') if found else None
-            problem = f"{len(raw)} bytes, {'empty' if not raw.strip() else exc}"
+            problem = f"{counted(len(raw), 'byte')}, {'empty' if not raw.strip() else exc}"
             return DamagedRecord(name, path, problem, project)
         if record.name != name:
             return DamagedRecord(name, path, f"it names the stream {record.name!r}", record.project)

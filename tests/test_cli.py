@@ -1,0 +1,102 @@
+"""The `tatolab` command's own words, without a runtime: usage, suggestions, counted nouns."""
+
+from __future__ import annotations
+
+import subprocess
+import zipfile
+from pathlib import Path
+
+from harness import BIN
+
+from tatolab import __version__
+
+from tatolab._cli.expose import MEANING
+from tatolab._cli.inspect import tap_summary, trouble_lines
+from tatolab._cli import sdk
+from tatolab._cli.sdk import keep_sdk_wheel, point_uv_at
+from tatolab._words import counted
+
+
+def tatolab(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "tatolab"), *args], capture_output=True, text=True, timeout=30)
+
+
+def test_an_unknown_option_shows_the_usage_of_its_command():
+    result = tatolab("run", "--dri")
+    assert result.returncode == 2
+    assert result.stderr.startswith("usage: tatolab run ")
+    assert result.stderr.rstrip().endswith("tatolab run: error: unrecognized arguments: --dri")
+    nested = tatolab("service", "install", "--now")
+    assert nested.stderr.startswith("usage: tatolab service install ")
+
+
+def test_a_mistyped_command_gets_a_suggestion():
+    result = tatolab("strams")
+    assert result.returncode == 2
+    assert "did you mean `tatolab streams`?" in result.stderr
+    nested = tatolab("service", "instal")
+    assert "did you mean `tatolab service install`?" in nested.stderr
+    assert "did you mean" not in tatolab("xyzzy").stderr  # nothing close: no guess
+
+
+def test_counts_use_the_singular_for_one():
+    assert counted(1, "node") == "1 node"
+    assert counted(0, "node") == "0 nodes"
+    assert counted(3, "bag") == "3 bags"
+    node = {"stream": "s", "name": "n", "state": "crashed", "restarts": 1}
+    assert trouble_lines([node]) == ["s/n crashed, restarted 1 time. `tatolab logs --stream s --node n` shows more."]
+    assert tap_summary("s/n/p", {"got": 1, "reason": "count", "dropped": 1}, 1, 0.2) == \
+        "tap: got 1 of 1 bag from s/n/p in 0.2 s; the tap skipped 1 bag"
+
+
+def test_public_says_it_is_recorded_and_that_nothing_serves_other_machines_yet():
+    assert "public is recorded" in MEANING["public"]
+    assert "nothing serves other machines yet" in MEANING["public"]
+    assert "readers on other machines can read it too" not in MEANING["public"]
+
+
+def test_sdk_points_uv_at_the_wheel_in_any_pyproject(tmp_path: Path):
+    wheel = Path("/state/tatolab/sdk/tatolab-0.1.0-py3-none-any.whl")
+    line = f'tatolab = {{ path = "{wheel}" }}'
+    bare = tmp_path / "bare.toml"
+    bare.write_text('[project]\nname = "p"\n')
+    point_uv_at(bare, wheel)
+    assert bare.read_text().startswith('[project]\nname = "p"\n\n[tool.uv.sources]\n')
+    assert bare.read_text().endswith(line + "\n")
+
+    other = tmp_path / "other.toml"
+    other.write_text('[tool.uv.sources]\nmylib = { path = "../mylib" }\n\n[tool.ruff]\nline-length = 100\n')
+    point_uv_at(other, wheel)
+    assert other.read_text() == (f'[tool.uv.sources]\n{line}\nmylib = {{ path = "../mylib" }}\n\n'
+                                 '[tool.ruff]\nline-length = 100\n')
+
+    stale = tmp_path / "stale.toml"
+    stale.write_text('[tool.uv.sources]\ntatolab = { path = "/old/tatolab-0.0.9-py3-none-any.whl" }\n')
+    point_uv_at(stale, wheel)
+    assert stale.read_text() == f"[tool.uv.sources]\n{line}\n"
+    assert "already" in point_uv_at(stale, wheel)
+
+
+def test_a_kept_sdk_wheel_is_never_rewritten_so_uv_locks_stay_true(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    first = keep_sdk_wheel()
+    assert first.name == f"tatolab-{__version__}-py3-none-any.whl"
+    stamp = first.stat().st_mtime_ns, first.read_bytes()
+    assert keep_sdk_wheel() == first and (first.stat().st_mtime_ns, first.read_bytes()) == stamp
+
+    packed = sdk.pack_tatolab
+
+    def edited(out_dir: Path) -> Path:  # the runtime's code changed, its version did not (a checkout)
+        wheel = packed(out_dir)
+        with zipfile.ZipFile(wheel) as archive:
+            entries = {name: archive.read(name) for name in archive.namelist()}
+        entries[f"tatolab-{__version__}.dist-info/RECORD"] += b"tatolab/edited.py,,0\n"
+        with zipfile.ZipFile(wheel, "w") as archive:
+            for name, data in entries.items():
+                archive.writestr(name, data)
+        return wheel
+
+    monkeypatch.setattr(sdk, "pack_tatolab", edited)
+    second = keep_sdk_wheel()
+    assert second != first and second.name == first.name
+    assert (first.stat().st_mtime_ns, first.read_bytes()) == stamp  # the first project's wheel, untouched
