@@ -14,6 +14,7 @@ from tatolab._runtime.kept import KeptStreams
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.records import DamagedRecord
 from tatolab._runtime.snapshots import SnapshotError
+from tatolab._runtime.starter import shared as shared_starter
 from tatolab._runtime.streams import LoadedStream
 from tatolab._runtime.wiring import release_remote, rewire
 
@@ -252,3 +253,4 @@ class Runtime:
             *self._unloading,
             return_exceptions=True,
         )
+        await shared_starter().close()  # the warm interpreters, once no node of theirs is left
