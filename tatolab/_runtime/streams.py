@@ -155,9 +155,10 @@ class LoadedStream:
             self.nodes[previous.name] = process
             process.start()
 
-    async def wait_ready(self, timeout: float) -> dict[str, Any]:
+    async def wait_ready(self, timeout: float, since_ns: int | None = None) -> dict[str, Any]:
         """Wait until every node made its first ``process()`` call (a manual node: runs), the
-        stream ended, or ``timeout``; says how long the start took and which nodes are not ready."""
+        stream ended, or ``timeout``; says how long the start took (from ``since_ns``, else from
+        the start of its nodes: compiling came before) and which nodes are not ready."""
         deadline = time.monotonic() + timeout
         while True:
             ready = {name: node.ready_ns() for name, node in self.nodes.items()}
@@ -166,7 +167,8 @@ class LoadedStream:
                 break
             await asyncio.sleep(READY_POLL_S)
         last = max((ns for ns in ready.values() if ns), default=0)
-        return {"start_ms": round((last - self.started_ns) / 1e6, 1) if last else None,
+        began = since_ns if since_ns is not None else self.started_ns
+        return {"start_ms": round((last - began) / 1e6, 1) if last else None,
                 "ready": len(ready) - len(waiting), "not_ready": waiting}
 
     # -- as the source of other streams' remote links (see wiring.py) ----------------------
