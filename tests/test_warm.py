@@ -320,3 +320,29 @@ def test_a_venv_without_warm_interpreters_starts_its_nodes_cold(runtime, project
 def test_a_node_restarts_at_once_the_first_time_then_backs_off():
     assert [health.restart_delay_s(n) for n in range(1, 8)] == [0.0, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0]
     assert health.restart_delay_s(30) == 5.0
+
+
+def test_a_killed_warm_interpreter_takes_its_nodes_and_they_come_back_from_a_new_one(runtime, project_venv,
+                                                                                     tmp_path):
+    project = make_project(tmp_path / "reloading", project_venv, RELOAD_FILES)
+    seen = project / "seen.jsonl"
+    run = runtime.popen_cli("run", cwd=project)
+    try:
+        wait_for(lambda: read_jsonl(seen), timeout=30, what="the first bags")
+        before = node_pids_by_name(runtime, "reloading")
+        (warm,) = runtime.warm_pids()
+        os.kill(warm, signal.SIGKILL)
+
+        def restarted() -> dict | None:
+            now = node_pids_by_name(runtime, "reloading")
+            fresh = all(now.values()) and not set(now.values()) & set(before.values())
+            return now if fresh and runtime.warm_pids() and runtime.warm_pids() != [warm] else None
+
+        after = wait_for(restarted, timeout=30, what="every node back, from a new warm interpreter")
+        assert all(psutil.Process(pid).ppid() == runtime.warm_pids()[0] for pid in after.values())
+        count = len(read_jsonl(seen))
+        wait_for(lambda: [r for r in read_jsonl(seen)[count - 1:] if r["pid"] == after["relay"]], timeout=30,
+                 what="bags through the new relay")
+    finally:
+        run.send_signal(signal.SIGINT)
+        run.communicate(timeout=30)
