@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from tatolab._runtime.environment import stream_env
+from tatolab._runtime.starter import ProcessStarter
 from tatolab._runtime.starter import shared as shared_starter
 
 COMPILE_TIMEOUT_S = 60
@@ -34,6 +35,7 @@ async def compile_stream(
     file: str | None = None,
     name: str | None = None,
     env: Mapping[str, str] | None = None,
+    starter: ProcessStarter | None = None,
 ) -> dict[str, Any]:
     """The graph the project's stream function builds, run with ``env`` (the loading command's)."""
     python = project_python(project)
@@ -45,7 +47,7 @@ async def compile_stream(
         args.append(f"--file={file}")
     if name:
         args.append(f"--name={name}")
-    process = await shared_starter().start(python, "tatolab._compile", args, cwd=project, env=stream_env(env),
+    process = await (starter or shared_starter()).start(python, "tatolab._compile", args, cwd=project, env=stream_env(env),
                                            stdin=False)
     try:
         out, err = await asyncio.wait_for(process.communicate(), COMPILE_TIMEOUT_S)

@@ -14,6 +14,7 @@ from tatolab._links import ring
 from tatolab._runtime import paths
 from tatolab._runtime.exposure import exposure_levels, set_level
 from tatolab._runtime.logs import StreamLog
+from tatolab._runtime.starter import ProcessStarter
 from tatolab._runtime.supervisor import NodeProcess
 
 _instance_ids = itertools.count(1)
@@ -76,6 +77,7 @@ class LoadedStream:
     end_reason: str = ""
     ended_by_runtime: bool = False
     started_ns: int = 0
+    starter: ProcessStarter | None = None  # how its node processes start (None: the runtime's shared one)
 
     @property
     def shm_prefix(self) -> str:
@@ -134,7 +136,7 @@ class LoadedStream:
             )
         for name, spec in specs.items():
             process = NodeProcess(stream=self.name, spec=spec, python=python, project=self.project, log=self.log,
-                                  env=self.env)
+                                  env=self.env, starter=self.starter)
             self.nodes[name] = process
             process.start()
 
@@ -151,7 +153,7 @@ class LoadedStream:
             spec = dict(previous.spec, config=entry.get("config") or {}, watchdog_ms=entry.get("watchdog_ms"),
                         memory_limit_mb=entry.get("memory_limit_mb"))
             process = NodeProcess(stream=self.name, spec=spec, python=previous.python, project=self.project,
-                                  log=self.log, env=self.env, starter=previous.starter)
+                                  log=self.log, env=self.env, starter=self.starter)
             self.nodes[previous.name] = process
             process.start()
 

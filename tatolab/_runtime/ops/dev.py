@@ -151,7 +151,8 @@ class DevSession:
             await _cancelled(compiling)  # dev ended mid-compile: no compile process is left behind
 
     async def _compile(self) -> dict[str, Any]:
-        return await compile_stream(self.project, env=self.env, **{k: v for k, v in self.which.items() if v})
+        return await compile_stream(self.project, env=self.env, starter=self.runtime.starter,
+                                    **{k: v for k, v in self.which.items() if v})
 
     async def _swap_in(self, graph: dict[str, Any], detected_ns: int, *, reload: bool) -> None:
         old = self.stream
