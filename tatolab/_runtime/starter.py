@@ -379,12 +379,17 @@ class WarmStarter:
                     return await server.spawn(module, args, cwd=cwd, env=env, log_fd=log_fd, stdin=stdin,
                                               limit=limit)
                 except _Stale:
-                    self.servers.pop(self._key(venv, env), None)
+                    self._forget(venv, env, server)
                     await server.close()
                 except OSError:
-                    self.servers.pop(self._key(venv, env), None)
+                    self._forget(venv, env, server)
                     break
         return await self.cold.start(python, module, args, cwd=cwd, env=env, log_fd=log_fd, stdin=stdin, limit=limit)
+
+    def _forget(self, venv: str, env: Mapping[str, str], server: WarmServer) -> None:
+        key = self._key(venv, env)
+        if self.servers.get(key) is server:  # not a newer one another start made meanwhile
+            del self.servers[key]
 
     @staticmethod
     def _key(venv: str, env: Mapping[str, str]) -> tuple:

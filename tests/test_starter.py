@@ -1,0 +1,70 @@
+"""The process starter, without a runtime: a warm child behaves like ``python -m`` started cold."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from tatolab._runtime.starter import ColdStarter, WarmStarter, start_vars
+
+PYTHON = Path(sys.executable)
+SHOW = "import json, os, sys; print(json.dumps({'cwd': os.getcwd(), 'var': os.environ.get('V'), 'path0': sys.path[0]}))"
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+@pytest.mark.parametrize("kind", [WarmStarter, ColdStarter])
+def test_a_child_gets_its_folder_environment_and_pipes_and_its_exit_code(kind, tmp_path):
+    (tmp_path / "shower.py").write_text(SHOW + "\nraise SystemExit(int(sys.stdin.read()))\n")
+
+    async def go():
+        starter = kind()
+        try:
+            child = await starter.start(PYTHON, "shower", [], cwd=tmp_path, env=dict(os.environ, V="x"))
+            child.stdin.write(b"7")
+            child.stdin.close()
+            out, err = await child.communicate()
+            return child.returncode, json.loads(out), err, starter
+        finally:
+            await starter.close()
+
+    code, seen, err, starter = run(go())
+    assert code == 7, err
+    assert seen == {"cwd": str(tmp_path), "var": "x", "path0": str(tmp_path)}
+
+
+def test_a_warm_child_killed_reports_the_signal_and_its_sibling_lives_on(tmp_path):
+    (tmp_path / "sleeper.py").write_text("import time\ntime.sleep(60)\n")
+
+    async def go():
+        starter = WarmStarter()
+        try:
+            one = await starter.start(PYTHON, "sleeper", [], cwd=tmp_path, env=dict(os.environ))
+            two = await starter.start(PYTHON, "sleeper", [], cwd=tmp_path, env=dict(os.environ))
+            (server,) = starter.servers.values()
+            assert os.getsid(one.pid) == one.pid, "a session of its own"
+            one.kill()
+            assert await asyncio.wait_for(one.wait(), 10) == -signal.SIGKILL
+            assert two.returncode is None and os.getpgid(two.pid) == two.pid
+            one.kill()  # reaped already: signals nobody (the pid may be someone else's by now)
+            two.send_signal(signal.SIGTERM)
+            assert await asyncio.wait_for(two.wait(), 10) == -signal.SIGTERM
+            return server
+        finally:
+            await starter.close()
+
+    server = run(go())
+    assert not server.alive and server.process.returncode is not None
+
+
+def test_interpreters_are_shared_by_venv_and_start_time_variables_only():
+    env = {"PATH": "/bin", "HOME": "/h", "PYTHONPATH": "/x", "LC_ALL": "C", "CAMERA": "/dev/video2", "LANG": "C"}
+    assert start_vars(env) == {"HOME": "/h", "PYTHONPATH": "/x", "LC_ALL": "C", "LANG": "C"}
