@@ -122,6 +122,7 @@ class _Server:
             self.send({"id": request["id"], "error": f"fork failed: {exc}"})
             return None
         if pid == 0:
+            os.setsid()  # first of all: the runtime may signal the node's group as soon as it has the pid
             request["fds"] = fds
             return request
         for fd in fds:
@@ -156,7 +157,6 @@ class _Server:
 def _become(request: dict[str, Any], server: int) -> None:
     """Turn this forked child into ``python -m MODULE ARGS`` as the request describes."""
     die_with_parent(server)  # a fork does not inherit the parent-death signal
-    os.setsid()
     fds: list[int] = request["fds"]
     targets: list[int] = request["targets"]
     # first out of the way (a received descriptor may already sit on a target number), then in place
