@@ -189,7 +189,9 @@ class WarmServer:
             done, _ = await asyncio.wait({self._ready, exited}, timeout=READY_TIMEOUT_S,
                                          return_when=asyncio.FIRST_COMPLETED)
             if self._ready not in done or self._ready.exception() is not None:
-                why = (await self.process.stderr.read(4096)).decode(errors="replace").strip()  # type: ignore[union-attr]
+                if self.process.returncode is None:
+                    self.process.kill()  # it did not answer in time: what it said so far is all there is
+                why = (await self.process.stderr.read()).decode(errors="replace").strip()  # type: ignore[union-attr]
                 raise OSError(why.splitlines()[-1] if why else "the warm interpreter did not start")
         except BaseException:
             await self.close()
