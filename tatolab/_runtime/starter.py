@@ -23,7 +23,7 @@ import signal
 import socket
 import time
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import Mapping, Protocol
 
 from tatolab._host.orphans import die_with_parent
 
