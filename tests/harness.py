@@ -35,6 +35,14 @@ def wait_for(condition: Callable[[], object], timeout: float = 10.0, what: str =
         time.sleep(0.02)
 
 
+def _is_guard(process: psutil.Process) -> bool:
+    """A node's guard (tatolab/_host/orphans.py): it ends the node's group, it is no node."""
+    try:
+        return process.name() == "tatolab-guard"
+    except psutil.NoSuchProcess:
+        return False
+
+
 class Runtime:
     """A tatolabd with its socket, state folder and machine lock under ``root``."""
 
@@ -106,7 +114,7 @@ class Runtime:
         for child in children:
             self.seen_pids.add(child.pid)
             try:
-                if "tatolab._host.warm" in child.cmdline():
+                if _is_guard(child) or "tatolab._host.warm" in child.cmdline():
                     continue
             except psutil.Error:
                 continue
@@ -120,7 +128,7 @@ class Runtime:
         pids = []
         for child in psutil.Process(self.process.pid).children(recursive=True):
             try:
-                if "tatolab._host.warm" in child.cmdline():
+                if "tatolab._host.warm" in child.cmdline() and not _is_guard(child):
                     pids.append(child.pid)
             except psutil.Error:
                 pass

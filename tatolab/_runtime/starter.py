@@ -46,6 +46,8 @@ class Started(Protocol):
 
     def send_signal(self, sig: int) -> None: ...
 
+    def close_pipes(self) -> None: ...
+
     async def wait(self) -> int: ...
 
     async def communicate(self) -> tuple[bytes, bytes]: ...
@@ -59,11 +61,24 @@ class ProcessStarter(Protocol):
 
 
 class _ExitWatch(asyncio.subprocess.SubprocessStreamProtocol):
-    """The child's pipes, plus a future set the moment the process is reaped."""
+    """The child's pipes, plus a future set the moment the process is reaped.
+
+    ``Process.wait()`` also waits for the pipes to close, and a helper the node started holds
+    them open after the node died: the supervisor goes by the exit alone.
+    """
 
     def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(limit=limit, loop=loop)
         self.exited: asyncio.Future[None] = loop.create_future()
+        self.pipes: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.pipes = transport
+
+    def close_pipes(self) -> None:
+        if self.pipes is not None:
+            self.pipes.close()
 
     def process_exited(self) -> None:
         super().process_exited()
@@ -90,6 +105,7 @@ class ColdStarter:
         )
         process = asyncio.subprocess.Process(transport, protocol, loop)
         process.exited = protocol.exited  # type: ignore[attr-defined]
+        process.close_pipes = protocol.close_pipes  # type: ignore[attr-defined]
         return process  # type: ignore[return-value]
 
     async def close(self) -> None:
@@ -99,13 +115,15 @@ class ColdStarter:
 class WarmProcess:
     """A child of a warm interpreter, seen from the runtime (which is not its parent)."""
 
-    def __init__(self, pid: int, pidfd: int, stdin: asyncio.StreamWriter | None, stdout: asyncio.StreamReader,
-                 stderr: asyncio.StreamReader) -> None:
+    def __init__(self, pid: int, pidfd: int, stdin: asyncio.StreamWriter | None,
+                 stdout: tuple[asyncio.StreamReader, asyncio.BaseTransport],
+                 stderr: tuple[asyncio.StreamReader, asyncio.BaseTransport]) -> None:
         self.pid = pid
         self._pidfd: int | None = pidfd
         self.stdin = stdin
-        self.stdout = stdout
-        self.stderr = stderr
+        self.stdout, out = stdout
+        self.stderr, err = stderr
+        self._pipes = [out, err]
         self.returncode: int | None = None
         self.exited: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
@@ -128,6 +146,12 @@ class WarmProcess:
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
+
+    def close_pipes(self) -> None:
+        if self.stdin is not None:
+            self.stdin.close()
+        for pipe in self._pipes:
+            pipe.close()
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
@@ -342,11 +366,12 @@ class WarmServer:
             self._drain.cancel()
 
 
-async def _reader(fd: int, limit: int) -> asyncio.StreamReader:
+async def _reader(fd: int, limit: int) -> tuple[asyncio.StreamReader, asyncio.BaseTransport]:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=limit)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0))
-    return reader
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
+                                                os.fdopen(fd, "rb", buffering=0))
+    return reader, transport
 
 
 async def _writer(fd: int) -> asyncio.StreamWriter:

@@ -14,7 +14,7 @@ import psutil
 
 from tatolab import _records
 from tatolab._host.status import NodeStatus
-from tatolab._runtime import health
+from tatolab._runtime import groups, health
 from tatolab._runtime.environment import stream_env
 from tatolab._runtime.logs import StreamLog
 from tatolab._runtime.starter import ProcessStarter, Started
@@ -25,6 +25,13 @@ STOP_GRACE_S = 3.0
 PUMP_DRAIN_S = 1.0
 LINE_LIMIT = 1024 * 1024
 STACK_DUMP_WAIT_S = 0.3  # a hung node gets this long to dump its stacks (SIGUSR1) before SIGKILL
+
+
+async def _exit_code(process: Started) -> int:
+    """The process's exit, by its end alone: a helper the node started may still hold its pipes."""
+    await asyncio.shield(process.exited)
+    assert process.returncode is not None
+    return process.returncode
 
 
 def describe_exit(code: int) -> str:
@@ -121,12 +128,14 @@ class NodeProcess:
             except (BrokenPipeError, ConnectionResetError, AttributeError):
                 pass
             try:
-                await asyncio.wait_for(process.wait(), STOP_GRACE_S)
+                await asyncio.wait_for(_exit_code(process), STOP_GRACE_S)
             except asyncio.TimeoutError:
                 self.log.say(f"node {self.name} did not stop within {STOP_GRACE_S:g} s; killing it",
                              level="warning", node=self.name)
                 process.kill()
-                await process.wait()
+                await _exit_code(process)
+        if process is not None:
+            groups.kill_group(process.pid)  # whatever the node started ends with it
         task = self._task
         if task is not None:
             if self.state == "restarting":
@@ -174,12 +183,17 @@ class NodeProcess:
         self.state = "stopped"
 
     async def _run_once(self) -> int:
-        read_fd, write_fd = os.pipe()
+        try:
+            read_fd, write_fd = os.pipe()
+        except OSError as exc:  # no descriptor left: counted as a failed start, retried after the backoff
+            self.last_error = f"could not start node {self.name}: {exc.strerror or exc}"
+            return 127
         self.imports = None
         env = stream_env(self.env)
         self.state = "starting"
         # Spawning is shielded: a stop() arriving meanwhile waits for the process and ends it,
         # rather than cancelling the spawn half-way and leaving a node nobody tracks.
+        # A session of its own (the starter sees to it): the node leads a process group that ends with it.
         self._spawning = asyncio.ensure_future(self.starter.start(
             self.python, "tatolab._host", [f"{self.stream}/{self.name}"],
             cwd=self.project, env=env, log_fd=write_fd, limit=LINE_LIMIT,
@@ -194,15 +208,27 @@ class NodeProcess:
             os.close(write_fd)
             self._spawning = None
         process = self.process
-        process.stdin.write((json.dumps(self.spec) + "\n").encode())  # type: ignore[union-attr]
+        groups.remember(process.pid)
+        try:
+            process.stdin.write((json.dumps(self.spec) + "\n").encode())  # type: ignore[union-attr]
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # it died at once: its exit says how
         self.state = "running"
         records = asyncio.create_task(self._pump_records(read_fd))
         out = asyncio.create_task(self._pump_lines(process.stdout, "info", "stdout"))
         err = asyncio.create_task(self._pump_lines(process.stderr, "warning", "stderr"))
         watch = asyncio.create_task(self._watch(process))
-        code = await process.wait()
+        code = await _exit_code(process)
         watch.cancel()
-        await asyncio.gather(records, out, err, watch, return_exceptions=True)
+        groups.kill_group(process.pid)  # a helper it started must not hold its pipes (or live on)
+        groups.forget(process.pid)
+        pumps = {records, out, err}
+        # what the node said last is read, but no descendant that left the group can hold us up
+        _, late = await asyncio.wait(pumps, timeout=PUMP_DRAIN_S)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*pumps, watch, return_exceptions=True)
+        process.close_pipes()  # its pipes, even where an escaped descendant still holds the other end
         if self.status is not None:
             self.status.reset()  # a killed node died inside process(); its successor starts idle
         return code
@@ -237,7 +263,7 @@ class NodeProcess:
             if reason.startswith("hung"):
                 try:
                     process.send_signal(signal.SIGUSR1)  # its stacks go to stderr, so to the log
-                    await asyncio.wait_for(process.wait(), STACK_DUMP_WAIT_S)
+                    await asyncio.wait_for(asyncio.shield(process.exited), STACK_DUMP_WAIT_S)
                 except (ProcessLookupError, asyncio.TimeoutError):
                     pass
             if process.returncode is None:
