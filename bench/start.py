@@ -221,13 +221,14 @@ class Bench:
         graph = json.loads(self.tatolab("graph", "--stream", stream))
         node_pids = {node["pid"] for s in graph["streams"] for node in s["nodes"] if node.get("pid")}
         daemon = self.runtime()
-        nodes, helpers = [], []
+        nodes, guards, helpers = [], [], []
         for process in daemon.children(recursive=True):
             try:
                 info = process.memory_full_info()
+                kind = nodes if process.pid in node_pids else guards if process.name() == "tatolab-guard" else helpers
             except psutil.Error:
                 continue
-            (nodes if process.pid in node_pids else helpers).append({"pss": info.pss, "uss": info.uss})
+            kind.append({"pss": info.pss, "uss": info.uss})
         info = daemon.memory_full_info()
         mib = 1024 * 1024
         return {
@@ -235,7 +236,9 @@ class Bench:
             "nodes": len(nodes),
             "node_pss_mib_median": round(statistics.median(n["pss"] for n in nodes) / mib, 1) if nodes else None,
             "node_uss_mib_median": round(statistics.median(n["uss"] for n in nodes) / mib, 1) if nodes else None,
-            "helpers": len(helpers),
+            "guards": len(guards),  # one per node: ends the node's process group when it dies
+            "guards_pss_mib": round(sum(g["pss"] for g in guards) / mib, 1),
+            "helpers": len(helpers),  # warm interpreters
             "helpers_pss_mib": round(sum(h["pss"] for h in helpers) / mib, 1),
         }
 

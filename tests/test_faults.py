@@ -45,8 +45,9 @@ def one_node_files(name: str, cls: str, code: str) -> dict[str, str]:
 
 
 def graph_node(runtime: Runtime, stream: str, name: str) -> dict:
+    """The node's entry in the live graph; ``{"pid": None}`` while its stream is still loading."""
     g = json.loads(runtime.cli("graph", "--stream", stream, check=True).stdout)
-    return next(n for n in g["streams"][0]["nodes"] if n["name"] == name)
+    return next((n for n in g["streams"][0]["nodes"] if n["name"] == name), {"pid": None})
 
 
 def alive(pid: int) -> bool:
