@@ -77,3 +77,40 @@ def test_a_warm_child_killed_reports_the_signal_and_its_sibling_lives_on(tmp_pat
 def test_interpreters_are_shared_by_venv_and_start_time_variables_only():
     env = {"PATH": "/bin", "HOME": "/h", "PYTHONPATH": "/x", "LC_ALL": "C", "CAMERA": "/dev/video2", "LANG": "C"}
     assert start_vars(env) == {"HOME": "/h", "PYTHONPATH": "/x", "LC_ALL": "C", "LANG": "C"}
+
+
+def test_an_install_into_the_venv_replaces_the_warm_interpreter(tmp_path):
+    """A package installed after the interpreter started (an editable one adds a .pth file, read
+    only at start) is seen by the next child, as by a cold start."""
+    venv_dir = tmp_path / "venv"
+    import venv
+
+    venv.EnvBuilder(system_site_packages=False, symlinks=True).create(venv_dir)
+    site_packages = next((venv_dir / "lib").glob("python*/site-packages"))
+    # the interpreter needs tatolab to be warm: point it at this checkout, as an editable install would
+    (site_packages / "tatolab-checkout.pth").write_text(str(Path(__file__).resolve().parent.parent) + "\n")
+    import msgspec
+
+    (site_packages / "_msgspec.pth").write_text(str(Path(msgspec.__file__).resolve().parent.parent) + "\n")
+    lib = tmp_path / "libsrc"
+    lib.mkdir()
+    (lib / "mylib.py").write_text("WHERE = 'mylib'\n")
+    (tmp_path / "show.py").write_text("import mylib\nprint(mylib.WHERE)\n")
+    python = venv_dir / "bin" / "python"
+
+    async def go():
+        starter = WarmStarter()
+        try:
+            first = await starter.start(python, "show", [], cwd=tmp_path, env=dict(os.environ), stdin=False)
+            _, err = await first.communicate()
+            assert b"No module named 'mylib'" in err
+            (site_packages / "mylib.pth").write_text(str(lib) + "\n")  # `pip install -e mylib`, in effect
+            second = await starter.start(python, "show", [], cwd=tmp_path, env=dict(os.environ), stdin=False)
+            out, err = await second.communicate()
+            return out, err, len(starter.servers)
+        finally:
+            await starter.close()
+
+    out, err, servers = run(go())
+    assert out == b"mylib\n", err
+    assert servers == 1

@@ -20,6 +20,9 @@ What a cold start gives is kept:
 Replies: ``{"id", "pid"}`` with the child's pidfd attached (the runtime signals through it,
 so a recycled pid is never hit), or ``{"id", "error"}``; then ``{"exit": pid, "code": c}``
 when a child ends (``c`` negative: killed by that signal, as ``subprocess`` says it).
+Before each fork it checks that nothing it read at start changed since (tatolab's and
+msgspec's files, the ``.venv``'s site-packages folders, whose ``.pth`` files only a start
+reads); if something did, it says so and the runtime starts a fresh one.
 Interpreter-wide settings read at start (``PYTHON*`` variables, the locale) cannot change
 after start: the runtime keeps one server per ``.venv`` and set of those variables.
 """
@@ -48,8 +51,17 @@ MAX_MESSAGE = 4 * 1024 * 1024
 
 
 def _preloaded_files() -> dict[str, tuple[int, int]]:
-    """The files of the modules imported above, to notice a reinstall of them (see _stale)."""
+    """The files of the modules imported above, to notice a reinstall of them, and the
+    site-packages folders, to notice an install (a new ``.pth`` file is read only at start)."""
+    import site
+
     stamps = {}
+    for folder in [*site.getsitepackages(), site.getusersitepackages()]:
+        try:
+            st = os.stat(folder)
+        except OSError:
+            continue
+        stamps[folder] = (st.st_mtime_ns, st.st_ino)
     for name, module in list(sys.modules.items()):
         path = getattr(module, "__file__", None)
         if not path or not (name == "tatolab" or name.startswith(("tatolab.", "msgspec"))):
