@@ -114,3 +114,21 @@ def test_an_install_into_the_venv_replaces_the_warm_interpreter(tmp_path):
     out, err, servers = run(go())
     assert out == b"mylib\n", err
     assert servers == 1
+
+
+@pytest.mark.parametrize("kind", [WarmStarter, ColdStarter])
+def test_python_c_runs_code_with_its_arguments_as_a_cold_python_c_would(kind, tmp_path):
+    code = "import json, sys; print(json.dumps([sys.path[0], sys.argv, __name__, sys.stdin.read()]))"
+
+    async def go():
+        starter = kind()
+        try:
+            child = await starter.start(PYTHON, "-c", [code, "a", "b"], cwd=tmp_path, env=dict(os.environ))
+            out, err = await child.communicate(b"given")
+            return child.returncode, out, err
+        finally:
+            await starter.close()
+
+    code_, out, err = run(go())
+    assert code_ == 0, err
+    assert json.loads(out) == ["", ["-c", "a", "b"], "__main__", "given"]

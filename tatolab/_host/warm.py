@@ -183,6 +183,12 @@ def _become(request: dict[str, Any], server: int) -> None:
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
     time.tzset()
+    if request["module"] == "-c":  # `python -c CODE ARGS`
+        if not sys.flags.safe_path:
+            sys.path[0] = ""  # what `python -c` puts first
+        sys.argv = ["-c", *request["args"][1:]]
+        _set_cmdline([request["python"], "-c", *request["args"]])
+        return
     if not sys.flags.safe_path:
         sys.path[0] = os.getcwd()  # what `python -m` puts first: the folder it started in
     sys.argv = [request["module"], *request["args"]]
@@ -217,6 +223,15 @@ def main() -> None:
     server.become_child()
     del server, sock
     _become(request, pid)
+    if request["module"] == "-c":
+        import builtins
+        import types
+
+        main_module = types.ModuleType("__main__")
+        main_module.__builtins__ = builtins  # type: ignore[attr-defined]
+        sys.modules["__main__"] = main_module
+        exec(compile(request["args"][0], "<string>", "exec"), main_module.__dict__)
+        return
     import runpy
 
     runpy.run_module(request["module"], run_name="__main__", alter_sys=True)

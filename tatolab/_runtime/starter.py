@@ -1,6 +1,7 @@
 """Starting a project's Python processes (node hosts, compiles): the one process starter.
 
-``ProcessStarter.start(python, module, args, ...)`` is ``python -m module args`` in a fresh
+``ProcessStarter.start(python, module, args, ...)`` is ``python -m module args`` (module
+``"-c"``: ``python -c args[0] args[1:]``) in a fresh
 process of its own session; what comes back behaves like ``asyncio.subprocess.Process``
 (``pid``, ``returncode``, ``stdin``/``stdout``/``stderr``, ``wait()``, ``communicate()``,
 ``kill()``, ``send_signal()``) plus ``exited``, a future set when the process itself ended
@@ -50,7 +51,7 @@ class Started(Protocol):
 
     async def wait(self) -> int: ...
 
-    async def communicate(self) -> tuple[bytes, bytes]: ...
+    async def communicate(self, input: bytes | None = None) -> tuple[bytes, bytes]: ...
 
 
 class ProcessStarter(Protocol):
@@ -97,7 +98,7 @@ class ColdStarter:
             env["TATOLAB_PARENT_PID"] = str(os.getpid())
         loop = asyncio.get_running_loop()
         transport, protocol = await loop.subprocess_exec(
-            lambda: _ExitWatch(limit, loop), str(python), "-m", module, *args,
+            lambda: _ExitWatch(limit, loop), str(python), *(["-c"] if module == "-c" else ["-m", module]), *args,
             cwd=cwd, env=env, pass_fds=(log_fd,) if log_fd is not None else (),
             stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -161,7 +162,11 @@ class WarmProcess:
         assert self.returncode is not None
         return self.returncode
 
-    async def communicate(self) -> tuple[bytes, bytes]:
+    async def communicate(self, input: bytes | None = None) -> tuple[bytes, bytes]:
+        if self.stdin is not None:
+            if input:
+                self.stdin.write(input)
+            self.stdin.close()
         out, err = await asyncio.gather(self.stdout.read(), self.stderr.read())
         await self.wait()
         return out, err
