@@ -14,6 +14,7 @@ from typing import Any
 LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
+
 def make_record(
     message: str,
     *,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import itertools
 import json
 import sys
@@ -112,6 +111,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def _read_here(project: Path, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    import asyncio
+
     from tatolab._runtime.logread import LogFilter
     from tatolab._runtime.ops.logs import log_events
 

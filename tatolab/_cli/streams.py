@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 from typing import Any
 
 from tatolab import _records
 from tatolab._control.client import Client
-from tatolab._cli.inspect import trouble_lines
 from tatolab._cli.output import fail
 from tatolab._cli.project import Hangup, add_load_arguments, load_request, project_problem
 from tatolab._words import counted
@@ -24,6 +24,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.detach:
         result = client.request("load", mode="kept", **load)
         print(f"{result['name']} kept (project {result['project']})")
+        started = start_line(result)
+        if started:  # beside the documented line, not in it: stdout stays exactly what the docs show
+            print(started, file=sys.stderr)
         return 0
 
     def hang_up(*_: Any) -> None:
@@ -49,8 +52,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         client.close()  # hanging up is what unloads an attached stream
 
 
+def start_line(result: dict[str, Any]) -> str | None:
+    """How long the start took: until each node's first process() call (from `run -d`'s answer)."""
+    if "ready" not in result:
+        return None  # an older runtime
+    nodes = result["nodes"]
+    took = f" in {result['start_ms'] / 1000:.2f} s" if result.get("start_ms") is not None else ""
+    if not result["not_ready"]:
+        return f"{nodes} {'node' if nodes == 1 else 'nodes'} running{took}"
+    return (f"{result['ready']} of {nodes} nodes running{took}; not called yet (no input, or still starting): "
+            f"{', '.join(result['not_ready'])}; `tatolab logs --stream {result['name']}` says more")
+
+
 def cmd_streams(args: argparse.Namespace) -> int:
-    listing = Client().request("streams")
+    client = Client()
+    listing = client.request("streams")
+    client.close()
     rows = listing["streams"]
     print(format_streams_table(rows))
     failed = [row for row in rows if row["state"] == "failed"]
@@ -61,6 +78,8 @@ def cmd_streams(args: argparse.Namespace) -> int:
             print(f"{row['name']} failed: {row.get('reason', 'unknown')}. {hint}")
     troubled = listing["troubled"]
     if troubled:
+        from tatolab._cli.inspect import trouble_lines
+
         print()
         for line in trouble_lines(troubled):
             print(line)

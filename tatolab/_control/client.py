@@ -6,17 +6,19 @@ a message and fixes as data) for a refusal; how it reads is the caller's (the CL
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import struct
 import time
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any, AsyncIterator, Iterator
 
 from tatolab._control import paths, protocol
 from tatolab._control.errors import ControlError
 from tatolab._safe_fs import owner_name
+
+if TYPE_CHECKING:
+    import asyncio
 
 TIMEOUT_ENV = "TATOLAB_CLI_TIMEOUT_S"
 ANSWER_TIMEOUT_S = 60.0  # a request's answer (a load compiles the stream first)
@@ -165,6 +167,8 @@ class AsyncClient:
 
     @classmethod
     async def connect(cls, path: Path | None = None) -> "AsyncClient":
+        import asyncio  # here: the blocking CLI never loads asyncio
+
         path = path or paths.socket_path()
         try:
             reader, writer = await asyncio.open_unix_connection(str(path), limit=protocol.MAX_LINE)

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from tatolab._control.source import StreamSource
-from tatolab._host.orphans import die_with_parent
 from tatolab._runtime.environment import stream_env
+from tatolab._runtime.starter import ProcessStarter
+from tatolab._runtime.starter import shared as shared_starter
 
 COMPILE_TIMEOUT_S = 60
 
@@ -28,20 +29,13 @@ def project_python(project: Path) -> Path:
     return python
 
 
-async def compile_stream(source: StreamSource, *, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+async def compile_stream(source: StreamSource, *, env: Mapping[str, str] | None = None,
+                         starter: ProcessStarter | None = None) -> dict[str, Any]:
     """The graph the project's stream function builds, run with ``env`` (the loading command's)."""
     project = source.project
     python = project_python(project)
-    args = [str(python), "-m", "tatolab._compile", *source.compile_options()]
-    process = await asyncio.create_subprocess_exec(
-        *args,
-        cwd=project,
-        env=stream_env(env),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        preexec_fn=die_with_parent,
-    )
+    process = await (starter or shared_starter()).start(python, "tatolab._compile", source.compile_options(),
+                                                        cwd=project, env=stream_env(env), stdin=False)
     try:
         out, err = await asyncio.wait_for(process.communicate(), COMPILE_TIMEOUT_S)
     except asyncio.TimeoutError:

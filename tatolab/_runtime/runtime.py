@@ -18,6 +18,8 @@ from tatolab._runtime.machine import machine_name
 from tatolab._runtime.records import DamagedRecord, KeptRecord
 from tatolab._runtime.rules import names
 from tatolab._runtime.snapshots import SnapshotError
+from tatolab._runtime.starter import ProcessStarter
+from tatolab._runtime.starter import shared as shared_starter
 from tatolab._runtime.streams import LoadedStream
 from tatolab._runtime.wiring import release_remote, rewire
 from tatolab._words import counted
@@ -82,8 +84,9 @@ class Runtime:
     How node processes start is the ``starter``'s (a fake one drives a Runtime in tests).
     """
 
-    def __init__(self, kept: KeptStreams | None = None) -> None:
+    def __init__(self, kept: KeptStreams | None = None, starter: ProcessStarter | None = None) -> None:
         self.streams: dict[str, LoadedStream] = {}
+        self.starter = starter or shared_starter()  # starts every node and compile process
         self.kept = kept if kept is not None else KeptStreams(paths.state_dir())
         self._load_lock = asyncio.Lock()
         self._unloading: set[asyncio.Task] = set()
@@ -135,6 +138,7 @@ class Runtime:
     def _start(self, stream: LoadedStream, python: Path) -> None:
         """Under the lock: make its rings, start its nodes; links between streams wire themselves at once."""
         self.streams[stream.name] = stream
+        stream.starter = self.starter
         try:
             stream.start(python)
         # shared memory full, or a graph it cannot wire: raised before any node starts, nothing half-started stays
@@ -152,7 +156,7 @@ class Runtime:
         project, python = open_project(source.project)
         source = replace(source, project=project)
         try:
-            graph = await compile_stream(source, env=env)
+            graph = await compile_stream(source, env=env, starter=self.starter)
         except CompileError as exc:
             raise ControlError(str(exc)) from None
         if mode == "kept":
@@ -209,6 +213,19 @@ class Runtime:
         assert started is not None
         return started
 
+    async def restart_nodes(self, stream: LoadedStream, graph: dict[str, Any], names: list[str]) -> None:
+        """A new version of ``stream`` in place (same shape), restarting only ``names`` (a dev reload
+        that provably keeps the other nodes: rules/reload.py)."""
+        async def swap() -> None:
+            async with self._load_lock:
+                if self.closing:
+                    raise ControlError("the runtime is stopping")
+                if self.streams.get(stream.name) is not stream:
+                    raise ControlError(f"{stream.name} was stopped meanwhile ({stream.end_reason or 'unloaded'})")
+                await stream.restart_nodes(graph, names)
+
+        await asyncio.shield(asyncio.ensure_future(swap()))
+
     async def start_kept(self, name: str, record: KeptRecord) -> LoadedStream | None:
         """Load a kept stream from its record. On a load problem it is marked failed and
         ``KeptLoadFailed`` is raised; returns None if the record changed meanwhile."""
@@ -217,7 +234,7 @@ class Runtime:
             return self.streams[name]
         kept.loading(name)
         try:
-            problem = await preflight(record)
+            problem = await preflight(record, self.starter)
             current = record
 
             def check() -> None:
@@ -371,3 +388,4 @@ class Runtime:
             *self._unloading,
             return_exceptions=True,
         )
+        await self.starter.close()  # the warm interpreters, once no node of theirs is left

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, AsyncIterator, Literal, TypedDict
 
 from tatolab._control.operations import Events
@@ -25,6 +26,16 @@ class Loaded(TypedDict):
     name: str
     project: str
     nodes: int
+
+
+class Kept(TypedDict):
+    event: Literal["loaded"]
+    name: str
+    project: str
+    nodes: int
+    start_ms: float | None  # from the request until every node ran (None: not all did in time)
+    ready: int  # nodes that made their first process() call
+    not_ready: list[str]
 
 
 class LogEvent(TypedDict):
@@ -82,6 +93,8 @@ class Described(TypedDict):
     talks: bool
     result: dict[str, Any]  # JSON Schema (of the events, for an operation that talks)
 
+READY_WAIT_S = 3.0  # `run -d` answers once every node runs, or after this long saying which do not
+
 
 @op("ping")
 async def ping(runtime: Runtime) -> Pong:
@@ -104,17 +117,19 @@ async def load(
     name: str | None = None,
     mode: Literal["attached", "kept"] = "attached",
     env: dict[str, str] | None = None,
-) -> Events[LogEvent | Ended] | Loaded:
+) -> Events[LogEvent | Ended] | Loaded | Kept:
     """Compile the stream in ``project`` (``target``: ``file.py:function`` or ``module:function``;
     ``file``: a file with one @stream; ``name``: another name) and start it. Attached, it runs
     while the connection stays open: its log follows as events, and hanging up unloads it.
-    Kept, the runtime keeps it, across restarts too, and the answer is the ``loaded`` event alone.
-    ``env`` is the loading command's environment, which the stream compiles and runs with."""
+    Kept, the runtime keeps it, across restarts too, and answers once its nodes are ready (or
+    after a while, saying which are not). ``env`` is the loading command's environment, which
+    the stream compiles and runs with."""
+    asked_ns = time.monotonic_ns()
     stream = await runtime.load(StreamSource.of(project, target, file, name), mode=mode, env=request_env(env))
     summary: Loaded = {"event": "loaded", "name": stream.name, "project": str(stream.project),
                        "nodes": len(stream.graph["nodes"])}
     if mode == "kept":
-        return summary
+        return {**summary, **await stream.wait_ready(READY_WAIT_S, since_ns=asked_ns)}
     return _attached(runtime, stream, summary)
 
 

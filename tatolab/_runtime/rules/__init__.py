@@ -8,4 +8,5 @@ No process, socket or file is touched here, so every rule is tested in microseco
 - ``health``   the watchdog and memory verdicts, and what a node's state is called
 - ``names``    who may take a stream's name
 - ``saves``    which saved files count for `tatolab dev`
+- ``reload``   which nodes a dev reload restarts, and which it provably keeps
 """
