@@ -74,7 +74,7 @@ def cmd_streams(args: argparse.Namespace) -> int:
     if failed:
         print()
         for row in failed:
-            hint = row.get("hint") or f"`tatolab rm {row['name']}` forgets it."
+            hint = row.get("hint") or _fixes(row.get("fixes")) or f"`tatolab rm {row['name']}` forgets it."
             print(f"{row['name']} failed: {row.get('reason', 'unknown')}. {hint}")
     troubled = listing["troubled"]
     if troubled:
@@ -89,6 +89,16 @@ def cmd_streams(args: argparse.Namespace) -> int:
         for line in write_failure_lines(unwritten):
             print(line)
     return 0
+
+
+def _fixes(fixes: list[dict[str, Any]] | None) -> str:
+    """A failed stream's fixes as commands: "`tatolab start cam` retries it, `tatolab rm cam` forgets it."."""
+    if not fixes:
+        return ""
+    from tatolab._cli.errors import command
+    from tatolab._control.errors import Fix
+
+    return ", ".join(f"{command(Fix(f['op'], f['args']))} {f['does']}" for f in fixes) + "."
 
 
 def write_failure_lines(rows: list[dict[str, Any]]) -> list[str]:

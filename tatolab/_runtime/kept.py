@@ -20,7 +20,6 @@ from tatolab._runtime.rules.crashes import Lifecycle, RunState, start_run
 from tatolab._runtime.records import DamagedRecord, KeptRecord, RecordStore, write_json_atomically
 from tatolab._runtime.starter import ProcessStarter
 from tatolab._runtime.starter import shared as shared_starter
-from tatolab._sdk.naming import as_argument
 from tatolab._words import counted
 
 CHECK_TIMEOUT_S = 60
@@ -207,8 +206,8 @@ class KeptStreams:
             row = {"name": record.name, "state": record.state, "nodes": None, "project": record.project}
             if record.failed:
                 row["reason"] = record.failed
-                arg = as_argument(record.name)
-                row["hint"] = f"`tatolab start {arg}` retries it, `tatolab rm {arg}` forgets it."
+                row["fixes"] = [{"op": "start", "args": {"name": record.name}, "does": "retries it"},
+                                {"op": "rm", "args": {"name": record.name}, "does": "forgets it"}]
             rows.append(row)
         return rows
 

@@ -55,7 +55,8 @@ class StreamRow(TypedDict, total=False):
     nodes: int | None
     project: str
     reason: str  # failed: why
-    hint: str  # failed: what to do, in the CLI's words
+    hint: str  # a damaged record: what to do
+    fixes: list[dict[str, Any]]  # failed: the operations that fix it ({op, args, does}: tatolab/_control/errors.py)
 
 
 class TroubledNode(TypedDict):
