@@ -53,7 +53,12 @@ def _keep_again(error: ControlError) -> str:
     return error.message + " and run `tatolab run -d` again, or run it attached"
 
 
+def _command_does(error: ControlError) -> str:
+    return error.message + "; " + ", ".join(f"{command(fix)} {fix.does}" for fix in error.fixes)
+
+
 RENDER: dict[str, Callable[[ControlError], str]] = {
+    "no_sdk": _command_does,
     "record_unwritten": _keep_again,
     "not_a_folder": _fixes_with("; "),
     "name_kept": _fixes_with(": "),

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+from tatolab._control.errors import ControlError, Fix
 from tatolab._control.source import StreamSource
 from tatolab._runtime.environment import stream_env
 from tatolab._runtime.starter import ProcessStarter
@@ -17,15 +18,23 @@ from tatolab._runtime.starter import shared as shared_starter
 COMPILE_TIMEOUT_S = 60
 
 
-class CompileError(Exception):
-    pass
+class CompileError(ControlError):
+    """A stream that does not compile: the message holds the traceback where there is one."""
+
+    def __init__(self, message: str, **structured: Any) -> None:
+        structured.setdefault("code", "compile_failed")
+        super().__init__(message, **structured)
+
+
+def _sdk_fix(project: Path, does: str) -> Fix:
+    return Fix("sdk", {"project": str(project)}, does)
 
 
 def project_python(project: Path) -> Path:
     python = project / ".venv" / "bin" / "python"
     if not python.exists():
-        raise CompileError(f"{project} has no .venv/bin/python; `tatolab sdk {project}` creates it with "
-                           "this runtime's SDK (no package index needed)")
+        raise CompileError(f"{project} has no .venv/bin/python", code="no_sdk", fixes=[
+            _sdk_fix(project, "creates it with this runtime's SDK (no package index needed)")])
     return python
 
 
@@ -53,10 +62,8 @@ async def compile_stream(source: StreamSource, *, env: Mapping[str, str] | None 
     missing = re.search(r"No module named '?(tatolab(?:\.\w+)*)(?!\w)", stderr)
     if missing:
         what = "has no tatolab" if missing.group(1) == "tatolab" else "has an older or another tatolab"
-        raise CompileError(
-            f"{project}/.venv {what} (no module {missing.group(1)}); `tatolab sdk {project}` installs "
-            "this runtime's SDK there (no package index needed)"
-        )
+        raise CompileError(f"{project}/.venv {what} (no module {missing.group(1)})", code="no_sdk", fixes=[
+            _sdk_fix(project, "installs this runtime's SDK there (no package index needed)")])
     try:
         result = json.loads(out.decode(errors="replace").strip().splitlines()[-1])
     except (ValueError, IndexError):

@@ -11,7 +11,7 @@ from tatolab._control.errors import ControlError, Fix
 from tatolab._control.source import StreamSource
 from tatolab._links import ring
 from tatolab._control import paths
-from tatolab._runtime.compiler import CompileError, compile_stream, project_python
+from tatolab._runtime.compiler import compile_stream, project_python
 from tatolab._runtime.environment import command_env
 from tatolab._runtime.kept import KeptLoadFailed, KeptStreams, preflight, strip_reason
 from tatolab._runtime.machine import machine_name
@@ -31,10 +31,7 @@ def open_project(project: str | Path) -> tuple[Path, Path]:
     if not folder.is_dir():
         raise ControlError(f"{folder} is not a folder", code="not_a_folder",
                            fixes=[Fix("load", {"project": None}, "pass a project folder")])
-    try:
-        return folder, project_python(folder)
-    except CompileError as exc:
-        raise ControlError(str(exc)) from None
+    return folder, project_python(folder)  # or CompileError, a refusal with its fix
 
 
 def request_env(value: Any) -> dict[str, str] | None:
@@ -155,10 +152,7 @@ class Runtime:
         """Compile and start a stream; ``env`` is the loading command's environment (environment.py)."""
         project, python = open_project(source.project)
         source = replace(source, project=project)
-        try:
-            graph = await compile_stream(source, env=env, starter=self.starter)
-        except CompileError as exc:
-            raise ControlError(str(exc)) from None
+        graph = await compile_stream(source, env=env, starter=self.starter)  # or CompileError
         if mode == "kept":
             return await self._keep(source, python, graph, env)
         stream = LoadedStream(name=graph["stream"], project=project, graph=graph, mode=mode, env=env)

@@ -128,7 +128,7 @@ class DevSession:
         try:
             graph = await self._compile()
         except CompileError as exc:
-            self._say_failed(str(exc))
+            self._say_failed(exc)
         else:
             await self._swap_in(graph, time.monotonic_ns(), reload=False)
         self.tasks.append(asyncio.create_task(self._reload_loop(), name=f"dev reload {self.project}"))
@@ -190,7 +190,7 @@ class DevSession:
                 try:
                     graph = await compiling
                 except CompileError as exc:
-                    self._say_failed(str(exc))
+                    self._say_failed(exc)
                     continue
                 finally:
                     compiling = None
