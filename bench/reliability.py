@@ -5,6 +5,7 @@
     .venv/bin/python bench/reliability.py --reduced           # the sizes the tests use
     .venv/bin/python bench/reliability.py --churn-cycles 200 --soak-seconds 120 --out /tmp/r.md
     .venv/bin/python bench/reliability.py --update --only kill-runtime   # rerun one, keep the others' figures
+    .venv/bin/python bench/reliability.py --rewrite                      # the report again from its stored results
 
 The scenarios are tests/reliability.py's, the same ones tests/test_reliability.py runs reduced.
 Each starts its own tatolabd on temporary paths; the project .venv is this interpreter's.
@@ -87,7 +88,7 @@ def summary(name: str, r: Result) -> str:
     try:
         if name == "churn":
             return (f"{f['cycles']} load/stop cycles (attached, kept then stopped, kept then removed, in turn) in "
-                    f"{f['seconds']} s; {f['processes_started']} node processes started, none left; runtime memory "
+                    f"{f['seconds']} s; {f['processes_started']} processes seen under the runtime, none left; runtime memory "
                     f"{f['runtime_rss_start_mib']} → {f['runtime_rss_end_mib']} MiB, descriptors "
                     f"{f['runtime_fds_start']} → {f['runtime_fds_end']}")
         if name == "soak":
@@ -120,12 +121,16 @@ def summary(name: str, r: Result) -> str:
 
 
 def commit() -> str:
+    """The checked-out commit, marked dirty when files other than this report differ from it."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, check=True).stdout.strip()
+
     try:
-        out = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True,
-                             text=True, check=True).stdout.strip()
+        head = git("rev-parse", "--short", "HEAD")
+        changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs/reliability.md")
     except (OSError, subprocess.CalledProcessError):
-        out = "unknown"
-    return out
+        return "unknown"
+    return head + ("-dirty" if changed else "")
 
 
 def write_report(path: Path, results: dict[str, Result], command: str, pending: list[str]) -> None:
@@ -176,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument(f"--{key.replace('_', '-')}", type=int, help=f"full size: {value}")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "reliability.md")
     parser.add_argument("--update", action="store_true", help="keep the report's results of scenarios not run now")
+    parser.add_argument("--rewrite", action="store_true", help="run nothing: write the report again from its results")
     args = parser.parse_args(argv)
     sizes = dict(REDUCED if args.reduced else FULL)
     for key in FULL:
@@ -183,7 +189,10 @@ def main(argv: list[str] | None = None) -> int:
             sizes[key] = getattr(args, key)
     names = [n for n in (args.only or reliability.SCENARIOS) if n not in args.skip]
     command = "bench/reliability.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    results: dict[str, Result] = read_previous(args.out) if args.update else {}
+    results: dict[str, Result] = read_previous(args.out) if args.update or args.rewrite else {}
+    if args.rewrite:
+        write_report(args.out, results, command.strip(), [])
+        return 0
     with tempfile.TemporaryDirectory(prefix="tatolab-reliability-") as tmp:
         for i, name in enumerate(names):
             print(f"{name} ...", flush=True)
