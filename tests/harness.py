@@ -227,3 +227,14 @@ def read_jsonl(path: Path) -> list[dict]:
         if line.endswith("}"):
             rows.append(json.loads(line))
     return rows
+
+
+def listen_as_runtime(root: Path) -> tuple[dict[str, str], socket.socket]:
+    """A listening socket where a runtime under ``root`` would answer, and the environment a CLI
+    finds it with: for tests that play the runtime's part (a fake that misbehaves or records)."""
+    where = Runtime(root)  # never started: its paths and environment
+    where.socket.parent.mkdir(parents=True, mode=0o700)
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(where.socket))
+    listener.listen(8)
+    return where.env, listener

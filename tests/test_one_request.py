@@ -7,21 +7,15 @@ result, and counts what the CLI asked.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import threading
 
-from harness import BIN, Runtime
+from harness import BIN, listen_as_runtime
 
 
 class RecordingRuntime:
     def __init__(self, root, answers: dict[str, list[dict]]) -> None:
-        where = Runtime(root)  # never started: its paths and environment
-        self.env = where.env
-        where.socket.parent.mkdir(parents=True, mode=0o700)
-        self.listener = socket.socket(socket.AF_UNIX)
-        self.listener.bind(str(where.socket))
-        self.listener.listen(8)
+        self.env, self.listener = listen_as_runtime(root)
         self.answers = answers  # op -> the lines to send back
         self.requests: list[dict] = []
         threading.Thread(target=self._serve, daemon=True).start()
