@@ -47,6 +47,27 @@ HostSpec = TypedDict("HostSpec", {
 })
 
 
+def node_spec(stream: str, node: dict[str, Any], *, project: str, status: str | None, sources: str | None,
+              outputs: dict[str, OutputSpec]) -> HostSpec:
+    """The spec of ``node`` (its entry in the compiled graph), its inputs not linked yet."""
+    return HostSpec({
+        "stream": stream,
+        "node": node["name"],
+        "class": node["class"],
+        "config": node.get("config") or {},
+        "execution": node.get("execution", "reactive"),
+        "interval_ms": node.get("interval_ms"),
+        "watchdog_ms": node.get("watchdog_ms"),
+        "memory_limit_mb": node.get("memory_limit_mb"),
+        "status": status,
+        "project": project,
+        "sources": sources,
+        "inputs": {port["port"]: {"delivery_profile": port["delivery_profile"], "links": []}
+                   for port in node["inputs"]},
+        "outputs": outputs,
+    })
+
+
 class Stop(TypedDict):
     op: Literal["stop"]  # run teardown and exit (closing stdin says the same)
 

@@ -15,6 +15,7 @@ from tatolab._runtime.compiler import compile_stream, project_python
 from tatolab._runtime.environment import command_env
 from tatolab._runtime.kept import KeptLoadFailed, KeptStreams, preflight, strip_reason
 from tatolab._runtime.machine import machine_name
+from tatolab._runtime.nodes import restart_nodes, start_nodes, stop_nodes
 from tatolab._runtime.records import DamagedRecord, KeptRecord
 from tatolab._runtime.rules import names
 from tatolab._runtime.snapshots import SnapshotError
@@ -137,7 +138,7 @@ class Runtime:
         self.streams[stream.name] = stream
         stream.starter = self.starter
         try:
-            stream.start(python)
+            start_nodes(stream, python)
         # shared memory full, or a graph it cannot wire: raised before any node starts, nothing half-started stays
         except (OSError, ring.RingError, KeyError, TypeError, ValueError) as exc:
             self.streams.pop(stream.name, None)
@@ -216,7 +217,7 @@ class Runtime:
                     raise ControlError("the runtime is stopping")
                 if self.streams.get(stream.name) is not stream:
                     raise ControlError(f"{stream.name} was stopped meanwhile ({stream.end_reason or 'unloaded'})")
-                await stream.restart_nodes(graph, names)
+                await restart_nodes(stream, graph, names)
 
         await asyncio.shield(asyncio.ensure_future(swap()))
 
@@ -363,7 +364,7 @@ class Runtime:
                 release_remote(self.streams, stream)  # its reader records on other streams' rings
                 self.rewire()  # readers of its outputs are cut before its rings go
         finally:
-            task = asyncio.create_task(stream.stop(reason, by_runtime=by_runtime))
+            task = asyncio.create_task(stop_nodes(stream, reason, by_runtime=by_runtime))
             self._unloading.add(task)
             task.add_done_callback(self._unloading.discard)
             await asyncio.shield(task)

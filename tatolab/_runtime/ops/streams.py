@@ -12,6 +12,7 @@ from tatolab._runtime.runtime import Runtime, request_env
 from tatolab._runtime import unwritten
 from tatolab._runtime.feed import Feed
 from tatolab._runtime.graph import node_entry
+from tatolab._runtime.nodes import wait_ready
 from tatolab._runtime.ops import OPS, op
 from tatolab._runtime.rules import health
 from tatolab._runtime.streams import LoadedStream
@@ -130,7 +131,7 @@ async def load(
     summary: Loaded = {"event": "loaded", "name": stream.name, "project": str(stream.project),
                        "nodes": len(stream.graph["nodes"])}
     if mode == "kept":
-        return {**summary, **await stream.wait_ready(READY_WAIT_S, since_ns=asked_ns)}
+        return {**summary, **await wait_ready(stream, READY_WAIT_S, since_ns=asked_ns)}
     return _attached(runtime, stream, summary)
 
 
