@@ -136,6 +136,15 @@ async def _tap(
     The ring is read on the reader's own thread (AsyncRingReader), never on the event loop."""
     loop = asyncio.get_running_loop()
     bags = AsyncRingReader(reader)
+    released = False
+
+    async def release() -> None:
+        nonlocal released
+        if not released:
+            released = True
+            await bags.close()
+            out.release(index)
+
     try:
         yield {"event": "tapping", "address": name, "profile": reader.profile, "reader": index}
         got = 0
@@ -163,7 +172,7 @@ async def _tap(
         end = {"event": "end", "got": got, "reason": reason, "dropped": bags.dropped}
         if error:
             end["error"] = error
+        await release()  # before the end is told, so a `graph` right after no longer lists the tap
         yield end
     finally:
-        await bags.close()
-        out.release(index)
+        await release()
