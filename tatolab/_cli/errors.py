@@ -17,6 +17,8 @@ FLAGS = {"project": "--dir", "name": "--name", "count": "--count", "file": "--fi
 
 def command(fix: Fix) -> str:
     """The command or flag that does ``fix``."""
+    if fix.op == "load" and fix.args.get("mode") == "kept":
+        return f"`tatolab run -d` in {fix.args.get('project')}"
     if fix.op in ("load", "dev"):  # an argument of the command being run: its flag
         return " ".join(FLAGS.get(arg, f"--{arg}") for arg in fix.args)
     words = ["tatolab", fix.op] + [as_argument(str(v)) for v in fix.args.values() if v is not None]
@@ -57,7 +59,17 @@ def _command_does(error: ControlError) -> str:
     return error.message + "; " + ", ".join(f"{command(fix)} {fix.does}" for fix in error.fixes)
 
 
+def fixes_in_turn(fixes: tuple[Fix, ...] | list[Fix]) -> str:
+    """`tatolab rm x` forgets it; then `tatolab run -d` in P keeps it again"""
+    return "; then ".join(f"{command(fix)} {fix.does}" for fix in fixes)
+
+
+def _damaged(error: ControlError) -> str:
+    return error.message + ". " + fixes_in_turn(error.fixes)
+
+
 RENDER: dict[str, Callable[[ControlError], str]] = {
+    "damaged_record": _damaged,
     "no_sdk": _command_does,
     "record_unwritten": _keep_again,
     "not_a_folder": _fixes_with("; "),

@@ -95,10 +95,13 @@ def _fixes(fixes: list[dict[str, Any]] | None) -> str:
     """A failed stream's fixes as commands: "`tatolab start cam` retries it, `tatolab rm cam` forgets it."."""
     if not fixes:
         return ""
-    from tatolab._cli.errors import command
+    from tatolab._cli.errors import command, fixes_in_turn
     from tatolab._control.errors import Fix
 
-    return ", ".join(f"{command(Fix(f['op'], f['args']))} {f['does']}" for f in fixes) + "."
+    steps = [Fix(f["op"], f["args"], f["does"]) for f in fixes]
+    if any(fix.op == "load" for fix in steps):  # a damaged record: forget it, then keep the stream again
+        return fixes_in_turn(steps) + "."
+    return ", ".join(f"{command(fix)} {fix.does}" for fix in steps) + "."
 
 
 def write_failure_lines(rows: list[dict[str, Any]]) -> list[str]:

@@ -201,7 +201,7 @@ class KeptStreams:
             if isinstance(record, DamagedRecord):
                 rows.append({"name": record.name, "state": "failed", "nodes": None,
                              "project": record.project or "-", "reason": record.reason,
-                             "hint": record.fix[0].upper() + record.fix[1:] + "."})
+                             "fixes": [{"op": f.op, "args": f.args, "does": f.does} for f in record.fixes]})
                 continue
             row = {"name": record.name, "state": record.state, "nodes": None, "project": record.project}
             if record.failed:

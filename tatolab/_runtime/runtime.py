@@ -270,8 +270,9 @@ class Runtime:
         kept = self.kept
         for record in kept.store.read_all():
             if isinstance(record, DamagedRecord):
-                kept.say("error", f"kept stream {record.name} is skipped: {record.reason}. {record.fix}",
-                         stream=record.name)
+                kept.say("error", f"kept stream {record.name} is skipped: {record.reason}; forget it (rm), then "
+                         "keep it again from its project", stream=record.name,
+                         fixes=[{"op": f.op, "args": f.args, "does": f.does} for f in record.fixes])
                 continue
             if record.stopped or record.failed:
                 continue
@@ -329,7 +330,7 @@ class Runtime:
     async def _stop(self, name: str, reason: str) -> dict[str, Any]:
         record = self.kept.holder(name)
         if isinstance(record, DamagedRecord):
-            raise ControlError(f"{name} cannot be stopped: {record.reason}. {record.fix}")
+            raise record.refusal("stopped")
         stream = self.streams.get(name)
         if record is None and stream is None:
             raise self.unknown(name)

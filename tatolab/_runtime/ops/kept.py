@@ -36,7 +36,7 @@ async def start(runtime: Runtime, name: str) -> Started:
             raise ControlError(f"{name} is {stream.mode} and already running; only kept streams are started")
         raise runtime.unknown(name)
     if isinstance(record, DamagedRecord):
-        raise ControlError(f"{name} cannot be started: {record.reason}. {record.fix}")
+        raise record.refusal("started")
     if stream is not None:
         return {"name": name, "state": "kept", "project": record.project, "already": True}
     retried = record.failed is not None
