@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tatolab._control.errors import Fix
+from tatolab._control.words import render
 from tatolab._runtime import snapshots
 
 
@@ -44,6 +46,10 @@ def test_sources_are_copied_data_beside_them_linked_and_tools_folders_left_out(t
 def test_a_folder_that_is_not_a_project_is_refused_with_the_fix(tmp_path: Path, monkeypatch):
     monkeypatch.setattr(snapshots, "MAX_FILES", 3)
     project = tree(tmp_path / "home", [f"m{i}.py" for i in range(5)])
-    with pytest.raises(snapshots.SnapshotError, match="more than 3 Python files.*Point --dir at the folder"):
+    with pytest.raises(snapshots.SnapshotError) as refused:
         snapshots.take(project, tmp_path / "sources", "x")
+    assert refused.value.reason.fixes == (Fix("load", {"project": None}, "at the folder with stream.py"),)
+    assert render(refused.value.reason) == (
+        f"{project} holds more than 3 Python files outside hidden folders, too many to keep a copy of for `run -d`; "
+        "is it the project folder? Point --dir at the folder with stream.py")
     assert list((tmp_path / "sources" / "x").iterdir()) == []  # nothing half-copied stays

@@ -60,7 +60,7 @@ def test_a_full_ring_leaves_the_link_waiting_with_the_reason(source):
     reader = make_reader()
     rewire({"source": source, "reader": reader}, [], "box")
     assert reader.wiring == {}
-    assert f"already has {ring.MAX_READERS} readers" in reader.waiting["source/counter/counts->sink/rows"]
+    assert f"already has {ring.MAX_READERS} readers" in reader.waiting["source/counter/counts->sink/rows"].text
 
 
 def test_making_the_output_internal_cuts_the_reader(source):
@@ -72,4 +72,4 @@ def test_making_the_output_internal_cuts_the_reader(source):
     assert reader.wiring == {}
     assert reader.nodes["sink"].sent[-1] == {"op": "remove_link", "key": "source/counter/counts->sink/rows"}
     assert reader.nodes["sink"].spec["inputs"]["rows"]["links"] == []
-    assert "is internal" in reader.waiting["source/counter/counts->sink/rows"]
+    assert "is internal" in reader.waiting["source/counter/counts->sink/rows"].text

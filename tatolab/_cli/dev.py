@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from tatolab import _records
-from tatolab._cli.errors import from_answer
+from tatolab._cli.errors import from_answer, reason_words
 from tatolab._control.errors import ControlError
 from tatolab._control.client import Client, NoRuntime, RequestFailed
 from tatolab._cli.project import Hangup, add_load_arguments, load_request, project_problem
@@ -89,7 +89,7 @@ def _follow(client: Client, first: dict[str, Any]) -> int | None:
         if event.get("event") == "ended":
             if event.get("runtime_down"):
                 return None
-            print(f"{name or 'the stream'} stopped: {event.get('reason')}", flush=True)
+            print(f"{name or 'the stream'} stopped: {reason_words(event)}", flush=True)
             return 0
         text = describe(event)
         if text is not None:

@@ -12,6 +12,7 @@ from typing import Any, Iterator
 
 from tatolab import _records
 from tatolab._control.client import Client
+from tatolab._cli.errors import reason_words
 from tatolab._cli.output import fail
 from tatolab._control import paths
 from tatolab._words import counted
@@ -21,8 +22,19 @@ from tatolab._words import counted
 
 def cmd_graph(args: argparse.Namespace) -> int:
     request = {"stream": args.stream} if args.stream else {}
-    print(json.dumps(Client().request("graph", **request), indent=2))
+    print(json.dumps(in_words(Client().request("graph", **request)), indent=2))
     return 0
+
+
+def in_words(graph: dict[str, Any]) -> dict[str, Any]:
+    """The graph as `tatolab graph` prints it: each reason with its fix in the CLI's words (the
+    runtime gives the fix as an operation, under ``why``)."""
+    for stream in graph.get("streams", []):
+        for entry in [stream, *stream.get("links", [])]:
+            if "why" in entry:
+                entry["reason"] = reason_words(entry)
+                del entry["why"]
+    return graph
 
 
 def trouble_lines(nodes: list[dict[str, Any]]) -> list[str]:

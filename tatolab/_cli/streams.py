@@ -9,6 +9,7 @@ from typing import Any
 
 from tatolab import _records
 from tatolab._control.client import Client
+from tatolab._cli.errors import reason_words
 from tatolab._cli.output import fail
 from tatolab._cli.project import Hangup, add_load_arguments, load_request, project_problem
 from tatolab._words import counted
@@ -43,7 +44,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             if event.get("event") == "log":
                 print(_records.format_for_terminal(event["record"]), flush=True)
             elif event.get("event") == "ended":
-                print(f"{name} stopped: {event.get('reason')}", flush=True)
+                print(f"{name} stopped: {reason_words(event)}", flush=True)
                 return 1 if event.get("runtime_down") else 0
         return fail(f"the runtime went down; stream {name} is no longer running")
     except (KeyboardInterrupt, Hangup):
@@ -75,7 +76,7 @@ def cmd_streams(args: argparse.Namespace) -> int:
         print()
         for row in failed:
             hint = row.get("hint") or _fixes(row.get("fixes")) or f"`tatolab rm {row['name']}` forgets it."
-            print(f"{row['name']} failed: {row.get('reason', 'unknown')}. {hint}")
+            print(f"{row['name']} failed: {reason_words(row) or 'unknown'}. {hint}")
     troubled = listing["troubled"]
     if troubled:
         from tatolab._cli.inspect import trouble_lines

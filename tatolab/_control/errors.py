@@ -2,7 +2,7 @@
 
 The runtime never writes CLI syntax: a fix names an operation and its arguments
 (``Fix("rm", {"name": "cam"}, "remove it first")``); the CLI renders it as a command or a
-flag (tatolab/_cli/errors.py), an MCP server as a tool call.
+flag (tatolab/_control/words.py), an MCP server as a tool call.
 """
 
 from __future__ import annotations
@@ -16,6 +16,33 @@ class Fix:
     op: str  # the operation that fixes it
     args: dict[str, Any] = field(default_factory=dict)  # a value of None: the caller chooses one
     does: str = ""  # what doing it does, in words ("remove it first")
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why something is as it is (a failed kept stream, a waiting link, an ended stream): plain
+    words for any client, which case it is (``code``), the fixes, and the values a client needs
+    to word it its own way (``details``). The CLI words it with tatolab/_control/words.py."""
+
+    text: str
+    code: str = ""
+    fixes: tuple[Fix, ...] = ()
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"text": self.text, "code": self.code, "details": self.details,
+                "fixes": [{"op": f.op, "args": f.args, "does": f.does} for f in self.fixes]}
+
+    @classmethod
+    def from_wire(cls, data: Any) -> "Reason":
+        """From ``to_wire``'s dict, or from plain text (what records written before held)."""
+        if not isinstance(data, dict):
+            return cls(str(data))
+        fixes = tuple(Fix(f.get("op", ""), f.get("args") or {}, f.get("does", "")) for f in data.get("fixes") or ())
+        return cls(str(data.get("text", "")), str(data.get("code") or ""), fixes, dict(data.get("details") or {}))
 
 
 class ControlError(Exception):
@@ -32,6 +59,10 @@ class ControlError(Exception):
         self.message = message
         self.fixes = tuple(fixes)
         self.details = details or {}
+
+    @property
+    def reason(self) -> Reason:
+        return Reason(self.message, self.code, self.fixes, self.details)
 
     def to_wire(self) -> dict[str, Any]:
         return {"code": self.code, "error": self.message, "details": self.details,

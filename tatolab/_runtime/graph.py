@@ -11,6 +11,7 @@ import time
 from typing import Any, Callable
 
 from tatolab import __version__
+from tatolab._control.errors import Reason
 from tatolab._links import ring
 from tatolab._runtime.rules.exposure import exposure_levels
 from tatolab._runtime.rules.health import NodeState
@@ -126,7 +127,10 @@ def stream_entry(
         }
         wiring = stream.wiring.get(key)
         if wiring is None:
-            entry["reason"] = stream.waiting.get(key, "not wired")
+            why = stream.waiting.get(key) or Reason("not wired")
+            entry["reason"] = why.text
+            if why.code:  # its fix as an operation; the CLI words it into the reason
+                entry["why"] = why.to_wire()
             links.append(entry)
             continue
         entry["state"] = "wired"
@@ -193,7 +197,7 @@ def build_graph(
         loaded = streams.get(row["name"])
         if loaded is None:
             entries.append({**{k: row.get(k) for k in ("name", "state", "project")}, "reason": row.get("reason"),
-                            "nodes": [], "links": []})
+                            **({"why": row["why"]} if "why" in row else {}), "nodes": [], "links": []})
         else:
             entries.append(stream_entry(loaded, row, now_ns=now_ns, read_counters=read_counters))
     return {

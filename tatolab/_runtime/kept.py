@@ -12,7 +12,11 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+from dataclasses import replace
+
+from tatolab._control.errors import Fix, Reason
 from tatolab._control.source import StreamSource
+from tatolab._control.words import render
 from tatolab._runtime import snapshots
 from tatolab._runtime.environment import stream_env
 from tatolab._runtime import unwritten
@@ -88,10 +92,12 @@ class KeptStreams:
                      involved=verdict.involved)
         for name, reason in verdict.failed.items():
             record = records[name]
-            record.failed = reason
+            record.failed = Reason(reason)
             self._save(record)
-            self.say("error", f"kept stream {name} is marked failed and not loaded: {reason}; "
-                     f"`tatolab start {name}` retries it", stream=name)
+            # the runtime's terminal is read by a person: the fix in the CLI's words, by the one renderer
+            said = Reason(f"kept stream {name} is marked failed and not loaded: {reason}", code="marked_failed",
+                          fixes=(Fix("start", {"name": name}, "retries it"),))
+            self.say("error", render(said), stream=name, fixes=said.to_wire()["fixes"])
         self.lifecycle = Lifecycle(verdict.state)
         self._write_marker()
 
@@ -175,10 +181,10 @@ class KeptStreams:
         snapshots.prune(self.sources, {name: str(sources)}, only=name)
         return record
 
-    def mark_failed(self, record: KeptRecord, reason: str) -> None:
+    def mark_failed(self, record: KeptRecord, reason: Reason) -> None:
         record.failed = reason
         self._save(record)
-        self.say("error", f"kept stream {record.name} cannot be loaded and is marked failed: {reason}",
+        self.say("error", f"kept stream {record.name} cannot be loaded and is marked failed: {render(reason)}",
                  stream=record.name, project=record.project)
 
     def set_stopped(self, record: KeptRecord, stopped: bool) -> None:
@@ -205,36 +211,40 @@ class KeptStreams:
                 continue
             row = {"name": record.name, "state": record.state, "nodes": None, "project": record.project}
             if record.failed:
-                row["reason"] = record.failed
+                row["reason"] = record.failed.text
+                if record.failed.code or record.failed.fixes:  # its own fixes, which the CLI words
+                    row["why"] = record.failed.to_wire()
                 row["fixes"] = [{"op": "start", "args": {"name": record.name}, "does": "retries it"},
                                 {"op": "rm", "args": {"name": record.name}, "does": "forgets it"}]
             rows.append(row)
         return rows
 
 
-def strip_reason(reason: str) -> str:
-    return reason.strip().rstrip(".")
+def strip_reason(reason: Reason | str) -> Reason:
+    reason = reason if isinstance(reason, Reason) else Reason(reason)
+    return replace(reason, text=reason.text.strip().rstrip("."))
 
 
-async def preflight(record: KeptRecord, starter: ProcessStarter | None = None) -> str | None:
+async def preflight(record: KeptRecord, starter: ProcessStarter | None = None) -> Reason | None:
     """Why ``record`` cannot load from its recorded graph, or None: the project and its
     interpreter must exist, and the node host and every node class must import there."""
     project = Path(record.project)
     if not project.is_dir():
-        return f"its project folder {project} is gone"
+        return Reason(f"its project folder {project} is gone")
     python = Path(record.python)
     if not python.exists():
-        return (f"its project's Python environment is gone: {python} does not exist; "
-                f"`tatolab sdk {project}` makes it again with this runtime's SDK")
+        return Reason(f"its project's Python environment is gone: {python} does not exist", code="no_sdk",
+                      fixes=(Fix("sdk", {"project": str(project)}, "makes it again with this runtime's SDK"),))
     if record.sources is not None and not Path(record.sources).is_dir():
-        return (f"the copy of its project's modules kept at `run -d` ({record.sources}) is gone; "
-                f"run `tatolab run -d` in {project} to keep it again")
+        return Reason(f"the copy of its project's modules kept for it ({record.sources}) is gone", code="sources_gone",
+                      fixes=(Fix("load", {"mode": "kept", "project": str(project)}, "to keep it again"),),
+                      details={"sources": record.sources})
     classes = {node["name"]: node["class"] for node in record.graph["nodes"] if node.get("class")}
     try:
         process = await (starter or shared_starter()).start(python, "-c", [_CHECK_SCRIPT], cwd=project,
                                                            env=stream_env(record.env))
     except OSError as exc:
-        return f"its interpreter {python} cannot start: {exc.strerror}"
+        return Reason(f"its interpreter {python} cannot start: {exc.strerror}")
     request = json.dumps({"project": str(project), "sources": record.sources, "classes": classes}) + "\n"
     try:
         out, err = await asyncio.wait_for(process.communicate(request.encode()), CHECK_TIMEOUT_S)
@@ -243,25 +253,28 @@ async def preflight(record: KeptRecord, starter: ProcessStarter | None = None) -
         await process.wait()
         if isinstance(exc, asyncio.CancelledError):
             raise
-        return f"importing its node classes with {python} did not finish within {CHECK_TIMEOUT_S} s"
+        return Reason(f"importing its node classes with {python} did not finish within {CHECK_TIMEOUT_S} s")
     lines = [ln for ln in out.decode(errors="replace").splitlines() if ln.startswith(_CHECK_MARK)]
     if not lines:
         tail = err.decode(errors="replace").strip().splitlines()[-1:] or [f"exit {process.returncode}"]
-        return f"checking its node classes with {python} failed: {tail[0]}"
+        return Reason(f"checking its node classes with {python} failed: {tail[0]}")
     problems: dict[str, str] = json.loads(lines[-1][len(_CHECK_MARK):])
     if "" in problems:
-        return (f"its project's .venv cannot run the node host ({strip_reason(problems[''])}); "
-                f"`tatolab sdk {project}` installs this runtime's SDK there")
+        return Reason(f"its project's .venv cannot run the node host ({strip_reason(problems[''])})", code="no_sdk",
+                      fixes=(Fix("sdk", {"project": str(project)}, "installs this runtime's SDK there"),))
     if problems:
         node, problem = sorted(problems.items())[0]
         more = f" (and {counted(len(problems) - 1, 'more node')})" if len(problems) > 1 else ""
-        where = f"the copy of {project} kept at `run -d` ({record.sources})" if record.sources else str(project)
-        return f"node {node} ({classes[node]}) cannot be imported from {where}: {strip_reason(problem)}{more}"
+        where = f"the copy of {project} kept for it ({record.sources})" if record.sources else str(project)
+        return Reason(f"node {node} ({classes[node]}) cannot be imported from {where}: {strip_reason(problem)}{more}",
+                      code="not_importable", details={"node": node, "class": classes[node], "project": str(project),
+                                                      "sources": record.sources, "problem": strip_reason(problem),
+                                                      "more": more})
     return None
 
 
 class KeptLoadFailed(Exception):
-    def __init__(self, name: str, reason: str) -> None:
-        super().__init__(reason)
+    def __init__(self, name: str, reason: Reason) -> None:
+        super().__init__(reason.text)
         self.name = name
         self.reason = reason

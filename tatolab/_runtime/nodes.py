@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tatolab._control.errors import Reason
+from tatolab._control.words import render
 from tatolab._host import spec as host_spec
 from tatolab._host import status
 from tatolab._links import ring
@@ -40,7 +42,7 @@ def start_nodes(stream: LoadedStream, python: Path) -> None:
         source = link["from"]
         if "address" in source:
             # a remote output: wired when exposure between streams lands
-            stream.waiting[link_key(link)] = "not wired yet"  # wiring.rewire decides, right after start
+            stream.waiting[link_key(link)] = Reason("not wired yet")  # wiring.rewire decides, right after start
             continue
         out = stream.rings[(source["node"], source["port"])]
         target = specs[link["to"]["node"]]["inputs"][link["to"]["port"]]
@@ -72,6 +74,14 @@ async def restart_nodes(stream: LoadedStream, graph: dict[str, Any], names: list
         stream.nodes[previous.name] = process
         process.start()
 
+def ended_event(stream: LoadedStream) -> dict[str, Any]:
+    """What a watcher of ``stream`` (an attached terminal, dev) is told when it has ended."""
+    event: dict[str, Any] = {"event": "ended", "reason": stream.end_reason.text, "runtime_down": stream.ended_by_runtime}
+    if stream.end_reason.code:
+        event["why"] = stream.end_reason.to_wire()
+    return event
+
+
 async def wait_ready(stream: LoadedStream, timeout: float, since_ns: int | None = None) -> dict[str, Any]:
     """Wait until every node made its first ``process()`` call (a manual node: runs), the
     stream ended, or ``timeout``; says how long the start took (from ``since_ns``, else from
@@ -89,14 +99,14 @@ async def wait_ready(stream: LoadedStream, timeout: float, since_ns: int | None 
             "ready": len(ready) - len(waiting), "not_ready": waiting}
 
 
-async def stop_nodes(stream: LoadedStream, reason: str, *, by_runtime: bool = False) -> None:
+async def stop_nodes(stream: LoadedStream, reason: Reason | str, *, by_runtime: bool = False) -> None:
     """Stop every node, reap the stream's rings, and say it ended (what its watchers wait for)."""
     stream.ended_by_runtime = by_runtime
     await asyncio.gather(*(node.stop() for node in stream.nodes.values()))
     ring.reap(stream.shm_prefix)
-    stream.end_reason = reason
-    if stream.log is not None:
-        stream.log.say(f"stream {stream.name} stopped: {reason}")
+    stream.end_reason = reason if isinstance(reason, Reason) else Reason(reason)
+    if stream.log is not None:  # a log is read by a person: the cause in the CLI's words, by the one renderer
+        stream.log.say(f"stream {stream.name} stopped: {render(stream.end_reason)}")
     stream.ended.set()
     if stream.log is not None:
         stream.log.close()

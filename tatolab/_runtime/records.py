@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tatolab._safe_fs import create_private_file, private_dir
-from tatolab._control.errors import ControlError, Fix
+from tatolab._control.errors import ControlError, Fix, Reason
 from tatolab._errors import AddressError
 from tatolab._sdk.naming import url_safe
 from tatolab._words import counted
@@ -65,7 +65,7 @@ class KeptRecord:
     target: str | None = None
     file: str | None = None
     stopped: bool = False
-    failed: str | None = None  # the reason, while the runtime does not load it
+    failed: Reason | None = None  # why, while the runtime does not load it
     kept_at: str = ""
     env: dict[str, str] | None = None  # the environment of the `run -d` command (None: the runtime's)
     sources: str | None = None  # the snapshot of the project's modules its nodes import (None: the live files)
@@ -88,7 +88,7 @@ class KeptRecord:
             "target": self.target,
             "file": self.file,
             "stopped": self.stopped,
-            "failed": self.failed,
+            "failed": self.failed.to_wire() if self.failed else None,
             "kept_at": self.kept_at or time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "exposures": self.exposures,
             "sources": self.sources,
@@ -126,7 +126,7 @@ class KeptRecord:
             target=data.get("target"),
             file=data.get("file"),
             stopped=data["stopped"],
-            failed=str(failed) if failed else None,
+            failed=Reason.from_wire(failed) if failed else None,  # plain text in records written before
             kept_at=str(data.get("kept_at") or ""),
             env=env,
             sources=sources,

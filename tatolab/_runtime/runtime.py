@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from tatolab._control.errors import ControlError, Fix
+from tatolab._control.errors import ControlError, Fix, Reason
 from tatolab._control.source import StreamSource
 from tatolab._links import ring
 from tatolab._control import paths
@@ -43,6 +43,19 @@ def request_env(value: Any) -> dict[str, str] | None:
         raise ControlError(str(exc)) from None
 
 
+# Why a stream ended, by the operation that ended it (the CLI words them "stopped by `tatolab stop`").
+STOPPED = Reason("stopped by a stop request", code="ended_by", details={"ended": "stopped", "op": "stop"})
+REMOVED = Reason("removed by an rm request", code="ended_by", details={"ended": "removed", "op": "rm"})
+REPLACED_BY_KEEP = Reason("replaced by a new kept load", code="ended_by",
+                          details={"ended": "replaced", "op": "load", "args": {"mode": "kept"}, "new": True})
+
+
+def stopped_meanwhile(stream: LoadedStream) -> ControlError:
+    why = stream.end_reason if stream.end_reason.text else Reason("unloaded")
+    return ControlError(f"{stream.name} was stopped meanwhile ({why.text})", code="stopped_meanwhile",
+                        details={"name": stream.name, "why": why.to_wire()})
+
+
 class Superseded(Exception):
     """A start no longer wanted by the time it holds the lock (its record changed meanwhile);
     ``current`` is the stream running under that name instead, if any."""
@@ -60,7 +73,7 @@ class StreamStart:
     stream: LoadedStream
     python: Path
     replacing: LoadedStream | None = None  # stops completely before ``stream`` starts
-    reason: str = "replaced by a new version"  # why ``replacing`` stops
+    reason: Reason | str = "replaced by a new version"  # why ``replacing`` stops
     # `run -d` (and a kept stream's start) from this project: its own kept record and running
     # kept stream of that name yield to it (the running one is replaced)
     keeping_from: Path | None = None
@@ -110,7 +123,7 @@ class Runtime:
                     return superseded.current
                 name, old = start.stream.name, start.replacing
                 if old is not None and self.streams.get(old.name) is not old:
-                    raise ControlError(f"{old.name} was stopped meanwhile ({old.end_reason or 'unloaded'})")
+                    raise stopped_meanwhile(old)
                 held = self.streams.get(name)
                 if old is None and held is not None and held.mode == "kept" and held.project == start.keeping_from:
                     old = held
@@ -173,7 +186,10 @@ class Runtime:
             try:
                 stream.sources = await asyncio.to_thread(self.kept.snapshot, name, project)
             except SnapshotError as exc:
-                raise ControlError(f"{name} cannot be kept: {exc}") from None
+                prefix = f"{name} cannot be kept: "
+                why = exc.reason
+                raise ControlError(prefix + why.text, code=why.code, fixes=why.fixes,
+                                   details={**why.details, "prefix": prefix} if why.code else why.details) from None
 
         def commit() -> None:
             assert stream.sources is not None
@@ -190,10 +206,10 @@ class Runtime:
 
         def failed(reason: str) -> None:
             self.kept.not_loading(name)
-            self.kept.mark_failed(record[0], reason)  # recorded, but not running: say so
+            self.kept.mark_failed(record[0], Reason(reason))  # recorded, but not running: say so
 
         started = await self.start_stream(StreamStart(
-            stream, python, keeping_from=project, reason="replaced by a new `tatolab run -d`",
+            stream, python, keeping_from=project, reason=REPLACED_BY_KEEP,
             prepare=prepare, commit=commit, failed=failed, started=lambda: self.kept.loaded(name)))
         assert started is not None
         return started
@@ -216,7 +232,7 @@ class Runtime:
                 if self.closing:
                     raise ControlError("the runtime is stopping")
                 if self.streams.get(stream.name) is not stream:
-                    raise ControlError(f"{stream.name} was stopped meanwhile ({stream.end_reason or 'unloaded'})")
+                    raise stopped_meanwhile(stream)
                 await restart_nodes(stream, graph, names)
 
         await asyncio.shield(asyncio.ensure_future(swap()))
@@ -283,7 +299,7 @@ class Runtime:
             except Exception as exc:  # a bug must not keep the other streams from starting
                 current = kept.holder(record.name)
                 if isinstance(current, KeptRecord):
-                    kept.mark_failed(current, f"loading it failed: {exc!r}")
+                    kept.mark_failed(current, Reason(f"loading it failed: {exc!r}"))
                 continue
             if stream is not None:
                 kept.say("info", f"kept stream {record.name} loaded from its record "
@@ -322,12 +338,12 @@ class Runtime:
         known = ", ".join(f"{row['name']} ({row['state']})" for row in self.list_streams()) or "none"
         return ControlError(f"no stream named {name} on this machine; its streams: {known}")
 
-    async def stop(self, name: str, reason: str = "stopped by `tatolab stop`") -> dict[str, Any]:
+    async def stop(self, name: str, reason: Reason = STOPPED) -> dict[str, Any]:
         """Unload a stream; a kept one is recorded as stopped first, so it stays stopped across restarts."""
         async with self._load_lock:  # never between a `run -d` replacing this stream and its start
             return await self._stop(name, reason)
 
-    async def _stop(self, name: str, reason: str) -> dict[str, Any]:
+    async def _stop(self, name: str, reason: Reason) -> dict[str, Any]:
         record = self.kept.holder(name)
         if isinstance(record, DamagedRecord):
             raise record.refusal("stopped")
@@ -351,13 +367,13 @@ class Runtime:
             if isinstance(record, KeptRecord):
                 self.kept.set_stopped(record, True)  # a crash before the record is gone leaves it stopped, not back
             if stream is not None:
-                await self.unload_if_current(stream, "removed by `tatolab rm`")
+                await self.unload_if_current(stream, REMOVED)
             if record is not None:
                 self.kept.forget(name)
             project = record.project if record is not None else str(stream.project) if stream is not None else None
             return {"name": name, "forgotten": record is not None, "project": project}
 
-    async def _unload(self, stream: LoadedStream, reason: str, *, by_runtime: bool = False) -> None:
+    async def _unload(self, stream: LoadedStream, reason: Reason | str, *, by_runtime: bool = False) -> None:
         """Unload ``stream``; shutdown waits for unloads in progress, so none is cut short."""
         try:
             if self.streams.get(stream.name) is stream:
@@ -370,7 +386,7 @@ class Runtime:
             task.add_done_callback(self._unloading.discard)
             await asyncio.shield(task)
 
-    async def unload_if_current(self, stream: LoadedStream, reason: str) -> None:
+    async def unload_if_current(self, stream: LoadedStream, reason: Reason | str) -> None:
         """Unload ``stream`` unless it was already replaced or stopped."""
         if self.streams.get(stream.name) is stream:
             await self._unload(stream, reason)

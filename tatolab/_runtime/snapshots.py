@@ -15,13 +15,27 @@ import shutil
 import time
 from pathlib import Path
 
+from tatolab._control.errors import Fix, Reason
+
 MAX_FILES = 10_000
 MAX_BYTES = 64 * 1024 * 1024
 SUFFIXES = (".py",)
 
 
 class SnapshotError(Exception):
-    """The project's sources cannot be kept; the message names why and the fix."""
+    """The project's sources cannot be kept; ``reason`` names why and the fix."""
+
+    def __init__(self, reason: Reason | str) -> None:
+        self.reason = reason if isinstance(reason, Reason) else Reason(reason)
+        super().__init__(self.reason.text)
+
+
+def _not_the_project(problem: str) -> SnapshotError:
+    """Too much to copy: most likely a folder above the project was given."""
+    return SnapshotError(Reason(
+        f"{problem} to keep a copy of; is it the project folder? Point the project at the folder with stream.py",
+        code="not_the_project", fixes=(Fix("load", {"project": None}, "at the folder with stream.py"),),
+        details={"problem": problem}))
 
 
 def _skipped(folder: Path, entry: str) -> bool:
@@ -42,10 +56,8 @@ def plan(project: Path) -> tuple[list[Path], list[Path]]:
         walked[relative] = (list(folders), sorted(files))
         sources += [relative / f for f in sorted(files) if f.endswith(SUFFIXES)]
         if len(sources) > MAX_FILES:
-            raise SnapshotError(
-                f"{project} holds more than {MAX_FILES} Python files outside hidden folders, too many to keep a "
-                "copy of for `run -d`; is it the project folder? Point --dir at the folder with stream.py"
-            )
+            raise _not_the_project(f"{project} holds more than {MAX_FILES} Python files outside hidden folders, "
+                                   "too many")
     holding = {Path(".")} | {parent for source in sources for parent in source.parents}
     links: list[Path] = []
     for folder in sorted(holding):
@@ -59,7 +71,8 @@ def _private_folder(path: Path) -> None:
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     info = path.lstat()
     if info.st_uid != os.getuid() or not path.is_dir() or path.is_symlink():
-        raise SnapshotError(f"{path} is not a folder of your own; remove it, then `run -d` again")
+        raise SnapshotError(Reason(f"{path} is not a folder of your own; remove it, then keep it again",
+                                   code="not_your_folder"))
     os.chmod(path, 0o700)
 
 
@@ -81,10 +94,8 @@ def take(project: Path, root: Path, name: str) -> Path:
                 raise SnapshotError(f"{project / relative} cannot be read to keep it: {exc.strerror}") from None
             total += len(data)
             if total > MAX_BYTES:
-                raise SnapshotError(
-                    f"the Python files in {project} add up to more than {MAX_BYTES // (1024 * 1024)} MiB, too much "
-                    "to keep a copy of for `run -d`; is it the project folder? Point --dir at the folder with stream.py"
-                )
+                raise _not_the_project(f"the Python files in {project} add up to more than "
+                                       f"{MAX_BYTES // (1024 * 1024)} MiB, too much")
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             with os.fdopen(fd, "wb") as out:
                 out.write(data)

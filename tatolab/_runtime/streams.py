@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tatolab._control.errors import Reason
 from tatolab._links import ring
 from tatolab._control import paths
 from tatolab._runtime.rules.exposure import exposure_levels, set_level
@@ -69,10 +70,10 @@ class LoadedStream:
     nodes: dict[str, NodeProcess] = field(default_factory=dict)
     rings: dict[tuple[str, str], OutputRing] = field(default_factory=dict)
     wiring: dict[str, LinkWiring] = field(default_factory=dict)  # link_key -> its ring and reader record
-    waiting: dict[str, str] = field(default_factory=dict)  # link_key -> why it is not wired yet
+    waiting: dict[str, Reason] = field(default_factory=dict)  # link_key -> why it is not wired yet
     log: StreamLog | None = None
     ended: asyncio.Event = field(default_factory=asyncio.Event)
-    end_reason: str = ""
+    end_reason: Reason = field(default_factory=lambda: Reason(""))
     ended_by_runtime: bool = False
     started_ns: int = 0
     starter: ProcessStarter | None = None  # how its node processes start (None: the runtime's shared one)

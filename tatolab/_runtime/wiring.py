@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from tatolab._control.errors import Reason
+from tatolab._control.words import render
 from tatolab._host import spec as host_spec
 from tatolab._host.spec import LinkSpec
 from tatolab._links.ring import RingError
@@ -48,7 +50,7 @@ def _rewire_link(reader: LoadedStream, key: str, link: dict[str, Any], streams: 
     try:
         address = parse_address(link["from"]["address"])
     except AddressError as exc:
-        reader.waiting[key] = str(exc)
+        reader.waiting[key] = Reason(str(exc))
         return
     decision = resolve(address, machine, sources)
     bound = reader.wiring.get(key)
@@ -62,18 +64,20 @@ def _rewire_link(reader: LoadedStream, key: str, link: dict[str, Any], streams: 
         try:
             index = ring.claim_reader()
         except RingError as exc:
-            reader.waiting[key] = str(exc)
+            reader.waiting[key] = Reason(str(exc))
             say(f"link {key} waiting: {exc}", level="warning")
             return
         bind_remote(reader, key, LinkWiring(ring.base, index))
         say(f"link {key} wired to {source.name} (project {source.project})")
         return
     if bound is not None:
-        _release(streams, unbind_remote(reader, key, decision.reason or "waiting"))
-        say(f"link {key} cut: {decision.reason}", level="warning")
+        why = decision.reason or Reason("waiting")
+        _release(streams, unbind_remote(reader, key, why))
+        say(f"link {key} cut: {render(why)}", level="warning")  # a log, read by a person: the fix in words
     elif reader.waiting.get(key) != decision.reason:
-        reader.waiting[key] = decision.reason or "waiting"
-        say(f"link {key} waiting: {decision.reason}", level="warning")
+        why = decision.reason or Reason("waiting")
+        reader.waiting[key] = why
+        say(f"link {key} waiting: {render(why)}", level="warning")
 
 
 def release_remote(streams: dict[str, LoadedStream], reader: LoadedStream) -> None:
@@ -113,7 +117,7 @@ def bind_remote(reader: LoadedStream, key: str, wiring: LinkWiring) -> None:
     reader.wiring[key] = wiring
     reader.waiting.pop(key, None)
 
-def unbind_remote(reader: LoadedStream, key: str, reason: str) -> LinkWiring | None:
+def unbind_remote(reader: LoadedStream, key: str, reason: Reason) -> LinkWiring | None:
     """Cut a remote link at once; it waits, with ``reason``, until it can be wired again."""
     wiring = reader.wiring.pop(key, None)
     reader.waiting[key] = reason

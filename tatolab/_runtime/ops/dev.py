@@ -220,8 +220,7 @@ class DevSession:
             if not reload:
                 raise  # the first load: refusing the name refuses dev
             if old is not None and old.ended.is_set():  # `tatolab stop` during the reload ends dev
-                self.out.put_nowait({"event": "ended", "reason": old.end_reason,
-                                     "runtime_down": old.ended_by_runtime})
+                self.out.put_nowait(ended_event(old))
                 return
             self._say_failed(exc)
             return
@@ -254,8 +253,7 @@ class DevSession:
             await self.runtime.restart_nodes(stream, graph, restart)
         except ControlError as exc:
             if stream.ended.is_set():  # `tatolab stop` during the reload ends dev
-                self.out.put_nowait({"event": "ended", "reason": stream.end_reason,
-                                     "runtime_down": stream.ended_by_runtime})
+                self.out.put_nowait(ended_event(stream))
                 return
             self._say_failed(exc)
             return

@@ -45,7 +45,8 @@ async def start(runtime: Runtime, name: str) -> Started:
         loaded = await runtime.start_kept(name, record)
     except KeptLoadFailed as exc:
         raise ControlError(f"{name} failed again: {exc.reason}", code="failed_again", fixes=[
-            Fix("start", {"name": name}, "retries it"), Fix("rm", {"name": name}, "forgets it")]) from None
+            Fix("start", {"name": name}, "retries it"), Fix("rm", {"name": name}, "forgets it")],
+            details={"name": name, "why": exc.reason.to_wire()}) from None
     if loaded is None:
         raise ControlError(f"{name} changed while it was starting (stopped, removed or replaced)",
                            code="changed_meanwhile", fixes=[Fix("streams", {}, "see")])

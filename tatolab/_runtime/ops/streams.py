@@ -12,7 +12,7 @@ from tatolab._runtime.runtime import Runtime, request_env
 from tatolab._runtime import unwritten
 from tatolab._runtime.feed import Feed
 from tatolab._runtime.graph import node_entry
-from tatolab._runtime.nodes import wait_ready
+from tatolab._runtime.nodes import ended_event, wait_ready
 from tatolab._runtime.ops import OPS, op
 from tatolab._runtime.rules import health
 from tatolab._runtime.streams import LoadedStream
@@ -46,7 +46,8 @@ class LogEvent(TypedDict):
 
 class Ended(TypedDict):
     event: Literal["ended"]
-    reason: str
+    reason: str  # in plain words
+    why: dict[str, Any]  # the same, with the operation that ended it (a Reason: tatolab/_control/errors.py)
     runtime_down: bool  # the runtime itself is stopping
 
 
@@ -55,7 +56,8 @@ class StreamRow(TypedDict, total=False):
     state: str  # attached | kept | stopped | failed
     nodes: int | None
     project: str
-    reason: str  # failed: why
+    reason: str  # failed: why, in plain words
+    why: dict[str, Any]  # failed: why, with its own fixes ({text, code, fixes, details}: tatolab/_control/errors.py Reason)
     hint: str  # a damaged record: what to do
     fixes: list[dict[str, Any]]  # failed: the operations that fix it ({op, args, does}: tatolab/_control/errors.py)
 
@@ -185,7 +187,7 @@ async def log_events(stream: LoadedStream, queue: Feed) -> AsyncIterator[LogEven
             record.cancel()
             while not queue.empty():
                 yield {"event": "log", "record": queue.get_nowait()}
-            yield {"event": "ended", "reason": stream.end_reason, "runtime_down": stream.ended_by_runtime}
+            yield ended_event(stream)  # type: ignore[misc]
             return
     finally:
         ended.cancel()

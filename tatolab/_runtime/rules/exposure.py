@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Protocol
 
+from tatolab._control.errors import Fix, Reason
 from tatolab._sdk.naming import Address, format_address
 
 LEVELS = ("internal", "private", "public")
@@ -24,7 +25,7 @@ class SourceView(Protocol):
 @dataclass(frozen=True)
 class Resolution:
     wired: bool
-    reason: str | None = None
+    reason: Reason | None = None
 
     @property
     def state(self) -> str:
@@ -48,20 +49,20 @@ def resolve(address: Address, this_machine: str, sources: Mapping[str, SourceVie
     """Can a reader on this machine read ``address`` now? If not, why (the link's ``waiting`` reason)."""
     text = format_address(address._replace(machine=None))
     if address.machine and address.machine != this_machine:
-        return Resolution(False, f"{format_address(address)} is on another machine ({address.machine}); "
-                                 "streams read other machines' outputs by URL over MoQ, which this runtime "
-                                 "does not serve yet")
+        return Resolution(False, Reason(f"{format_address(address)} is on another machine ({address.machine}); "
+                                        "streams read other machines' outputs by URL over MoQ, which this runtime "
+                                        "does not serve yet"))
     source = sources.get(address.stream)
     if source is None:
-        return Resolution(False, f"no stream named {address.stream} is loaded on this machine")
+        return Resolution(False, Reason(f"no stream named {address.stream} is loaded on this machine"))
     if not source.running:
         state = "being loaded" if source.state == "kept" else source.state
-        return Resolution(False, f"stream {address.stream} is not running ({state})")
+        return Resolution(False, Reason(f"stream {address.stream} is not running ({state})"))
     if not source.has_output(address.node, address.port):
-        return Resolution(False, f"stream {address.stream} has no output {address.node}/{address.port}")
+        return Resolution(False, Reason(f"stream {address.stream} has no output {address.node}/{address.port}"))
     level = source.exposure(address.node, address.port)
     if level == "internal":
-        return Resolution(False, f"{text} is internal: only its own stream reads it. Expose it with "
-                                 f"stream_builder.expose(...) in {address.stream}'s stream function, "
-                                 f"or `tatolab expose {text}`")
+        return Resolution(False, Reason(f"{text} is internal: only its own stream reads it. Expose it with "
+                                        f"stream_builder.expose(...) in {address.stream}'s stream function",
+                                        code="internal", fixes=(Fix("expose", {"address": text}, "exposes it"),)))
     return Resolution(True)
