@@ -149,8 +149,9 @@ def test_a_runtime_runs_supervises_and_stops_a_stream_through_a_fake_starter(pla
         await until(lambda: source.spec and sink.spec, "the specs")
         # the sink reads the source's ring, through the reader record the runtime gave it
         (link,) = sink.spec["inputs"]["in"]["links"]
-        assert link["base"] == source.spec["outputs"]["out"]["base"] == stream.ring_base("source", "out")
-        assert sink.spec["class"] == "nodes:Sink" and sink.spec["status"] == stream.status_path("sink")
+        prefix = paths.loaded_stream_prefix(stream.instance)
+        assert link["base"] == source.spec["outputs"]["out"]["base"] == paths.ring_base(prefix, "source", "out")
+        assert sink.spec["class"] == "nodes:Sink" and sink.spec["status"] == paths.status_file(prefix, "sink")
 
         listing = await OPS["streams"].function(runtime)
         assert listing["streams"] == [{"name": "fake", "state": "attached", "nodes": 2, "project": str(project)}]
@@ -169,7 +170,7 @@ def test_a_runtime_runs_supervises_and_stops_a_stream_through_a_fake_starter(pla
         assert stopped == {"name": "fake", "state": "stopped", "kept": False}
         assert {"op": "stop"} in newest.messages and {"op": "stop"} in sink.messages
         assert all(node.state is NodeState.STOPPED for node in stream.nodes.values())
-        assert not any(Path(paths.shm_namespace()).parent.glob(Path(stream.shm_prefix).name + "*"))
+        assert not any(Path(paths.shm_namespace()).parent.glob(Path(prefix).name + "*"))
         await runtime.shutdown()
         assert starter.closed
 

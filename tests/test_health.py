@@ -16,6 +16,7 @@ from tatolab._links import shm
 from tatolab._host.status import NodeStatus, create, open_for_node
 from tatolab._links import ring
 from tatolab._runtime.rules import health
+from tatolab._runtime.nodes import claim_reader, release_reader
 from tatolab._runtime.streams import OutputRing
 from tatolab._errors import NodeDefinitionError
 from tatolab._sdk.nodes import describe_node
@@ -225,12 +226,12 @@ def test_tap_reader_records_are_reused_after_release():
     ring.create_ring(base, slot_size=64, slot_count=4)
     try:
         out = OutputRing(base)
-        assert [out.claim_reader(), out.claim_reader()] == [0, 1]
+        assert [claim_reader(out), claim_reader(out)] == [0, 1]
         reader = ring.RingReader(base, 1, "newest", start="now")
         reader.close()
-        out.release(1)
+        release_reader(out, 1)
         assert [r["index"] for r in ring.read_counters(base)["readers"]] == []
-        assert out.claim_reader() == 1
+        assert claim_reader(out) == 1
     finally:
         ring.reap(base)
 

@@ -9,6 +9,7 @@ import pytest
 
 from tatolab._links import shm
 from tatolab._links import ring
+from tatolab._runtime.rules.exposure import set_level
 from tatolab._runtime.streams import LoadedStream, OutputRing
 from tatolab._runtime.wiring import release_remote, rewire
 
@@ -67,7 +68,7 @@ def test_making_the_output_internal_cuts_the_reader(source):
     reader = make_reader()
     streams = {"source": source, "reader": reader}
     rewire(streams, [], "box")
-    source.set_exposure("counter", "counts", "internal")
+    set_level(source.graph, "counter", "counts", "internal")
     rewire(streams, [], "box")
     assert reader.wiring == {}
     assert reader.nodes["sink"].sent[-1] == {"op": "remove_link", "key": "source/counter/counts->sink/rows"}

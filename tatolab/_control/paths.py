@@ -70,6 +70,11 @@ def stream_shm_prefix(namespace: str, instance: int) -> str:
     return f"{namespace}-{instance}+"
 
 
+def loaded_stream_prefix(instance: int) -> str:
+    """Prefix of the files of this runtime's loaded stream number ``instance``."""
+    return stream_shm_prefix(shm_namespace(), instance)
+
+
 def ring_base(prefix: str, node: str, port: str) -> str:
     """The ring of output ``node``/``port`` (its generations add ``.0``, ``.1``...: tatolab/_links/ring.py)."""
     return f"{prefix}{node}+{port}"

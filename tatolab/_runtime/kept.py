@@ -260,15 +260,15 @@ async def preflight(record: KeptRecord, starter: ProcessStarter | None = None) -
         return Reason(f"checking its node classes with {python} failed: {tail[0]}")
     problems: dict[str, str] = json.loads(lines[-1][len(_CHECK_MARK):])
     if "" in problems:
-        return Reason(f"its project's .venv cannot run the node host ({strip_reason(problems[''])})", code="no_sdk",
+        return Reason(f"its project's .venv cannot run the node host ({strip_reason(problems['']).text})", code="no_sdk",
                       fixes=(Fix("sdk", {"project": str(project)}, "installs this runtime's SDK there"),))
     if problems:
         node, problem = sorted(problems.items())[0]
         more = f" (and {counted(len(problems) - 1, 'more node')})" if len(problems) > 1 else ""
         where = f"the copy of {project} kept for it ({record.sources})" if record.sources else str(project)
-        return Reason(f"node {node} ({classes[node]}) cannot be imported from {where}: {strip_reason(problem)}{more}",
+        return Reason(f"node {node} ({classes[node]}) cannot be imported from {where}: {strip_reason(problem).text}{more}",
                       code="not_importable", details={"node": node, "class": classes[node], "project": str(project),
-                                                      "sources": record.sources, "problem": strip_reason(problem),
+                                                      "sources": record.sources, "problem": strip_reason(problem).text,
                                                       "more": more})
     return None
 

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tatolab._control import paths
 from tatolab._control.errors import Reason
 from tatolab._control.words import render
 from tatolab._host import spec as host_spec
@@ -22,21 +23,42 @@ from tatolab._runtime.supervisor import NodeProcess
 READY_POLL_S = 0.01
 
 
+def claim_reader(out: OutputRing) -> int:
+    """A reader record of ``out`` for a link or a tap; one given back is reused first."""
+    if out.released:
+        return out.released.pop()
+    if out.next_reader >= ring.MAX_READERS:
+        raise ring.RingError(f"{out.base} already has {ring.MAX_READERS} readers (links and taps)")
+    index = out.next_reader
+    out.next_reader += 1
+    return index
+
+
+def release_reader(out: OutputRing, index: int) -> None:
+    """A tap or link ended: clear its record in the ring and let the next one reuse the index."""
+    try:
+        ring.release_reader(out.base, index)
+    except ring.RingError:
+        return  # the stream stopped and its rings were reaped
+    out.released.append(index)
+
+
 def start_nodes(stream: LoadedStream, python: Path) -> None:
     """Make every ring, then start every node at once (their processes start side by side)."""
     stream.started_ns = time.monotonic_ns()
     stream.log = stream.log or StreamLog(stream.name, stream.project)
+    prefix = paths.loaded_stream_prefix(stream.instance)
     specs: dict[str, host_spec.HostSpec] = {}
     for node in stream.graph["nodes"]:
         outputs: dict[str, host_spec.OutputSpec] = {}
         for out in node["outputs"]:
-            base = stream.ring_base(node["name"], out["port"])
+            base = paths.ring_base(prefix, node["name"], out["port"])
             ring.create_ring(base)
             stream.rings[(node["name"], out["port"])] = OutputRing(base)
             outputs[out["port"]] = {"base": base}
-        status.create(stream.status_path(node["name"]))
+        status.create(paths.status_file(prefix, node["name"]))
         specs[node["name"]] = host_spec.node_spec(
-            stream.name, node, project=str(stream.project), status=stream.status_path(node["name"]),
+            stream.name, node, project=str(stream.project), status=paths.status_file(prefix, node["name"]),
             sources=str(stream.sources) if stream.sources is not None else None, outputs=outputs)
     for link in stream.graph["links"]:
         source = link["from"]
@@ -46,7 +68,7 @@ def start_nodes(stream: LoadedStream, python: Path) -> None:
             continue
         out = stream.rings[(source["node"], source["port"])]
         target = specs[link["to"]["node"]]["inputs"][link["to"]["port"]]
-        wiring = LinkWiring(out.base, out.claim_reader())
+        wiring = LinkWiring(out.base, claim_reader(out))
         stream.wiring[link_key(link)] = wiring
         target["links"].append(
             {"key": link_key(link), "base": out.base, "reader_index": wiring.reader_index}
@@ -103,7 +125,7 @@ async def stop_nodes(stream: LoadedStream, reason: Reason | str, *, by_runtime: 
     """Stop every node, reap the stream's rings, and say it ended (what its watchers wait for)."""
     stream.ended_by_runtime = by_runtime
     await asyncio.gather(*(node.stop() for node in stream.nodes.values()))
-    ring.reap(stream.shm_prefix)
+    ring.reap(paths.loaded_stream_prefix(stream.instance))
     stream.end_reason = reason if isinstance(reason, Reason) else Reason(reason)
     if stream.log is not None:  # a log is read by a person: the cause in the CLI's words, by the one renderer
         stream.log.say(f"stream {stream.name} stopped: {render(stream.end_reason)}")

@@ -155,7 +155,7 @@ class Runtime:
         # shared memory full, or a graph it cannot wire: raised before any node starts, nothing half-started stays
         except (OSError, ring.RingError, KeyError, TypeError, ValueError) as exc:
             self.streams.pop(stream.name, None)
-            ring.reap(stream.shm_prefix)  # rings are made before any node starts
+            ring.reap(paths.loaded_stream_prefix(stream.instance))  # rings are made before any node starts
             if stream.log is not None:
                 stream.log.close()
             raise ControlError(f"stream {stream.name} could not start: {exc}") from None

@@ -7,7 +7,6 @@ change and restart without touching the other.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from tatolab._control.errors import Reason
@@ -15,32 +14,31 @@ from tatolab._control.words import render
 from tatolab._host import spec as host_spec
 from tatolab._host.spec import LinkSpec
 from tatolab._links.ring import RingError
-from tatolab._runtime.rules.exposure import SourceView, resolve
-from tatolab._runtime.streams import LinkWiring, LoadedStream
+from tatolab._runtime.nodes import claim_reader, release_reader
+from tatolab._runtime.rules.exposure import Source, SourceView, exposure_levels, resolve
+from tatolab._runtime.streams import LinkWiring, LoadedStream, link_key
 from tatolab._errors import AddressError
 from tatolab._sdk.naming import parse_address
 
 
-@dataclass
-class NotLoaded:
-    """A kept stream that is stopped or failed: it exists, but nothing can be read from it."""
+def as_source(stream: LoadedStream) -> Source:
+    """What the exposure rule needs to know of ``stream`` as the source of a link."""
+    levels = exposure_levels(stream.graph)
+    return Source(stream.mode, not stream.ended.is_set(), {output: levels.get(output) for output in stream.rings})
 
-    state: str
-    running: bool = False
 
-    def has_output(self, node: str, port: str) -> bool:
-        return False
-
-    def exposure(self, node: str, port: str) -> str:
-        return "internal"
+def remote_links(stream: LoadedStream) -> dict[str, dict[str, Any]]:
+    """The links of ``stream`` that read another stream's output, by key."""
+    return {link_key(link): link for link in stream.graph["links"] if "address" in link["from"]}
 
 
 def rewire(streams: dict[str, LoadedStream], not_loaded: Iterable[dict[str, Any]], machine: str) -> None:
     """Bring every remote link of every loaded stream in line with what its source allows now."""
-    sources: dict[str, SourceView] = {row["name"]: NotLoaded(row["state"]) for row in not_loaded}
-    sources.update(streams)
+    # a kept stream that is stopped or failed exists, but nothing can be read from it
+    sources: dict[str, SourceView] = {row["name"]: Source(row["state"]) for row in not_loaded}
+    sources.update({name: as_source(stream) for name, stream in streams.items()})
     for reader in streams.values():
-        for key, link in reader.remote_links().items():
+        for key, link in remote_links(reader).items():
             _rewire_link(reader, key, link, streams, sources, machine)
 
 
@@ -62,7 +60,7 @@ def _rewire_link(reader: LoadedStream, key: str, link: dict[str, Any], streams: 
         if bound is not None:
             _release(streams, unbind_remote(reader, key, "rewiring"))
         try:
-            index = ring.claim_reader()
+            index = claim_reader(ring)
         except RingError as exc:
             reader.waiting[key] = Reason(str(exc))
             say(f"link {key} waiting: {exc}", level="warning")
@@ -82,7 +80,7 @@ def _rewire_link(reader: LoadedStream, key: str, link: dict[str, Any], streams: 
 
 def release_remote(streams: dict[str, LoadedStream], reader: LoadedStream) -> None:
     """An unloaded reader gives back the reader records its remote links held on other streams' rings."""
-    for key in reader.remote_links():
+    for key in remote_links(reader):
         _release(streams, reader.wiring.pop(key, None))
 
 
@@ -93,7 +91,7 @@ def _release(streams: dict[str, LoadedStream], wiring: LinkWiring | None) -> Non
     for stream in streams.values():
         for ring in stream.rings.values():
             if ring.base == wiring.base:
-                ring.release(wiring.reader_index)
+                release_reader(ring, wiring.reader_index)
                 return
 
 
@@ -107,7 +105,7 @@ def _sayer(stream: LoadedStream) -> Callable[..., None]:
 
 def bind_remote(reader: LoadedStream, key: str, wiring: LinkWiring) -> None:
     """Wire a remote link: the reading node opens the source's ring from now on."""
-    link = reader.remote_links()[key]
+    link = remote_links(reader)[key]
     to = link["to"]
     entry: LinkSpec = {"key": key, "base": wiring.base, "reader_index": wiring.reader_index, "start": "now"}
     process = reader.nodes[to["node"]]  # the compiler checked that the link's node exists
@@ -121,7 +119,7 @@ def unbind_remote(reader: LoadedStream, key: str, reason: Reason) -> LinkWiring 
     """Cut a remote link at once; it waits, with ``reason``, until it can be wired again."""
     wiring = reader.wiring.pop(key, None)
     reader.waiting[key] = reason
-    to = reader.remote_links()[key]["to"]
+    to = remote_links(reader)[key]["to"]
     process = reader.nodes.get(to["node"])
     if wiring is not None and process is not None:
         links = process.spec["inputs"][to["port"]]["links"]

@@ -6,6 +6,7 @@ from typing import Literal, TypedDict
 
 from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.rules.exposure import set_level
+from tatolab._runtime.wiring import remote_links
 from tatolab._runtime.ops import op
 from tatolab._runtime.ops.addresses import local_address, no_output
 from tatolab._runtime.records import KeptRecord
@@ -39,7 +40,7 @@ async def expose(runtime: Runtime, address: str, level: Literal["internal", "pri
         raise no_output(where.stream, where, outputs)
 
     if stream is not None:
-        stream.set_exposure(where.node, where.port, level)
+        set_level(stream.graph, where.node, where.port, level)
     if record is not None:
         set_level(record.graph, where.node, where.port, level)  # wins over the stream function's across restarts
         runtime.kept.store.save(record)
@@ -55,7 +56,7 @@ def _readers_of(runtime: Runtime, address: str) -> set[str]:
     """The streams whose remote links read ``address`` right now."""
     readers = set()
     for stream in runtime.streams.values():
-        for key, link in stream.remote_links().items():
+        for key, link in remote_links(stream).items():
             if key in stream.wiring and _same(link["from"]["address"], address):
                 readers.add(stream.name)
     return readers

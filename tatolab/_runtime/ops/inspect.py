@@ -12,6 +12,7 @@ from tatolab._control.operations import Events
 from tatolab._links.aio import AsyncRingReader
 from tatolab._links.ring import RingError, RingReader
 from tatolab._runtime.graph import build_graph
+from tatolab._runtime.nodes import claim_reader, release_reader
 from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.ops import op
 from tatolab._runtime.ops.addresses import local_address, no_output
@@ -110,13 +111,13 @@ async def tap(
         raise ControlError(f"count must be 1 or more, not {count}", code="bad_value", details={"argument": "count"})
     stream, out, name = _find_output(runtime, address)
     try:
-        index = out.claim_reader()
+        index = claim_reader(out)
     except RingError as exc:
         raise ControlError(f"cannot tap {name}: {exc}") from None
     try:
         reader = RingReader(out.base, index, profile, start="now")
     except RingError as exc:
-        out.release(index)
+        release_reader(out, index)
         raise ControlError(f"cannot tap {name}: {exc}") from None
     # The server starts the iterator at once, so its finally always releases the record.
     return _tap(stream, out, index, reader, name, count, timeout)
@@ -143,7 +144,7 @@ async def _tap(
         if not released:
             released = True
             await bags.close()
-            out.release(index)
+            release_reader(out, index)
 
     try:
         yield {"event": "tapping", "address": name, "profile": reader.profile, "reader": index}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Protocol
 
 from tatolab._control.errors import Fix, Reason
@@ -20,6 +20,21 @@ class SourceView(Protocol):
     def has_output(self, node: str, port: str) -> bool: ...
 
     def exposure(self, node: str, port: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class Source:
+    """A stream as a possible source, as plain values (wiring.py makes one of each stream)."""
+
+    state: str  # attached | kept | stopped | failed
+    running: bool = False
+    levels: Mapping[tuple[str, str], str | None] = field(default_factory=dict)  # each output -> its level
+
+    def has_output(self, node: str, port: str) -> bool:
+        return (node, port) in self.levels
+
+    def exposure(self, node: str, port: str) -> str:
+        return self.levels.get((node, port)) or "internal"
 
 
 @dataclass(frozen=True)
