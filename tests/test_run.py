@@ -235,7 +235,7 @@ def test_stop_ends_an_attached_run(runtime, project_venv, tmp_path):
     assert runtime.cli("stop", "pipeline").returncode == 0
     out, _ = run.communicate(timeout=20)
     assert run.returncode == 0
-    assert "pipeline stopped" in out
+    assert "pipeline stopped: stopped by `tatolab stop`\n" in out  # the cause, an operation, in the CLI's words
     unknown = runtime.cli("stop", "nope")
     assert unknown.returncode == 1 and "no stream named nope" in unknown.stderr
 
