@@ -9,6 +9,7 @@ from typing import Any, Awaitable, Callable
 
 from tatolab._control.errors import ControlError, Fix, Reason
 from tatolab._control.source import StreamSource
+from tatolab._control.words import fixes_in_turn
 from tatolab._links import ring
 from tatolab._control import paths
 from tatolab._runtime.compiler import compile_stream, project_python
@@ -286,8 +287,9 @@ class Runtime:
         kept = self.kept
         for record in kept.store.read_all():
             if isinstance(record, DamagedRecord):
-                kept.say("error", f"kept stream {record.name} is skipped: {record.reason}; forget it (rm), then "
-                         "keep it again from its project", stream=record.name,
+                # the runtime's terminal is read by a person: the fixes in the CLI's words, by the one renderer
+                kept.say("error", f"kept stream {record.name} is skipped: {record.reason}. "
+                         f"{fixes_in_turn(record.fixes)}", stream=record.name,
                          fixes=[{"op": f.op, "args": f.args, "does": f.does} for f in record.fixes])
                 continue
             if record.stopped or record.failed:
