@@ -7,7 +7,7 @@ from typing import Literal, TypedDict
 
 import pytest
 
-from tatolab._cli.errors import render
+from tatolab._control.words import render
 from tatolab._control.errors import ControlError, Fix
 from tatolab._control.operations import Events, describe
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tatolab._cli.errors import render
+from tatolab._control.words import render
 from tatolab._runtime.rules import names
 from tatolab._runtime.rules.names import Loaded, Recorded
 

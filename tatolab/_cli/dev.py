@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from tatolab import _records
-from tatolab._cli.errors import from_answer, reason_words
+from tatolab._control.words import from_answer, reason_words
 from tatolab._control.errors import ControlError
 from tatolab._control.client import Client, NoRuntime, RequestFailed
 from tatolab._cli.project import Hangup, add_load_arguments, load_request, project_problem

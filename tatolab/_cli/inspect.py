@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 from tatolab import _records
 from tatolab._control.client import Client
-from tatolab._cli.errors import reason_words
+from tatolab._control.words import reason_words
 from tatolab._cli.output import fail
 from tatolab._control import paths
 from tatolab._words import counted

@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         code = args.func(args)
     except ControlError as exc:  # a refusal, with its fixes
-        from tatolab._cli.errors import render
+        from tatolab._control.words import render
 
         code = fail(render(exc))
     except (NoRuntime, RequestFailed) as exc:

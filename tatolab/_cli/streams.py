@@ -9,7 +9,7 @@ from typing import Any
 
 from tatolab import _records
 from tatolab._control.client import Client
-from tatolab._cli.errors import reason_words
+from tatolab._control.words import reason_words
 from tatolab._cli.output import fail
 from tatolab._cli.project import Hangup, add_load_arguments, load_request, project_problem
 from tatolab._words import counted
@@ -96,7 +96,7 @@ def _fixes(fixes: list[dict[str, Any]] | None) -> str:
     """A failed stream's fixes as commands: "`tatolab start cam` retries it, `tatolab rm cam` forgets it."."""
     if not fixes:
         return ""
-    from tatolab._cli.errors import command, fixes_in_turn
+    from tatolab._control.words import command, fixes_in_turn
     from tatolab._control.errors import Fix
 
     steps = [Fix(f["op"], f["args"], f["does"]) for f in fixes]

@@ -128,7 +128,7 @@ class Client:
             raise RuntimeGone(unsent)
         answer = protocol.decode(line)
         if not answer.get("ok"):
-            raise Refused.from_wire(answer)  # the CLI renders its fixes (tatolab/_cli/errors.py)
+            raise Refused.from_wire(answer)  # the CLI renders its fixes (tatolab/_control/words.py)
         return answer.get("result")
 
     def next_message(self) -> dict[str, Any] | None:

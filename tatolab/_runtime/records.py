@@ -199,7 +199,7 @@ class DamagedRecord:
     @property
     def fixes(self) -> list[Fix]:
         """Forget the damaged record, then keep the stream again from its project (the CLI words
-        these as `tatolab rm <name>` and `tatolab run -d`: tatolab/_cli/errors.py)."""
+        these as `tatolab rm <name>` and `tatolab run -d`: tatolab/_control/words.py)."""
         return [Fix("rm", {"name": self.name}, "forgets it"),
                 Fix("load", {"mode": "kept", "project": self.project or "its project"}, "keeps it again")]
 
