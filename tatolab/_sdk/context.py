@@ -194,12 +194,13 @@ class Outputs:
 
     def write(self, port: str, bag: dict[str, Any]) -> None:
         """Send ``bag`` on ``port``. Never waits for readers."""
-        target = self._ports.get(port)
-        if target is None:
+        try:
+            target = self._ports[port]
+        except KeyError:
             known = ", ".join(sorted(self._ports)) or "none"
             raise GraphError(
                 f"node {self._node} has no output port {port!r}; its outputs are: {known}"
-            )
+            ) from None
         try:
             target.write(_encode(bag, self._node, port))
         except BagError:
