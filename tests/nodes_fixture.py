@@ -1,6 +1,7 @@
 """Node modules the integration tests put into their projects."""
 
 COUNTER = """
+import os
 from dataclasses import dataclass
 from tatolab.stream import node
 
@@ -9,6 +10,7 @@ from tatolab.stream import node
 class CounterConfig:
     interval_ms: int = 10
     limit: int = -1
+    stop_file: str = ""  # once this file exists, the counter writes no more
 
 
 @node(execution="continuous", interval_ms=5)
@@ -18,10 +20,13 @@ class Counter:
 
     def __init__(self, config: CounterConfig) -> None:
         self.limit = config.limit
+        self.stop_file = config.stop_file
         self.n = 0
 
     def process(self, ctx) -> None:
         if self.limit >= 0 and self.n >= self.limit:
+            return
+        if self.stop_file and os.path.exists(self.stop_file):
             return
         ctx.outputs.write("counts", {"n": self.n, "pid": __import__("os").getpid(), "sent_ns": ctx.time})
         self.n += 1
@@ -118,3 +123,25 @@ def pipeline_files(limit: int = -1) -> dict[str, str]:
         "nodes/doubler.py": PASS_THROUGH,
         "nodes/sinks.py": SINK,
     }
+
+# A pass-through that tags each bag with VERSION: `tatolab dev` tests and bench/reload.py edit it.
+TAGGER = """
+from tatolab.stream import node
+
+VERSION = {version}
+
+
+@node
+class Tagger:
+    @node.input(delivery_profile="ordered")
+    def numbers(self) -> dict: ...
+
+    @node.output()
+    def tagged(self) -> dict: ...
+
+    def process(self, ctx) -> None:
+        bag = ctx.inputs.read("numbers")
+        if bag is not None:
+            bag["v"] = VERSION
+            ctx.outputs.write("tagged", bag)
+"""

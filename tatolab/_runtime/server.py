@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
 import resource
 import time
 import traceback
 from typing import Any
 
-from tatolab._runtime import protocol
-from tatolab._runtime.control import ControlError, Runtime
+from tatolab._control import protocol
+from tatolab._control.errors import ControlError
+from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.ops import OPS, load_all
 
 
@@ -83,12 +83,17 @@ class ControlServer:
         try:
             while True:
                 try:
-                    line = await asyncio.wait_for(reader.readline(), self.idle_s)
+                    line = await asyncio.wait_for(_read_line(reader), self.idle_s)
                 except asyncio.TimeoutError:
                     writer.write(protocol.encode({"ok": False, "error": f"no request within {self.idle_s:g} s; closing"}))
                     break
-                except (ValueError, ConnectionError):
+                except ConnectionError:
                     break
+                if line is TOO_LONG:
+                    await _send(writer, {"ok": False, "error": (
+                        f"a request longer than {protocol.MAX_LINE // 2**20} MiB was refused; "
+                        "send each request as one JSON line under that size")})
+                    continue
                 if not line:
                     break
                 if not line.strip():
@@ -114,17 +119,16 @@ class ControlServer:
             args = request.get("args") or {}
             if not isinstance(args, dict):
                 raise protocol.ProtocolError("args must be a JSON object")
-            try:
-                inspect.signature(operation).bind(self.runtime, **args)
-            except TypeError as exc:
-                raise protocol.ProtocolError(f"bad arguments for {request['op']}: {exc}") from None
-            result = await operation(self.runtime, **args)
-        except (ControlError, protocol.ProtocolError) as exc:
-            await _send(writer, {"ok": False, "error": str(exc)})
+            result = await operation.function(self.runtime, **operation.check(args))
+        except ControlError as exc:
+            await _send(writer, {"ok": False, **exc.to_wire()})
+            return None
+        except protocol.ProtocolError as exc:
+            await _send(writer, {"ok": False, "code": "protocol", "error": str(exc)})
             return None
         except Exception as exc:  # a bug must not take the runtime down
             self.say("error", f"request failed: {exc}", traceback=traceback.format_exc())
-            await _send(writer, {"ok": False, "error": f"internal error in the runtime: {exc}"})
+            await _send(writer, {"ok": False, "code": "internal", "error": f"internal error in the runtime: {exc}"})
             return None
         if hasattr(result, "__aiter__"):
             first = await anext(result, None)  # the opening event carries the answer
@@ -157,6 +161,31 @@ class ControlServer:
                 except (asyncio.CancelledError, ConnectionError):
                     pass
             await events.aclose()
+
+
+TOO_LONG = b"<too long>"
+
+
+async def _read_line(reader: asyncio.StreamReader) -> bytes:
+    """The next request line; ``TOO_LONG`` (its bytes skipped) for one over the reader's limit."""
+    try:
+        return await reader.readuntil(b"\n")
+    except asyncio.IncompleteReadError as exc:
+        return exc.partial  # the last line, unterminated, or b"" at the end
+    except asyncio.LimitOverrunError as exc:
+        consumed = exc.consumed
+    while True:  # discard the rest of the long line, keeping whatever follows it
+        try:
+            await reader.readexactly(consumed)
+        except asyncio.IncompleteReadError:
+            return b""
+        try:
+            await reader.readuntil(b"\n")
+            return TOO_LONG
+        except asyncio.IncompleteReadError:
+            return TOO_LONG
+        except asyncio.LimitOverrunError as exc:
+            consumed = exc.consumed
 
 
 async def _send(writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
