@@ -176,7 +176,8 @@ def main() -> None:
     if log_fd:
         sys.stdout = _LineWriter(sink, sys.stdout, "info", "stdout")
         sys.stderr = _LineWriter(sink, sys.stderr, "warning", "stderr")
-    import_from(spec["project"], spec.get("sources"))
+    if not spec.get("builtin"):  # a built-in runs the runtime's code: nothing of the project's shadows it
+        import_from(spec["project"], spec.get("sources"))
     os.chdir(spec["project"])
 
     try:

@@ -53,3 +53,8 @@ def shm_namespace() -> str:
 
 
 SHM_DIR = Path("/dev/shm")
+
+
+def surface_pool() -> str:
+    """The runtime's surface pool (its control file; each slot's pixels in ``<this>-<slot>``)."""
+    return str(SHM_DIR / f"{shm_namespace()}+surfaces")

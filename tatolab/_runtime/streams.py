@@ -14,6 +14,7 @@ from tatolab._runtime import paths
 from tatolab._runtime.exposure import exposure_levels, set_level
 from tatolab._runtime.logs import StreamLog
 from tatolab._runtime.supervisor import NodeProcess
+from tatolab._runtime.surfaces import is_builtin, python_for
 
 _instance_ids = itertools.count(1)
 
@@ -113,6 +114,8 @@ class LoadedStream:
                     for port in node["inputs"]
                 },
                 "outputs": outputs,
+                "surfaces": paths.surface_pool(),
+                "builtin": is_builtin(node),
             }
         for link in self.graph["links"]:
             source = link["from"]
@@ -128,8 +131,8 @@ class LoadedStream:
                 {"key": link_key(link), "base": out.base, "reader_index": wiring.reader_index}
             )
         for name, spec in specs.items():
-            process = NodeProcess(stream=self.name, spec=spec, python=python, project=self.project, log=self.log,
-                                  env=self.env)
+            process = NodeProcess(stream=self.name, spec=spec, python=python_for(spec, python),
+                                  project=self.project, log=self.log, env=self.env)
             self.nodes[name] = process
             process.start()
 

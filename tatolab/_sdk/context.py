@@ -42,6 +42,7 @@ class InputPort:
         self.name = name
         self.profile = profile
         self.links: dict[str, _Link] = {}
+        self.stale = 0  # video bags whose surface was already reused when read
 
     def add_link(self, key: str, reader: _Reader) -> None:
         self.links[key] = _Link(reader)
@@ -101,13 +102,22 @@ class Inputs:
             raise GraphError(
                 f"node {self._node} has no input port {port!r}; its inputs are: {known}"
             )
-        payload = source.take()
-        if payload is None:
-            return None
-        bag = _bags.decode(payload)
-        if into is None:
-            return bag
-        return _bags.convert(bag, into, node=self._node, port=port)
+        from_bag = getattr(into, "_tatolab_from_bag", None)
+        while True:
+            payload = source.take()
+            if payload is None:
+                return None
+            bag = _bags.decode(payload)
+            if into is None:
+                return bag
+            if from_bag is None:
+                return _bags.convert(bag, into, node=self._node, port=port)
+            try:
+                return from_bag(bag)
+            except ValueError as exc:  # a frame reused before this reader got to it: skip it, counted
+                if not isinstance(bag, dict) or "surface_id" not in bag:
+                    raise BagError(f"node {self._node} port {port}: {exc}") from None
+                source.stale += 1
 
 
 class OutputPort:
@@ -122,7 +132,7 @@ class Outputs:
         self._node = node
         self._ports = ports
 
-    def write(self, port: str, bag: dict[str, Any]) -> None:
+    def write(self, port: str, bag: Any) -> None:
         """Send ``bag`` on ``port``. Never waits for readers."""
         target = self._ports.get(port)
         if target is None:
@@ -130,6 +140,9 @@ class Outputs:
             raise GraphError(
                 f"node {self._node} has no output port {port!r}; its outputs are: {known}"
             )
+        as_bag = getattr(bag, "_tatolab_bag", None)  # a VideoFrame sends the bag that names it
+        if as_bag is not None:
+            bag = as_bag()
         payload = _bags.encode(bag, node=self._node, port=port)
         with target.lock:
             try:
