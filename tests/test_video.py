@@ -1,0 +1,246 @@
+"""Video through the graph: the built-in test pattern, frames read by Python nodes, leases, crashes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import venv
+from pathlib import Path
+
+import pytest
+
+from harness import REPO, Runtime, make_project, read_jsonl, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def video_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project environment with tatolab and numpy (for frame.cpu()), as `uv add numpy` makes."""
+    path = tmp_path_factory.mktemp("video-venv") / "venv"
+    venv.EnvBuilder(with_pip=True).create(path)
+    subprocess.run(
+        [str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(REPO),
+         "numpy"],
+        check=True,
+    )
+    return path
+
+
+def _graph(rt: Runtime, stream: str) -> dict:
+    return json.loads(rt.cli("graph", "--stream", stream, check=True).stdout)
+
+
+def _node(graph: dict, name: str) -> dict:
+    return next(n for n in graph["streams"][0]["nodes"] if n["name"] == name)
+
+
+def _started(tmp_path: Path, **env: str) -> Runtime:
+    rt = Runtime(tmp_path / "rt")
+    rt.env.update(env)
+    return rt.start()
+
+
+def _stopped_clean(rt: Runtime) -> None:
+    rt.end_commands()
+    output = rt.stop()
+    assert rt.leftover_processes() == [], output
+    assert rt.shm_files() == [], f"shared-memory files left behind: {rt.shm_files()}"
+
+
+CHECKER = '''
+import json
+from tatolab.stream import RuntimeContextLimitedAccess, VideoFrame, node
+
+
+@node
+class BarChecker:
+    @node.input(delivery_profile="newest")
+    def video(self) -> dict: ...
+
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:
+        frame = ctx.inputs.read("video", into=VideoFrame)
+        if frame is None:
+            return
+        pixels = frame.cpu()
+        row = pixels[frame.height // 4]
+        centres = [row[(2 * k + 1) * frame.width // 16].tolist() for k in range(8)]
+        with open("bars.jsonl", "a") as f:
+            f.write(json.dumps({"surface_id": frame.surface_id, "shape": list(pixels.shape),
+                                "writeable": bool(pixels.flags.writeable), "centres": centres,
+                                "timestamp_ns": frame.timestamp_ns}) + "\\n")
+'''
+
+
+def test_a_python_node_reads_the_test_patterns_colour_bars(runtime, video_venv, tmp_path):
+    project = make_project(tmp_path / "bars", video_venv, {
+        "stream.py": '''
+            from tatolab.stream import StreamBuilder, TestPatternSource, stream
+            from nodes.checker import BarChecker
+
+
+            @stream
+            def bars(stream_builder: StreamBuilder) -> None:
+                pattern = stream_builder.add(TestPatternSource, config={"width": 320, "height": 180, "fps": 30})
+                checker = stream_builder.add(BarChecker, name="checker")
+                stream_builder.connect(pattern.output("video"), checker.input("video"))
+        ''',
+        "nodes/__init__.py": "",
+        "nodes/checker.py": CHECKER,
+    })
+    runtime.popen_cli("run", cwd=project)
+    rows = wait_for(lambda: (lambda r: r if len(r) >= 3 else None)(read_jsonl(project / "bars.jsonl")),
+                    timeout=60, what="three frames read")
+    row = rows[-1]
+    assert row["shape"] == [180, 320, 4] and row["writeable"] is False
+    assert row["centres"] == [
+        [255, 255, 255, 255], [255, 255, 0, 255], [0, 255, 255, 255], [0, 255, 0, 255],
+        [255, 0, 255, 255], [255, 0, 0, 255], [0, 0, 255, 255], [0, 0, 0, 255],
+    ]
+    assert rows[-1]["timestamp_ns"] > rows[0]["timestamp_ns"]
+    graph = _graph(runtime, "bars")
+    pattern = _node(graph, "testpatternsource")
+    assert pattern["builtin"] is True and _node(graph, "checker")["builtin"] is False
+    assert graph["surfaces"]["slots"] >= 1 and graph["surfaces"]["in_use"] >= 0
+
+
+HOLDER = '''
+import json
+import numpy as np
+from tatolab.stream import RuntimeContextLimitedAccess, VideoFrame, node
+
+
+@node
+class Holder:
+    """Keeps the first frame it reads and checks it never changes while newer ones pass by."""
+
+    @node.input(delivery_profile="newest")
+    def video(self) -> dict: ...
+
+    def __init__(self) -> None:
+        self.kept = None
+        self.copy = None
+        self.ids = set()
+
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:
+        frame = ctx.inputs.read("video", into=VideoFrame)
+        if frame is None:
+            return
+        if self.kept is None:
+            self.kept, self.copy = frame, np.array(frame.cpu())
+            return
+        self.ids.add(frame.surface_id)
+        if len(self.ids) == 40:
+            with open("held.jsonl", "a") as f:
+                f.write(json.dumps({"kept": self.kept.surface_id,
+                                    "slot_reused": any(i.split("#")[0] == self.kept.surface_id.split("#")[0]
+                                                       for i in self.ids),
+                                    "unchanged": bool((self.kept.cpu() == self.copy).all()),
+                                    "newer_differ": bool((frame.cpu() != self.copy).any())}) + "\\n")
+'''
+
+
+def test_a_frame_held_by_a_reader_is_not_overwritten(video_venv, tmp_path):
+    rt = _started(tmp_path, TATOLAB_SURFACE_SLOTS="6")
+    project = make_project(tmp_path / "held", video_venv, {
+        "stream.py": '''
+            from tatolab.stream import StreamBuilder, TestPatternSource, stream
+            from nodes.holder import Holder
+
+
+            @stream
+            def held(stream_builder: StreamBuilder) -> None:
+                pattern = stream_builder.add(TestPatternSource, config={"width": 320, "height": 180, "fps": 60})
+                holder = stream_builder.add(Holder, name="holder")
+                stream_builder.connect(pattern.output("video"), holder.input("video"))
+        ''',
+        "nodes/__init__.py": "",
+        "nodes/holder.py": HOLDER,
+    })
+    rt.popen_cli("run", cwd=project)
+    result = wait_for(lambda: read_jsonl(project / "held.jsonl"), timeout=60, what="the holder's verdict")[0]
+    # 40 newer frames went through the 5 other slots: without the lease, the kept slot would be reused
+    assert result == {"kept": result["kept"], "slot_reused": False, "unchanged": True, "newer_differ": True}
+    _stopped_clean(rt)
+
+
+HOARDER = '''
+import json
+import os
+from tatolab.stream import RuntimeContextLimitedAccess, VideoFrame, node
+
+
+@node
+class Hoarder:
+    """Holds the first four frames it reads, forever."""
+
+    @node.input(delivery_profile="newest")
+    def video(self) -> dict: ...
+
+    def __init__(self) -> None:
+        self.frames = []
+
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:
+        frame = ctx.inputs.read("video", into=VideoFrame)
+        if frame is None or len(self.frames) == 4:
+            return
+        self.frames.append(frame)
+        if len(self.frames) == 4:
+            with open("hoard.jsonl", "a") as f:
+                f.write(json.dumps({"pid": os.getpid()}) + "\\n")
+'''
+
+
+def test_a_killed_readers_leases_are_given_back(video_venv, tmp_path):
+    # 6 slots: a dead hoarder's 4 plus a new hoarder's 4 fit only if the dead one's come back
+    rt = _started(tmp_path, TATOLAB_SURFACE_SLOTS="6")
+    project = make_project(tmp_path / "hoard", video_venv, {
+        "stream.py": '''
+            from tatolab.stream import StreamBuilder, TestPatternSource, stream
+            from nodes.hoarder import Hoarder
+
+
+            @stream
+            def hoard(stream_builder: StreamBuilder) -> None:
+                pattern = stream_builder.add(TestPatternSource, config={"width": 320, "height": 180, "fps": 60})
+                hoarder = stream_builder.add(Hoarder, name="hoarder")
+                stream_builder.connect(pattern.output("video"), hoarder.input("video"))
+        ''',
+        "nodes/__init__.py": "",
+        "nodes/hoarder.py": HOARDER,
+    })
+    rt.popen_cli("run", cwd=project)
+    first = wait_for(lambda: read_jsonl(project / "hoard.jsonl"), timeout=60, what="the hoarder to hold 4")[0]["pid"]
+    wait_for(lambda: _graph(rt, "hoard")["surfaces"]["in_use"] >= 4, what="4 surfaces in use")
+    os.kill(first, signal.SIGKILL)
+    second = wait_for(lambda: [r["pid"] for r in read_jsonl(project / "hoard.jsonl") if r["pid"] != first],
+                      timeout=60, what="the restarted hoarder to hold 4 frames")[0]
+    assert second != first
+    _stopped_clean(rt)
+
+
+def test_a_crashing_builtin_is_restarted_and_the_runtime_keeps_answering(runtime, project_venv, tmp_path):
+    # project_venv holds only the SDK (no numpy): the pattern's code runs in the runtime's interpreter
+    project = make_project(tmp_path / "solo", project_venv, {
+        "stream.py": '''
+            from tatolab.stream import StreamBuilder, TestPatternSource, stream
+
+
+            @stream
+            def solo(stream_builder: StreamBuilder) -> None:
+                stream_builder.add(TestPatternSource, config={"width": 64, "height": 32, "fps": 10})
+        ''',
+    })
+    runtime.popen_cli("run", cwd=project)
+    pid = wait_for(lambda: runtime.stream_names() == ["solo"] and _node(_graph(runtime, "solo"), "testpatternsource")["pid"],
+                   timeout=60, what="the pattern to run")
+    os.kill(pid, signal.SIGSEGV)  # what a fault in native code (a codec, a GL driver) does
+    node = wait_for(lambda: (lambda n: n if n["restarts"] >= 1 and n["pid"] not in (None, pid) else None)(
+        _node(_graph(runtime, "solo"), "testpatternsource")), timeout=30, what="the pattern to be restarted")
+    assert node["builtin"] is True
+    assert "SIGSEGV" in node["last_error"]
+    assert runtime.stream_names() == ["solo"]
+    logs = [r["message"] for f in (project / ".streamlib" / "logs").glob("*.jsonl") for r in read_jsonl(f)]
+    assert any("node testpatternsource of stream solo was killed by SIGSEGV" in m for m in logs), logs
