@@ -25,10 +25,12 @@ import msgspec
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from tatolab._links import shm  # noqa: E402
 from tatolab._links.ring import RingReader, RingWriter, create_ring, reap  # noqa: E402
 
 SPAWN = multiprocessing.get_context("spawn")
-PREFIX = f"/dev/shm/tatolab-bench-{os.getpid()}-"
+SHM = shm.private_folder()  # the user's own folder: rings refuse a folder others can write
+PREFIX = f"{SHM}/tatolab-bench-{os.getpid()}-"
 STOP = b"S"
 PACED_RATE = 200_000  # the bags/s a ring reader should keep up with
 PACED_SECONDS = 1.0
@@ -294,11 +296,11 @@ def idle_cpu(seconds: float) -> float:
 
 def reap_dead_runs() -> None:
     """Remove ring files an earlier run left when it was killed before its own cleanup."""
-    for name in os.listdir("/dev/shm"):
+    for name in os.listdir(SHM):
         if name.startswith("tatolab-bench-"):
             pid = name.split("-")[2]
             if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-                reap(f"/dev/shm/tatolab-bench-{pid}-")
+                reap(f"{SHM}/tatolab-bench-{pid}-")
 
 
 def main() -> None:

@@ -18,6 +18,7 @@ import psutil
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+SHM_FOLDER = f"/dev/shm/tatolab-{os.geteuid()}"  # where every ring and status file lives
 # Every Runtime a test makes, so conftest can end it (and the commands it started) even when the test fails.
 LIVE: list["Runtime"] = []
 
@@ -56,11 +57,20 @@ class Runtime:
 
     @property
     def shm_prefix(self) -> str:
+        """Full path prefix of this runtime's shared-memory files, in the user's own folder."""
         digest = hashlib.sha1(str((self.root / "state" / "tatolab").resolve()).encode()).hexdigest()[:10]
-        return f"tatolab-{digest}"
+        return f"{SHM_FOLDER}/tatolab-{digest}"
 
     def shm_files(self) -> list[str]:
-        return sorted(name for name in os.listdir("/dev/shm") if name.startswith(self.shm_prefix))
+        """This runtime's shared-memory files (also any in /dev/shm itself, where none may be)."""
+        name = os.path.basename(self.shm_prefix)
+        found = []
+        for folder in (SHM_FOLDER, "/dev/shm"):
+            try:
+                found += [os.path.join(folder, e) for e in os.listdir(folder) if e.startswith(name)]
+            except FileNotFoundError:
+                pass
+        return sorted(found)
 
     def start(self) -> "Runtime":
         self.process = subprocess.Popen(

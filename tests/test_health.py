@@ -12,6 +12,7 @@ import pytest
 
 from harness import Runtime, make_project, read_jsonl, wait_for
 
+from tatolab._links import shm
 from tatolab._host.status import NodeStatus, create, open_for_node
 from tatolab._links import ring
 from tatolab._runtime import health
@@ -198,7 +199,7 @@ def test_a_node_that_keeps_crashing_is_called_crashed():
 
 
 def test_status_file_says_when_process_began():
-    path = f"/dev/shm/tatolab-test-{uuid.uuid4().hex}#status"
+    path = f"{shm.private_folder()}/test-{uuid.uuid4().hex}#status"
     try:
         create(path)
         runtime_side = NodeStatus(path)
@@ -219,7 +220,7 @@ def test_status_file_says_when_process_began():
 
 
 def test_tap_reader_records_are_reused_after_release():
-    base = f"/dev/shm/tatolab-test-{uuid.uuid4().hex}+n+p"
+    base = f"{shm.private_folder()}/test-{uuid.uuid4().hex}+n+p"
     ring.create_ring(base, slot_size=64, slot_count=4)
     try:
         out = OutputRing(base)

@@ -122,7 +122,11 @@ def test_graph_shows_drops_at_a_slow_newest_reader_and_none_at_an_ordered_one(ru
     assert fast["watchdog_ms"] == 10_000 and fast["hung"] is False
     assert node(g, "slow")["outputs"][0]["exposure"] == "private"
     assert fast["outputs"][0]["exposure"] == "internal"
-    assert node(g, "lagging")["inputs"] == [{"port": "rows", "delivery_profile": "newest"}]
+    # the reading node's own entry shows what its input lost (the docs: "in the reading node's metrics")
+    assert node(g, "lagging")["inputs"] == [
+        {"port": "rows", "delivery_profile": "newest", "read": counters["read"], "dropped": counters["dropped"],
+         "bad": 0}
+    ]
 
 
 @pytest.mark.slow

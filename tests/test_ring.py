@@ -11,6 +11,7 @@ import uuid
 
 import pytest
 
+from tatolab._links import shm
 from tatolab._links import ring
 from tatolab._links.ring import (
     BagTooLarge,
@@ -33,7 +34,7 @@ def _files(base: str) -> list[str]:
 
 @pytest.fixture
 def base():
-    b = f"/dev/shm/tatolab-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    b = f"{shm.private_folder()}/test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     yield b
     reap(b)
     assert _files(b) == []
@@ -228,7 +229,7 @@ def test_wait_any_wakes_on_either_ring(base):
 
 
 def test_a_signal_interrupts_a_wait():
-    base = f"/dev/shm/tatolab-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    base = f"{shm.private_folder()}/test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     create_ring(base, slot_size=256, slot_count=4)
     r = RingReader(base, 0, "ordered")
 
@@ -327,7 +328,7 @@ def test_counters_visible_from_another_process_and_resume_after_reopen(base):
     proc.join(10)
     assert counters["write_seq"] == 12 and counters["last_write_ns"] > 0
     assert counters["readers"] == [
-        {"index": 5, "pid": os.getpid(), "read": 8, "dropped": 4,
+        {"index": 5, "pid": os.getpid(), "read": 8, "dropped": 4, "bad": 0,
          "last_read_ns": counters["readers"][0]["last_read_ns"], "active": True, "behind": 0}
     ]
     r.close()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tatolab._links import shm
 from tatolab._links import ring
 from tatolab._runtime.streams import LoadedStream, OutputRing
 from tatolab._runtime.wiring import release_remote, rewire
@@ -23,7 +24,7 @@ class FakeNode:
 
 @pytest.fixture
 def source():
-    base = f"/dev/shm/tatolab-test-{uuid.uuid4().hex[:8]}"
+    base = f"{shm.private_folder()}/test-{uuid.uuid4().hex[:8]}"
     ring.create_ring(base)
     graph = {"nodes": [{"name": "counter", "outputs": [{"port": "counts"}], "inputs": []}], "links": [],
              "exposures": [{"node": "counter", "port": "counts", "level": "private"}]}

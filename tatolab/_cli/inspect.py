@@ -60,7 +60,7 @@ def cmd_tap(args: argparse.Namespace) -> int:
             elif kind == "end":
                 print(tap_summary(address, event, args.count, time.monotonic() - started), file=sys.stderr)
                 short = args.count is not None and event["got"] < args.count
-                return 1 if short else 0
+                return 1 if short or event["reason"] == "error" else 0
         return fail("the runtime went away during the tap")
     except KeyboardInterrupt:
         return 130
@@ -77,6 +77,8 @@ def tap_summary(address: str, end: dict[str, Any], count: int | None, seconds: f
         line += " (timed out)" if got else " (timed out: nothing was written to it meanwhile)"
     elif end["reason"] == "stream stopped":
         line += " (the stream stopped)"
+    elif end["reason"] == "error":
+        line += f" ({end.get('error')})"
     if end.get("dropped"):
         skipped = end["dropped"]
         line += f"; the tap skipped {counted(skipped, 'bag')}"

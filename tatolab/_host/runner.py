@@ -19,6 +19,8 @@ from tatolab._sdk.context import (
 )
 
 IDLE_WAKE_S = 0.25  # how often a waiting node looks at control messages
+BAD_BAG_LOG_S = 1.0  # after its first BAD_BAGS_LOGGED, a link's bad bags are logged at most this often
+BAD_BAGS_LOGGED = 10
 
 
 class NodeRunner:
@@ -30,8 +32,11 @@ class NodeRunner:
         self.readers: dict[str, RingReader] = {}
         self.inputs: dict[str, InputPort] = {}
         self.log = NodeLogger(sink.emit)
+        self._bad_logged: dict[str, tuple[float, int, int]] = {}  # link key -> (when logged, unlogged, logged)
         for port, port_spec in spec.get("inputs", {}).items():
-            self.inputs[port] = InputPort(port, port_spec["delivery_profile"])
+            self.inputs[port] = InputPort(
+                port, port_spec["delivery_profile"], on_broken=self._link_broken, on_bad=self._bad_bag
+            )
             for link in port_spec.get("links", []):
                 self._add_link(port, link)
         outputs = {
@@ -63,6 +68,40 @@ class NodeRunner:
         self.readers[key] = reader
         self.inputs[port].add_link(key, reader)
 
+    def _where(self, port: str, key: str) -> str:
+        source = key.split("->", 1)[0]
+        return f"stream {self.spec['stream']}, node {self.name}, input {port}, from {source} (link {key})"
+
+    def _link_broken(self, port: str, key: str, exc: BaseException) -> None:
+        """A ring that makes no sense: stop reading that link (the rest of the node goes on)."""
+        reader = self.readers.pop(key, None)
+        if reader is not None:
+            reader.close()
+        self.log.error(
+            f"{self._where(port, key)}: stopped reading this link: {exc}. "
+            "Stop and start the stream to make its rings afresh",
+            link=key, port=port,
+        )
+
+    def _bad_bag(self, port: str, key: str, exc: BaseException) -> None:
+        """A bag that does not decode is skipped (and counted as bad on its link); say so,
+        then, past the first few, at most once a second per link: a flood of them must not
+        flood the log."""
+        now = time.monotonic()
+        last, since, logged = self._bad_logged.get(key, (0.0, 0, 0))
+        since += 1
+        if logged >= BAD_BAGS_LOGGED and now - last < BAD_BAG_LOG_S:
+            self._bad_logged[key] = (last, since, logged)
+            return
+        self._bad_logged[key] = (now, 0, logged + 1)
+        what = "a bag" if since == 1 else f"{since} bags"
+        self.log.warning(
+            f"{self._where(port, key)}: skipped {what} that did not decode "
+            f"({type(exc).__name__}: {str(exc)[:200]}); the node goes on with the next bag. "
+            "Every bag written with ctx.outputs.write decodes, so something else wrote to this link",
+            link=key, port=port, bad=since,
+        )
+
     def _remove_link(self, key: str) -> None:
         for port in self.inputs.values():
             reader = port.remove_link(key)
@@ -85,6 +124,13 @@ class NodeRunner:
         elif op == "remove_link":
             self._remove_link(message["key"])
 
+    def _relax_outputs(self) -> None:
+        """Idle: a ring grown for big bags that stopped goes back to its normal size."""
+        for port in self.outputs.values():
+            if port.writer.grown:
+                with port.lock:  # manual nodes may be writing from their own threads
+                    port.writer.relax()
+
     def _drain_control(self, control: Any) -> None:
         while not control.messages.empty():
             self._apply(control.messages.get())
@@ -99,14 +145,15 @@ class NodeRunner:
             elif self.execution == "manual":
                 while not control.stopping.wait(IDLE_WAKE_S):
                     self._drain_control(control)
+                    self._relax_outputs()
             else:
                 self._run_reactive(control)
         finally:
             teardown = getattr(self.instance, "teardown", None)
             if teardown is not None:
                 teardown(self.ctx)
-            for reader in self.readers.values():
-                reader.close()
+            for key in list(self.readers):
+                self._remove_link(key)  # bags read but never handed over go back to the ring
             for port in self.outputs.values():
                 port.writer.close()
             self.status.close()
@@ -131,7 +178,11 @@ class NodeRunner:
             if not control.messages.empty():
                 self._drain_control(control)
                 inputs = list(self.inputs.values())
-            readers = list(self.readers.values())
+            self._relax_outputs()
+            # Wait only on links that can bring the node something new: an ordered link whose
+            # delivered bag process() left unread has nothing to deliver until it is read
+            # (waiting on it would return at once, for ever).
+            readers = [reader for port in inputs for reader in port.waiting_readers()]
             if len(readers) == 1:
                 readers[0].wait(IDLE_WAKE_S)
             elif readers:
@@ -151,6 +202,7 @@ class NodeRunner:
                 status.end()
             if not control.messages.empty():
                 self._drain_control(control)
+            self._relax_outputs()
             next_tick += self.interval_s
             now = time.monotonic()
             if next_tick < now:  # fell behind: skip the missed ticks rather than burst

@@ -24,7 +24,8 @@ _BUSY, _CALLS, _PID = range(3)
 def create(path: str) -> None:
     """Make the status file at ``path``; the runtime calls this before starting the node.
 
-    It sits in a folder other users can write to: a name planted there is refused, never followed.
+    It sits in the user's own shared-memory folder (see tatolab/_links/shm.py); even so a name
+    planted there is refused, never followed.
     """
     fd = create_private_file(path, "a node's status file")
     try:

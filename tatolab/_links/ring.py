@@ -1,24 +1,40 @@
 """Shared-memory rings: one writer per output, any number of readers, each at its own pace.
 
-A ring lives in files `<base>.<generation>` (base is a full path under /dev/shm that the
-runtime chooses). The runtime creates generation 0 with `create_ring` before starting any
-process and removes every file with `reap`. A writer grows the ring when a bag does not fit
-a slot by creating the next generation; readers follow it.
+A ring lives in files `<base>.<generation>` (base is a full path in the user's own 0700
+folder under /dev/shm, see shm.py: no other user can create, replace or open a name there,
+and every file is created O_EXCL|O_NOFOLLOW, mode 0600, and fstat-checked when opened).
+The runtime creates generation 0 with `create_ring` before starting any process and removes
+every file with `reap` (at unload, and at its start for files a dead runtime left). A writer
+grows the ring when a bag does not fit a slot by creating the next generation; readers
+follow it. Once bags fit the normal slot again (_SHRINK_AFTER in a row, or _SHRINK_AFTER_S
+after the last big one, also when no bag follows: the node host calls `relax` while idle)
+the writer moves back to a generation of the normal size. A ring
+never takes more than its max_bytes, fixed by `create_ring` (the runtime's
+TATOLAB_LINK_MEMORY_MB, default 2048 MiB) and kept in the header across generations.
 
 File layout (all integers little-endian u64 unless said):
 
     0      header: magic, version, generation, slot_size, slot_count, write_seq,
-           last_write_ns, moved, base_seq, slot_stride, slots_offset
+           last_write_ns, moved, base_seq, slot_stride, slots_offset,
+           normal_slot_size, normal_slot_count (the size generation 0 was made with),
+           max_bytes (the most the ring's file may take)
     128    futex word (u32), bumped after every publish and when the ring moves
     192    sleepers line: byte i is 1 while reader i may be asleep on the futex word
            (reader i owns it like its record; the writer only reads it)
     256    reader table: 64 records of 64 bytes:
-           pid, read_count, dropped, last_read_ns, active, next_seq, 0, 0
+           pid, read_count, dropped, last_read_ns, active, next_seq, bad, generation
+           (read: bags taken, less those given back with discard/unread, so that
+           for a node's input it is what the node got; bad: bags that did not decode;
+           generation: the one the reader maps, so the writer shrinks only once no live
+           reader still needs an older one: a reader follows only to the newest
+           generation, and the ones between are gone)
     8192   slots, each `slot_stride` bytes: seq, length, publish_ns, (pad to 64), payload
 
 Sequence numbers start at 1 and continue across generations. Slot seq word is
 2*s - 1 while bag s is being written and 2*s once published (a seqlock): a reader copies
-the payload, then re-reads the word; a change means the writer lapped it mid-copy.
+the payload, then re-reads the word; a change means the writer lapped it mid-copy. A reader
+that keeps failing (_MAX_TRIES in a row: the header was damaged, or something other than
+the writer wrote the file) raises RingError instead of trying forever.
 
 Waking: a writer calls FUTEX_WAKE only when some sleepers byte is set (a wake syscall
 costs ~2 us even with nobody waiting). The handshake is Dekker's:
@@ -43,7 +59,9 @@ import mmap
 import os
 import time
 
+from . import shm
 from .futex import fence, full_fence, futex_wait, futex_waitv, futex_wake, word_at
+from .shm import RingError
 
 __all__ = [
     "BagTooLarge",
@@ -57,18 +75,34 @@ __all__ = [
     "release_reader",
     "MAX_READERS",
     "MAX_BAG_BYTES",
+    "link_memory_limit",
 ]
 
 MAGIC = int.from_bytes(b"TATORNG1", "little")
-VERSION = 2  # 2: the sleepers line (a version-1 reader would never set it, and miss wakes)
+# 2: the sleepers line (a version-1 reader would never set it, and miss wakes)
+# 3: normal size and max_bytes in the header (a version-2 writer would never shrink or cap)
+VERSION = 3
 MAX_READERS = 64
 MAX_BAG_BYTES = 1 << 30  # 1 GiB
 _MIB = 1 << 20
 _GROWN_FILE_BUDGET = 128 * _MIB
 _MIN_GROWN_SLOTS = 4
+LINK_MEMORY_ENV = "TATOLAB_LINK_MEMORY_MB"
+DEFAULT_LINK_MEMORY_MB = 2048
+_MIN_LINK_MEMORY_MB = 4  # a normal ring (2 MiB) and room to grow
+# A grown ring goes back to its normal size at the first small bag after this many small
+# bags in a row, or this long after the last big one.
+_SHRINK_AFTER = 128
+_SHRINK_AFTER_S = 1.0
+_SHRINK_CHECK_NS = 50_000_000  # while a reader lags in an older generation, look again this often
+# Consecutive failed attempts at one bag before a reader calls the ring damaged. A healthy
+# ring fails an attempt only when the writer laps the copy, and each retry jumps half a
+# ring ahead, so a handful is already rare.
+_MAX_TRIES = 1000
 
 # header word indices (u64)
-_MAGIC, _VERSION, _GEN, _SLOT_SIZE, _SLOT_COUNT, _WRITE_SEQ, _LAST_WRITE_NS, _MOVED, _BASE_SEQ, _STRIDE, _H_SLOTS_OFF = range(11)
+(_MAGIC, _VERSION, _GEN, _SLOT_SIZE, _SLOT_COUNT, _WRITE_SEQ, _LAST_WRITE_NS, _MOVED, _BASE_SEQ, _STRIDE,
+ _H_SLOTS_OFF, _NORMAL_SLOT_SIZE, _NORMAL_SLOT_COUNT, _MAX_BYTES) = range(14)
 _FUTEX_OFF = 128
 _SLEEPERS_OFF = 192
 _NO_SLEEPERS = bytes(MAX_READERS)
@@ -83,13 +117,9 @@ _TABLE_BYTES = MAX_READERS * _RECORD_BYTES
 _SLOTS_OFF = 8192
 _SLOT_HEADER = 64
 # reader record word offsets (u64, relative to the record)
-_R_PID, _R_READ, _R_DROPPED, _R_LAST_READ_NS, _R_ACTIVE, _R_NEXT = range(6)
+_R_PID, _R_READ, _R_DROPPED, _R_LAST_READ_NS, _R_ACTIVE, _R_NEXT, _R_BAD, _R_GEN = range(8)
 
 _OPEN_RETRY_S = 2.0
-
-
-class RingError(RuntimeError):
-    """A ring file is missing or not a tatolab ring."""
 
 
 class BagTooLarge(ValueError):
@@ -118,20 +148,44 @@ def _generations(base: str) -> list[int]:
     return sorted(gens)
 
 
-def _make_generation(base: str, gen: int, slot_size: int, slot_count: int, seq: int, table: bytes | None) -> None:
+def link_memory_limit() -> int:
+    """The most bytes one ring may take in /dev/shm: TATOLAB_LINK_MEMORY_MB (default 2048) MiB.
+
+    Read where the ring is created (tatolabd's environment: like every TATOLAB_* setting it
+    never reaches a node) and written into the ring's header, where its writer finds it."""
+    raw = os.environ.get(LINK_MEMORY_ENV, "").strip()
+    if not raw:
+        return DEFAULT_LINK_MEMORY_MB * _MIB
+    try:
+        mb = int(raw)
+    except ValueError:
+        mb = 0
+    if mb < _MIN_LINK_MEMORY_MB:
+        raise ValueError(
+            f"{LINK_MEMORY_ENV}={raw!r} is not a number of MiB of at least {_MIN_LINK_MEMORY_MB}; set it "
+            f"to a whole number such as {DEFAULT_LINK_MEMORY_MB} (the default), or unset it"
+        )
+    return mb * _MIB
+
+
+def _file_size(slot_size: int, slot_count: int) -> int:
+    return _SLOTS_OFF + (_SLOT_HEADER + _round_up(slot_size, 64)) * slot_count
+
+
+def _make_generation(
+    base: str, gen: int, slot_size: int, slot_count: int, seq: int, table: bytes | None,
+    normal: tuple[int, int] | None = None, max_bytes: int = 0,
+) -> None:
     """Write generation `gen` completely under a temporary name, then rename it into place,
     so nobody ever opens a half-made file."""
+    shm.check_folder(os.path.dirname(base) or ".")
     stride = _SLOT_HEADER + _round_up(slot_size, 64)
     size = _SLOTS_OFF + stride * slot_count
     final = _gen_path(base, gen)
     tmp = final + ".tmp"
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    _unlink_quietly(tmp)  # left by a writer killed mid-way (only this user can name files here)
+    fd = shm.create_exclusive(tmp, size)
     try:
-        try:
-            os.ftruncate(fd, size)
-        except OSError:
-            _unlink_quietly(tmp)
-            raise
         with mmap.mmap(fd, _SLOTS_OFF) as mm:
             with memoryview(mm) as mv, mv.cast("Q") as q:
                 q[_MAGIC] = MAGIC
@@ -145,6 +199,8 @@ def _make_generation(base: str, gen: int, slot_size: int, slot_count: int, seq: 
                 q[_BASE_SEQ] = seq
                 q[_STRIDE] = stride
                 q[_H_SLOTS_OFF] = _SLOTS_OFF
+                q[_NORMAL_SLOT_SIZE], q[_NORMAL_SLOT_COUNT] = normal or (slot_size, slot_count)
+                q[_MAX_BYTES] = max_bytes
                 if table is not None:
                     mv[_TABLE_OFF:_TABLE_OFF + _TABLE_BYTES] = table
     finally:
@@ -156,7 +212,7 @@ class _Gen:
     """One mapped generation file and the views the hot paths use."""
 
     def __init__(self, path: str) -> None:
-        fd = os.open(path, os.O_RDWR)
+        fd = shm.open_owned(path)
         try:
             size = os.fstat(fd).st_size
             if size < _SLOTS_OFF:
@@ -180,6 +236,17 @@ class _Gen:
         self.base_seq = q[_BASE_SEQ]
         self.stride_q = q[_STRIDE] // 8
         self.slots_q = q[_H_SLOTS_OFF] // 8
+        self.normal = (q[_NORMAL_SLOT_SIZE], q[_NORMAL_SLOT_COUNT])
+        self.max_bytes = q[_MAX_BYTES] or DEFAULT_LINK_MEMORY_MB * _MIB
+        if (
+            self.count < 2 or q[_H_SLOTS_OFF] != _SLOTS_OFF or q[_STRIDE] != _SLOT_HEADER + _round_up(self.slot_size, 64)
+            or _file_size(self.slot_size, self.count) > size
+        ):
+            self.close()
+            raise RingError(
+                f"{path} is a damaged ring: its header says {self.count} slots of {self.slot_size} bytes "
+                f"in a file of {size} bytes; stop and start the stream to make it afresh"
+            )
         self.word, self.addr = word_at(self.mm, _FUTEX_OFF)
         self.sleepers = self.mv[_SLEEPERS_OFF:_SLEEPERS_OFF + MAX_READERS]
 
@@ -192,7 +259,9 @@ class _Gen:
 
     def close(self) -> None:
         self.word = None
-        self.sleepers.release()
+        sleepers = getattr(self, "sleepers", None)  # absent when the header was refused
+        if sleepers is not None:
+            sleepers.release()
         self.q.release()
         self.mv.release()
         self.mm.close()
@@ -217,15 +286,26 @@ def _open_latest(base: str, newer_than: int = -1) -> _Gen:
         time.sleep(0.001)
 
 
-def create_ring(base: str, *, slot_size: int = 16 * 1024, slot_count: int = 128) -> None:
-    """Create generation 0 of the ring at `base` (removing any older generations of it)."""
+def create_ring(
+    base: str, *, slot_size: int = 16 * 1024, slot_count: int = 128, max_bytes: int | None = None
+) -> None:
+    """Create generation 0 of the ring at `base` (removing any older generations of it).
+
+    `max_bytes`: the most its file may ever take, bigger bags included (default:
+    `link_memory_limit()`, from TATOLAB_LINK_MEMORY_MB)."""
+    if max_bytes is None:
+        max_bytes = link_memory_limit()
+    if _file_size(slot_size, slot_count) > max_bytes:
+        raise ValueError(
+            f"a ring of {slot_count} slots of {slot_size} bytes does not fit its limit of {max_bytes:,} bytes"
+        )
     if slot_size <= 0 or slot_count < 2:
         raise ValueError(f"a ring needs slot_size > 0 and at least 2 slots, got {slot_size} and {slot_count}")
     if slot_size > MAX_BAG_BYTES:
         raise ValueError(f"slot_size {slot_size} is larger than the {MAX_BAG_BYTES} byte bag limit")
     for gen in _generations(base):
         _unlink_quietly(_gen_path(base, gen))
-    _make_generation(base, 0, slot_size, slot_count, seq=0, table=None)
+    _make_generation(base, 0, slot_size, slot_count, seq=0, table=None, max_bytes=max_bytes)
 
 
 def _unlink_quietly(path: str) -> bool:
@@ -239,10 +319,11 @@ def _unlink_quietly(path: str) -> bool:
 def reap(prefix: str) -> int:
     """Unlink every file whose name starts with `prefix`; returns how many went.
 
-    `prefix` is a full path (`/dev/shm/tatolab-<ns>-`) or a bare name looked up in /dev/shm.
+    `prefix` is a full path (`/dev/shm/tatolab-<uid>/tatolab-<ns>-`) or a bare name looked
+    up in the user's own folder (shm.default_folder()). Unlinking never follows a symlink.
     """
     folder, name = os.path.split(prefix)
-    folder = folder or "/dev/shm"
+    folder = folder or shm.default_folder()
     try:
         entries = os.listdir(folder)
     except FileNotFoundError:
@@ -270,6 +351,13 @@ class RingWriter:
         self._word = g.word
         self._addr = g.addr
         self._sleepers = g.sleepers
+        # While the ring is grown every bag takes the slow path (`_fits` = -1), which counts
+        # the small ones and moves back to the normal size; otherwise only bags that do not fit.
+        self._grown = (g.slot_size, g.count) != g.normal
+        self._fits = -1 if self._grown else g.slot_size
+        self._last_big_seq = self._seq
+        self._last_big_ns = time.monotonic_ns()
+        self._next_shrink_check_ns = 0
 
     @property
     def seq(self) -> int:
@@ -283,12 +371,8 @@ class RingWriter:
     def write(self, payload: bytes) -> int:
         """Publish one bag and wake every sleeping reader; returns its sequence number."""
         n = len(payload)
-        if n > self._slot_size:
-            if type(payload) is not bytes:
-                payload = memoryview(payload).cast("B")
-                n = payload.nbytes
-            if n > self._slot_size:
-                self._grow(n)
+        if n > self._fits:
+            payload, n = self._resize_for(payload)
         s = self._seq + 1
         q = self._q
         h = self._slots[self._i]
@@ -313,17 +397,79 @@ class RingWriter:
             futex_wake(self._addr)
         return s
 
+    def _resize_for(self, payload):
+        """The slow path: a bag that may not fit, or any bag while the ring is grown."""
+        if type(payload) is not bytes:
+            payload = memoryview(payload).cast("B")
+        n = payload.nbytes if type(payload) is memoryview else len(payload)
+        normal_size, normal_count = self._g.normal
+        if n > normal_size:
+            if n > self._slot_size:
+                self._grow(n)
+            self._last_big_seq = self._seq + 1
+            self._last_big_ns = time.monotonic_ns()
+        elif self._grown and (
+            self._seq - self._last_big_seq >= _SHRINK_AFTER
+            or time.monotonic_ns() - self._last_big_ns >= _SHRINK_AFTER_S * 1e9
+        ):
+            self._shrink_if_safe()  # big bags stopped: give the memory back
+        return payload, n
+
+    def _shrink_if_safe(self) -> bool:
+        now = time.monotonic_ns()
+        if now < self._next_shrink_check_ns:
+            return False
+        self._next_shrink_check_ns = now + _SHRINK_CHECK_NS
+        if not self._readers_here():
+            return False
+        self._move(*self._g.normal)
+        return True
+
+    def _readers_here(self) -> bool:
+        """Is every live reader mapping this generation? One still in an older one would
+        follow straight to the newest and lose what this one holds."""
+        q, gen = self._q, self._g.gen
+        for i in range(MAX_READERS):
+            r = self._g.record_q(i)
+            if q[r + _R_ACTIVE] and q[r + _R_GEN] != gen and _alive(q[r + _R_PID]):
+                return False
+        return True
+
+    @property
+    def grown(self) -> bool:
+        """True while the ring is bigger than its normal size (after a big bag)."""
+        return self._grown
+
+    def relax(self) -> bool:
+        """Called while the writer is idle: a ring grown for big bags that stopped
+        (_SHRINK_AFTER_S ago) goes back to its normal size now, without waiting for the next
+        bag. True when it moved."""
+        if not self._grown or time.monotonic_ns() - self._last_big_ns < _SHRINK_AFTER_S * 1e9:
+            return False
+        return self._shrink_if_safe()
+
     def _grow(self, n: int) -> None:
-        if n > MAX_BAG_BYTES:
-            raise BagTooLarge(
-                f"a bag of {n:,} bytes is larger than the {MAX_BAG_BYTES:,} byte limit of a link; "
-                "send a reference (a file or surface id) instead of the data"
-            )
-        old = self._g
+        limit = self._g.max_bytes
         slot_size = _round_up(n, _MIB)
-        count = max(_MIN_GROWN_SLOTS, min(old.count, _GROWN_FILE_BUDGET // (slot_size + _SLOT_HEADER)))
+        stride = _SLOT_HEADER + slot_size
+        if n > MAX_BAG_BYTES or _SLOTS_OFF + 2 * stride > limit:
+            most = min(MAX_BAG_BYTES, (limit - _SLOTS_OFF) // 2 - _SLOT_HEADER) // _MIB * _MIB
+            raise BagTooLarge(
+                f"a bag of {n:,} bytes is larger than the {most:,} byte limit of a link "
+                f"(a link's ring holds at least 2 bags in at most {limit:,} bytes, "
+                f"{LINK_MEMORY_ENV}={limit // _MIB}); send a reference (a file or surface id) "
+                f"instead of the data, or start tatolabd with a larger {LINK_MEMORY_ENV}"
+            )
+        count = max(_MIN_GROWN_SLOTS, min(self._count, _GROWN_FILE_BUDGET // stride))
+        count = max(2, min(count, (limit - _SLOTS_OFF) // stride))
+        self._move(slot_size, count)
+
+    def _move(self, slot_size: int, count: int) -> None:
+        """Continue in a new generation with `count` slots of `slot_size` bytes; readers follow."""
+        old = self._g
         table = bytes(old.mv[_TABLE_OFF:_TABLE_OFF + _TABLE_BYTES])
-        _make_generation(self.base, old.gen + 1, slot_size, count, seq=self._seq, table=table)
+        _make_generation(self.base, old.gen + 1, slot_size, count, seq=self._seq, table=table,
+                         normal=old.normal, max_bytes=old.max_bytes)
         self._attach(_Gen(_gen_path(self.base, old.gen + 1)))
         old.q[_MOVED] = 1
         old.bump_and_wake()
@@ -366,7 +512,9 @@ class RingReader:
         r = g.record_q(reader_index)
         self.read_count = q[r + _R_READ]
         self.dropped = q[r + _R_DROPPED]
+        self.bad = q[r + _R_BAD]
         self._next = q[r + _R_NEXT] or (1 if start == "beginning" else q[_WRITE_SEQ] + 1)
+        self._run_start = self._next  # bags _run_start.._next-1 were all read, none skipped
         self._last_ts = 0
         self._gap = 1 << 62  # ns between the last two bags read: is the link busy?
         self._attach(g)
@@ -384,7 +532,9 @@ class RingReader:
         q[r + _R_PID] = os.getpid()
         q[r + _R_READ] = self.read_count
         q[r + _R_DROPPED] = self.dropped
+        q[r + _R_BAD] = self.bad
         q[r + _R_NEXT] = self._next
+        q[r + _R_GEN] = g.gen
         q[r + _R_ACTIVE] = 1
         g.sleepers[self.index] = 0
 
@@ -397,6 +547,38 @@ class RingReader:
         old = self._g
         self._attach(_open_latest(self.base, newer_than=old.gen))
         old.close()
+
+    def discard(self, n: int = 1) -> None:
+        """`n` bags this reader took off the ring never reached the node (a `newest` bag
+        replaced by a newer one before the node read it, or a backlog left at exit): count
+        them as dropped, not read, so the counters say what the node saw."""
+        self.read_count -= n
+        self.dropped += n
+        q, r = self._q, self._r
+        q[r + _R_READ] = self.read_count
+        q[r + _R_DROPPED] = self.dropped
+
+    def unread(self, n: int) -> None:
+        """The last `n` bags read never reached the node (it is closing with them still
+        queued): give them back, so a reader resuming this record reads them again, or
+        counts them dropped if they were overwritten meanwhile. Bags behind a skip cannot
+        be given back one by one, so those count as dropped now."""
+        back = min(n, self._next - self._run_start)
+        if n > back:
+            self.discard(n - back)
+        self._next -= back
+        self.read_count -= back
+        q, r = self._q, self._r
+        q[r + _R_READ] = self.read_count
+        q[r + _R_NEXT] = self._next
+
+    def count_bad(self) -> None:
+        """The last bag read did not decode: it counts as bad, not read."""
+        self.read_count -= 1
+        self.bad += 1
+        q, r = self._q, self._r
+        q[r + _R_READ] = self.read_count
+        q[r + _R_BAD] = self.bad
 
     def has_new(self) -> bool:
         q = self._q
@@ -475,17 +657,32 @@ class RingReader:
             if len(out) >= limit or s > q[_WRITE_SEQ] and not q[_MOVED]:
                 return out
             # lapped, torn, or the ring moved: the one-bag path sorts it out (and counts drops)
-            got = self._read(None)
+            try:
+                got = self._read(None)
+            except RingError:
+                if out:
+                    return out  # hand over what was read whole; the next call raises again
+                raise
             if got is None:
                 return out
             out.append(got)
             if len(out) >= limit:
                 return out
 
+    def _damaged(self, ws: int, target: int, v: int) -> RingError:
+        return RingError(
+            f"the ring {self.base} makes no sense: its header says bag {ws:,} was written last, "
+            f"but the slot of bag {target:,} holds {'bag ' + format(v // 2, ',') if v else 'nothing'} "
+            f"after {_MAX_TRIES} tries; the ring file was damaged (or written by something other "
+            "than its node), so this reader gives up on it"
+        )
+
     def _read(self, dest: memoryview | None) -> tuple[bytes, int] | tuple[int, int] | None:
         q = self._q
         floor = self._next
+        tries = 0
         while True:
+            tries += 1
             ws = q[_WRITE_SEQ]
             if floor > ws:
                 if self._next > ws:
@@ -502,15 +699,28 @@ class RingReader:
                 oldest = self._first
             if target < oldest:
                 target = oldest
+            if target > ws:
+                # a generation with no bag in it yet, reached past one that is gone: what that
+                # one held (we never mapped it) is lost to this reader
+                if self._next < self._first:
+                    self.dropped += self._first - self._next
+                    self._next = self._run_start = self._first
+                    q[self._r + _R_DROPPED] = self.dropped
+                    q[self._r + _R_NEXT] = self._next
+                return None
             h = self._slots[(target - 1) % self._count]
             v = q[h]
             if v != 2 * target:
                 # overwritten since write_seq was read: the writer is on this slot right now
+                if tries >= _MAX_TRIES:
+                    raise self._damaged(ws, target, v)
                 floor = self._headroom(target)
                 continue
             n = q[h + 1]
             ts = q[h + 2]
             if n > self._slot_size:
+                if tries >= _MAX_TRIES:
+                    raise self._damaged(ws, target, v)
                 floor = self._headroom(target)
                 continue
             off = (h << 3) + _SLOT_HEADER
@@ -527,12 +737,15 @@ class RingReader:
                 data = n
             fence()
             if q[h] != v:
+                if tries >= _MAX_TRIES:
+                    raise self._damaged(ws, target, v)
                 floor = self._headroom(target)  # torn: lapped during the copy
                 continue
             nxt = self._next
             if target > nxt:
                 self.dropped += target - nxt
                 q[self._r + _R_DROPPED] = self.dropped
+                self._run_start = target
             self.read_count += 1
             self._next = target + 1
             self._gap = ts - self._last_ts
@@ -604,6 +817,18 @@ def wait_any(readers: list[RingReader], timeout_s: float | None) -> bool:
                 r._g.sleepers[r.index] = 0
 
 
+def _alive(pid: int) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _spin(words: list, expected: list[int]) -> bool:
     """Poll the futex words for up to _SPIN_NS, yielding the CPU between looks; True as
     soon as one changes (a publish, a move or an interrupt), False when the time is up."""
@@ -627,7 +852,8 @@ def _open_for_runtime(base: str) -> _Gen:
             return _Gen(_gen_path(base, gen))
         except FileNotFoundError:
             continue
-    return _open_latest(base)
+    # The runtime calls this on its event loop: never wait for a file to appear here.
+    raise RingError(f"no ring file for {base} (reaped while it was being read?)")
 
 
 def read_counters(base: str) -> dict:
@@ -638,12 +864,12 @@ def read_counters(base: str) -> dict:
         readers = []
         for i in range(MAX_READERS):
             r = g.record_q(i)
-            pid, read, dropped, last, active, next_seq = q[r:r + 6]
-            if active or pid or read or dropped:
+            pid, read, dropped, last, active, next_seq, bad = q[r:r + 7]
+            if active or pid or read or dropped or bad:
                 # bags written that this reader has neither read nor dropped yet
                 behind = max(0, q[_WRITE_SEQ] - (next_seq - 1)) if next_seq else None
                 readers.append(
-                    {"index": i, "pid": pid, "read": read, "dropped": dropped,
+                    {"index": i, "pid": pid, "read": read, "dropped": dropped, "bad": bad,
                      "last_read_ns": last, "active": bool(active), "behind": behind}
                 )
         return {

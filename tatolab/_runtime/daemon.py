@@ -57,7 +57,11 @@ async def serve(lock: MachineLock) -> None:
                 "Remove it (an administrator can, if you cannot), or set XDG_RUNTIME_DIR to a folder of yours, "
                 "and start `tatolabd` again.")
     refuse_if_answering(sock_path)
-    reaped = ring.reap(paths.shm_namespace())
+    try:
+        ring.link_memory_limit()  # TATOLAB_LINK_MEMORY_MB: refuse a bad value now, not at each stream
+        reaped = ring.reap(paths.shm_namespace())
+    except (ValueError, ring.RingError) as exc:  # or the shared-memory folder is not this user's alone
+        raise SystemExit(f"error: {exc}") from None
     if reaped:
         say("info", f"removed {reaped} shared-memory files left by an earlier runtime")
 

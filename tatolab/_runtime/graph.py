@@ -80,8 +80,11 @@ def stream_entry(
     nodes = []
     for node in stream.graph["nodes"]:
         entry = node_entry(node, stream.nodes.get(node["name"]))
+        # read/dropped/bad: totals over the port's wired links (filled in below), so a
+        # reading node's own entry shows what it lost, as the docs promise
         entry["inputs"] = [
-            {"port": p["port"], "delivery_profile": p["delivery_profile"]} for p in node["inputs"]
+            {"port": p["port"], "delivery_profile": p["delivery_profile"], "read": 0, "dropped": 0, "bad": 0}
+            for p in node["inputs"]
         ]
         outputs = []
         for p in node["outputs"]:
@@ -136,6 +139,7 @@ def stream_entry(
                 "written": live["write_seq"],
                 "read": reader.get("read", 0),
                 "dropped": reader.get("dropped", 0),
+                "bad": reader.get("bad", 0),
                 "behind": reader.get("behind"),
                 "reader": wiring.reader_index,
                 "reader_active": reader.get("active", False),
@@ -144,6 +148,7 @@ def stream_entry(
                 "last_bag_age_ms": _age_ms(live["last_write_ns"], now_ns),
             }
         links.append(entry)
+    _sum_into_inputs(nodes, links)
     return {
         "name": row["name"],
         "state": row["state"],
@@ -151,6 +156,16 @@ def stream_entry(
         "nodes": nodes,
         "links": links,
     }
+
+
+def _sum_into_inputs(nodes: list[dict[str, Any]], links: list[dict[str, Any]]) -> None:
+    ports = {(node["name"], p["port"]): p for node in nodes for p in node["inputs"]}
+    for link in links:
+        port = ports.get((link["to"]["node"], link["to"]["port"]))
+        if port is None or link["counters"] is None:
+            continue
+        for name in ("read", "dropped", "bad"):
+            port[name] += link["counters"][name]
 
 
 def _safe(read_counters: CounterReader, base: str) -> dict[str, Any] | None:

@@ -6,6 +6,8 @@ import hashlib
 import os
 from pathlib import Path
 
+from tatolab._links import shm
+
 
 def socket_dir() -> Path:
     # "streamlib" is the docs' name for this folder (their no-runtime message quotes it), a contract.
@@ -42,19 +44,22 @@ def machine_lock_name() -> str:
     return name
 
 
+def shm_dir() -> Path:
+    """The user's own 0700 folder under /dev/shm (made and checked here), where every ring
+    and status file lives: no other user can create, replace or open a name in it."""
+    return Path(shm.private_folder())
+
+
 def shm_namespace() -> str:
-    """Prefix of every shared-memory file this runtime creates.
+    """Prefix, as a full path in ``shm_dir()``, of every shared-memory file this runtime creates.
 
     It depends on the state folder, so isolated runtimes (tests, side by side)
     never reap each other's files.
     """
     digest = hashlib.sha1(str(state_dir().resolve()).encode()).hexdigest()[:10]
-    return f"tatolab-{digest}"
-
-
-SHM_DIR = Path("/dev/shm")
+    return str(shm_dir() / f"tatolab-{digest}")
 
 
 def surface_pool() -> str:
     """The runtime's surface pool (its control file; each slot's pixels in ``<this>-<slot>``)."""
-    return str(SHM_DIR / f"{shm_namespace()}+surfaces")
+    return f"{shm_namespace()}+surfaces"

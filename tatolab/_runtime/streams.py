@@ -77,14 +77,15 @@ class LoadedStream:
 
     @property
     def shm_prefix(self) -> str:
+        """Full path prefix of this stream's shared-memory files (in the user's own folder)."""
         return f"{paths.shm_namespace()}-{self.instance}+"
 
     def ring_base(self, node: str, port: str) -> str:
-        return str(paths.SHM_DIR / f"{self.shm_prefix}{node}+{port}")
+        return f"{self.shm_prefix}{node}+{port}"
 
     def status_path(self, node: str) -> str:
         # "#" is never in a URL-safe name, so this cannot meet a ring file
-        return str(paths.SHM_DIR / f"{self.shm_prefix}{node}#status")
+        return f"{self.shm_prefix}{node}#status"
 
     def start(self, python: Path) -> None:
         self.log = self.log or StreamLog(self.name, self.project)

@@ -8,6 +8,7 @@ from collections import deque
 from typing import Any, Callable, Protocol, TypeVar
 
 from tatolab import _bags
+from tatolab._links.shm import RingError
 from tatolab._sdk.errors import BagError, GraphError
 
 T = TypeVar("T")
@@ -18,72 +19,132 @@ class _Reader(Protocol):
 
     def read_many(self) -> list[tuple[bytes, int]]: ...
 
+    def discard(self, n: int = 1) -> None: ...
+
+    def count_bad(self) -> None: ...
+
 
 class _Writer(Protocol):
     def write(self, payload: bytes) -> int: ...
 
+    @property
+    def grown(self) -> bool: ...
+
+    def relax(self) -> bool: ...
+
+
+# What the node host is told when a link breaks (its ring makes no sense) or a bag does not
+# decode: (port, link key, the exception).
+LinkTrouble = Callable[[str, str, BaseException], None]
+
+
+def _ignore(port: str, key: str, exc: BaseException) -> None:
+    pass
+
 
 class _Link:
-    """One link into an input port: the next bag not yet handed to the node, and (ordered)
-    the ones already taken off the ring behind it, since one ``read_many`` is cheaper than many reads."""
+    """One link into an input port: the bag delivered to the node and not yet taken, and
+    (ordered) the ones already taken off the ring behind it, since one ``read_many`` is
+    cheaper than many reads."""
 
-    __slots__ = ("reader", "pending", "backlog")
+    __slots__ = ("key", "reader", "pending", "backlog")
 
-    def __init__(self, reader: _Reader) -> None:
+    def __init__(self, key: str, reader: _Reader) -> None:
+        self.key = key
         self.reader = reader
         self.pending: tuple[bytes, int] | None = None
         self.backlog: deque[tuple[bytes, int]] = deque()
 
 
 class InputPort:
-    """An input port: its delivery profile and the links that feed it (fan-in)."""
+    """An input port: its delivery profile and the links that feed it (fan-in).
 
-    def __init__(self, name: str, profile: str) -> None:
+    The rings are read once per delivery (``fill``); reading the port hands over what was
+    delivered, and looks at the rings again only once that is taken. So ``read`` counts
+    exactly the bags the node got: a ``newest`` bag replaced before the node read it counts
+    as dropped."""
+
+    def __init__(self, name: str, profile: str, on_broken: LinkTrouble = _ignore, on_bad: LinkTrouble = _ignore) -> None:
         self.name = name
         self.profile = profile
         self.links: dict[str, _Link] = {}
         self.stale = 0  # video bags whose surface was already reused when read
+        self._on_broken = on_broken
+        self._on_bad = on_bad
 
     def add_link(self, key: str, reader: _Reader) -> None:
-        self.links[key] = _Link(reader)
+        self.links[key] = _Link(key, reader)
 
     def remove_link(self, key: str) -> _Reader | None:
         link = self.links.pop(key, None)
-        return link.reader if link else None
+        if link is None:
+            return None
+        unseen = len(link.backlog) + (link.pending is not None)
+        unread = getattr(link.reader, "unread", None)
+        if unseen and unread is not None:
+            unread(unseen)  # never handed to the node: a restarted reader gets them again
+        return link.reader
 
     def fill(self) -> bool:
-        """Pull from the rings; True when a bag arrived that the node has not seen."""
+        """Pull from the rings; True when a bag arrived that the node has not been offered."""
         arrived = False
-        for link in self.links.values():
-            if self.profile == "newest":
-                got = link.reader.read()
-                if got is not None:
-                    link.pending = got
-                    arrived = True
-            elif link.pending is None:
-                if not link.backlog:
-                    link.backlog.extend(link.reader.read_many())
-                if link.backlog:
-                    link.pending = link.backlog.popleft()
-                    arrived = True
+        for link in list(self.links.values()):
+            try:
+                if self.profile == "newest":
+                    got = link.reader.read()
+                    if got is not None:
+                        if link.pending is not None:
+                            link.reader.discard(1)  # replaced before the node read it
+                        link.pending = got
+                        arrived = True
+                elif link.pending is None:
+                    if not link.backlog:
+                        link.backlog.extend(link.reader.read_many())
+                    if link.backlog:
+                        link.pending = link.backlog.popleft()
+                        arrived = True
+            except RingError as exc:
+                self._broken(link, exc)
         return arrived
 
-    def take(self) -> bytes | None:
-        self.fill()
+    def _broken(self, link: _Link, exc: RingError) -> None:
+        self.links.pop(link.key, None)
+        self._on_broken(self.name, link.key, exc)
+
+    def waiting_readers(self) -> list[_Reader]:
+        """The readers whose next bag would be news to the node: every ``newest`` link, and
+        an ``ordered`` link once the node has taken the bag it was given (the next one on
+        that link cannot be delivered before)."""
+        if self.profile == "newest":
+            return [link.reader for link in self.links.values()]
+        return [link.reader for link in self.links.values() if link.pending is None and not link.backlog]
+
+    def take(self) -> tuple[bytes, _Link] | None:
+        """The bag to hand to the node and the link it came by, or None."""
         candidates = [link for link in self.links.values() if link.pending is not None]
         if not candidates:
-            return None
+            self.fill()  # nothing delivered and waiting: look at the rings now
+            candidates = [link for link in self.links.values() if link.pending is not None]
+            if not candidates:
+                return None
         if self.profile == "newest":
             chosen = max(candidates, key=lambda link: link.pending[1])  # type: ignore[index]
             payload = chosen.pending[0]  # type: ignore[index]
             for link in candidates:
                 link.pending = None
-            return payload
+                if link is not chosen:
+                    link.reader.discard(1)  # an older bag on another link: the node never sees it
+            return payload, chosen
         # ordered: the earliest publish time across links is the arrival order
         chosen = min(candidates, key=lambda link: link.pending[1])  # type: ignore[index]
         payload = chosen.pending[0]  # type: ignore[index]
         chosen.pending = None
-        return payload
+        return payload, chosen
+
+    def bad(self, link: _Link, exc: BaseException) -> None:
+        """The bag last taken from ``link`` did not decode: count it on the link, tell the host."""
+        link.reader.count_bad()
+        self._on_bad(self.name, link.key, exc)
 
 
 class Inputs:
@@ -104,10 +165,15 @@ class Inputs:
             )
         from_bag = getattr(into, "_tatolab_from_bag", None)
         while True:
-            payload = source.take()
-            if payload is None:
+            got = source.take()
+            if got is None:
                 return None
-            bag = _bags.decode(payload)
+            payload, link = got
+            try:
+                bag = _bags.decode(payload)
+            except (ValueError, RecursionError) as exc:  # garbage, not a dict, nested too deep
+                source.bad(link, exc)
+                continue  # skipped and counted; the node goes on with the next bag
             if into is None:
                 return bag
             if from_bag is None:

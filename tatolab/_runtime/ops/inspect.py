@@ -7,6 +7,7 @@ from typing import Any, AsyncIterator
 
 import msgspec
 
+from tatolab._links.aio import AsyncRingReader
 from tatolab._links.ring import RingError, RingReader
 from tatolab._runtime import health
 from tatolab._runtime.control import ControlError, Runtime
@@ -15,7 +16,6 @@ from tatolab._runtime.ops import op
 from tatolab._runtime.ops.addresses import local_address, no_output
 from tatolab._runtime.streams import LoadedStream, OutputRing
 
-TAP_POLL_S = 0.005  # a tap looks at its ring this often; reading never makes the writer wait
 HEX_PREVIEW_BYTES = 16
 MAX_LIST_ITEMS = 32
 MAX_TEXT_CHARS = 200
@@ -80,8 +80,8 @@ def preview(value: Any) -> Any:
 def describe_bag(payload: bytes) -> Any:
     try:
         return preview(msgspec.msgpack.decode(payload))
-    except msgspec.DecodeError:
-        return preview(payload)  # not msgpack: show the raw bytes
+    except (ValueError, RecursionError):
+        return preview(payload)  # not msgpack (or nested too deep to show): the raw bytes
 
 
 def _find_output(runtime: Runtime, address: str) -> tuple[LoadedStream, OutputRing, str]:
@@ -130,28 +130,39 @@ async def _tap(
     count: int | None,
     timeout: float | None,
 ) -> AsyncIterator[dict[str, Any]]:
-    """Read ``out`` through a reader record of its own, released however the tap ends."""
+    """Read ``out`` through a reader record of its own, released however the tap ends.
+
+    The ring is read on the reader's own thread (AsyncRingReader), never on the event loop."""
     loop = asyncio.get_running_loop()
+    bags = AsyncRingReader(reader)
     try:
         yield {"event": "tapping", "address": name, "profile": reader.profile, "reader": index}
         got = 0
         deadline = loop.time() + timeout if timeout else None
         reason = "count"
+        error = None
         while count is None or got < count:
             if stream.ended.is_set():
                 reason = "stream stopped"
                 break
-            if deadline is not None and loop.time() >= deadline:
+            left = None if deadline is None else deadline - loop.time()
+            if left is not None and left <= 0:
                 reason = "timeout"
                 break
-            item = reader.read() if reader.has_new() else None
+            try:
+                item = await bags.next(left, describe_bag)
+            except RingError as exc:
+                reason, error = "error", f"stopped reading {name}: {exc}"
+                break
             if item is None:
-                await asyncio.sleep(TAP_POLL_S)
                 continue
-            payload, publish_ns = item
+            bag, size, publish_ns = item
             got += 1
-            yield {"event": "bag", "n": got, "ts_ns": publish_ns, "size": len(payload), "bag": describe_bag(payload)}
-        yield {"event": "end", "got": got, "reason": reason, "dropped": reader.dropped}
+            yield {"event": "bag", "n": got, "ts_ns": publish_ns, "size": size, "bag": bag}
+        end = {"event": "end", "got": got, "reason": reason, "dropped": bags.dropped}
+        if error:
+            end["error"] = error
+        yield end
     finally:
-        reader.close()
+        await bags.close()
         out.release(index)

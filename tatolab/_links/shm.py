@@ -1,0 +1,90 @@
+"""Shared-memory files that only this user can name, create or replace.
+
+/dev/shm is writable by every user (mode 1777), so a name there is anyone's to take first:
+another user could create the next generation of a ring before the writer does, or plant a
+symlink where a file is about to be made. So every tatolab file lives in a folder of the
+user's own, `/dev/shm/tatolab-<uid>`, mode 0700, checked (never through a symlink) to be the
+user's after it is made: one another user made first is refused, naming its owner. Inside it
+files are created O_EXCL|O_NOFOLLOW with mode 0600, and every file opened is checked with
+fstat to be the user's own regular file before it is trusted (tatolab/_safe_fs.py does the
+checks; here they raise RingError, which every reader of a ring handles).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from tatolab._safe_fs import UnsafePath, create_private_file, open_own_file, owner_name, private_dir
+
+SHM_ROOT = "/dev/shm"
+_FIX = "Remove it (an administrator can, if you cannot) and start again."
+
+
+class RingError(RuntimeError):
+    """A shared-memory file is missing, not this user's, or not a tatolab ring."""
+
+
+def default_folder() -> str:
+    return os.path.join(SHM_ROOT, f"tatolab-{os.getuid()}")
+
+
+def private_folder(path: str | None = None) -> str:
+    """Make (if needed) and check the user's own 0700 folder for shared-memory files; its path."""
+    path = path or default_folder()
+    try:
+        private_dir(Path(path), "the folder of your shared-memory files", _FIX)
+    except UnsafePath as exc:
+        raise RingError(str(exc)) from None
+    return path
+
+
+def check_folder(path: str) -> None:
+    """Refuse `path` unless it is a real folder (not a symlink) of this user that no one else can write."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        raise RingError(f"the shared-memory folder {path} does not exist") from None
+    owner = owner_name(info.st_uid)
+    mode = stat.S_IMODE(info.st_mode)
+    if stat.S_ISLNK(info.st_mode):
+        problem = f"is a symbolic link owned by {owner}"
+    elif not stat.S_ISDIR(info.st_mode):
+        problem = f"is not a folder (owner {owner})"
+    elif info.st_uid != os.getuid():
+        problem = f"is a folder owned by {owner}, not by you"
+    elif mode & 0o022:
+        problem = f"can be written by other users (mode {mode:o})"
+    else:
+        return
+    fix = f"Keep rings in {default_folder()} (tatolab makes it)."
+    raise RingError(str(UnsafePath(path, problem, "the folder of a ring", fix)))
+
+
+def create_exclusive(path: str, size: int) -> int:
+    """A new file of `size` bytes, mode 0600, never a name someone planted; its descriptor."""
+    try:
+        fd = create_private_file(path, "a ring file")
+    except UnsafePath as exc:
+        raise RingError(str(exc)) from None
+    try:
+        os.ftruncate(fd, size)
+    except BaseException:
+        os.close(fd)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        raise
+    return fd
+
+
+def open_owned(path: str) -> int:
+    """Open `path` for reading and writing only if it is a regular file of this user; its descriptor.
+
+    FileNotFoundError passes through (a writer may be replacing the file)."""
+    try:
+        return open_own_file(path, os.O_RDWR, "a ring file")
+    except UnsafePath as exc:
+        raise RingError(str(exc)) from None
