@@ -244,3 +244,79 @@ def test_a_crashing_builtin_is_restarted_and_the_runtime_keeps_answering(runtime
     assert runtime.stream_names() == ["solo"]
     logs = [r["message"] for f in (project / ".streamlib" / "logs").glob("*.jsonl") for r in read_jsonl(f)]
     assert any("node testpatternsource of stream solo was killed by SIGSEGV" in m for m in logs), logs
+
+
+PAINTER = '''
+import numpy as np
+from tatolab.stream import RuntimeContextLimitedAccess, VideoFrame, node
+
+
+def picture() -> np.ndarray:
+    return np.random.default_rng(7).integers(0, 256, size=(48, 80, 4), dtype=np.uint8)
+
+
+@node(execution="continuous", interval_ms=50)
+class Painter:
+    """Writes the same random picture (alpha included) as a new frame, again and again."""
+
+    @node.output()
+    def video(self) -> dict: ...
+
+    def __init__(self) -> None:
+        self.picture = picture()
+
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:
+        ctx.outputs.write("video", VideoFrame.from_numpy(self.picture))
+
+
+@node
+class Sink:
+    @node.input(delivery_profile="newest")
+    def video(self) -> dict: ...
+
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:
+        ctx.inputs.read("video")
+'''
+
+
+def test_exchange_saves_a_png_equal_to_the_frame_and_tap_shows_the_bag_only(runtime, video_venv, tmp_path):
+    np = pytest.importorskip("numpy")
+    image = pytest.importorskip("PIL.Image")
+    project = make_project(tmp_path / "paint", video_venv, {
+        "stream.py": '''
+            from tatolab.stream import StreamBuilder, stream
+            from nodes.painter import Painter, Sink
+
+
+            @stream
+            def paint(stream_builder: StreamBuilder) -> None:
+                painter = stream_builder.add(Painter, name="painter")
+                sink = stream_builder.add(Sink, name="sink")
+                stream_builder.connect(painter.output("video"), sink.input("video"))
+        ''',
+        "nodes/__init__.py": "",
+        "nodes/painter.py": PAINTER,
+    })
+    runtime.popen_cli("run", cwd=project)
+    wait_for(lambda: runtime.stream_names() == ["paint"], timeout=60, what="the stream to load")
+    tapped = wait_for(lambda: runtime.cli("tap", "paint/painter/video", "--count", "1", "--timeout", "20").stdout,
+                      timeout=60, what="a tapped bag")
+    bag = json.loads(tapped.splitlines()[0])["bag"]
+    assert set(bag) == {"surface_id", "width", "height", "format", "timestamp_ns"}
+    assert (bag["width"], bag["height"], bag["format"]) == (80, 48, "rgba8")
+
+    out = tmp_path / "frames"
+    out.mkdir()
+    saved = runtime.cli("exchange", "paint/painter/video", "--out", str(out), "--count", "2", check=True)
+    paths = saved.stdout.split()
+    assert len(paths) == 2 and all(Path(p).parent == out for p in paths)
+    expected = np.random.default_rng(7).integers(0, 256, size=(48, 80, 4), dtype=np.uint8)
+    for path in paths:
+        with image.open(path) as png:
+            assert png.mode == "RGBA" and png.size == (80, 48)
+            assert np.array_equal(np.asarray(png), expected)
+
+    stale = runtime.cli("exchange", "999#1", "--out", str(out))
+    assert stale.returncode == 1 and "surface 999#1 is unknown" in stale.stderr
+    not_video = runtime.cli("exchange", "paint/sink/nothing", "--out", str(out))
+    assert not_video.returncode != 0

@@ -10,12 +10,12 @@ import sys
 from typing import Iterator, NoReturn, Sequence
 
 from tatolab import __version__
-from tatolab._cli import dev, expose, kept, new, sdk, service, streams
+from tatolab._cli import dev, exchange, expose, kept, new, sdk, service, streams
 from tatolab._cli import inspect as inspect_commands
 from tatolab._cli.client import NoRuntime, RequestFailed
 from tatolab._cli.output import fail
 
-COMMAND_MODULES = [streams, dev, new, sdk, inspect_commands, kept, expose, service]
+COMMAND_MODULES = [streams, dev, new, sdk, inspect_commands, exchange, kept, expose, service]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -152,6 +152,12 @@ class VideoFrame:
             _pool.current().publish(self._slot)
         return self.bag()
 
+    def _memory(self) -> memoryview:
+        """The frame's bytes, without numpy (``tatolab exchange`` copies them out)."""
+        if self._buffer is None:
+            raise ValueError(f"frame {self.surface_id} was released")
+        return memoryview(self._buffer).cast("B")
+
     def release(self) -> None:
         """Let go of the frame now rather than when it is garbage (views made by ``cpu()`` keep it)."""
         self._buffer = None

@@ -30,3 +30,4 @@ def load_all() -> None:
     from tatolab._runtime.ops import dev  # noqa: F401
     from tatolab._runtime.ops import inspect  # noqa: F401
     from tatolab._runtime.ops import exposure  # noqa: F401
+    from tatolab._runtime.ops import exchange  # noqa: F401

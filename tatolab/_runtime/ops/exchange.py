@@ -1,0 +1,44 @@
+"""``exchange``: where the frames an output names live, for the CLI to save them as PNGs.
+
+The runtime only hands out bags and the pool's path: the CLI leases each frame and encodes it
+in its own process, so no frame work runs on the runtime's loop."""
+
+from __future__ import annotations
+
+from typing import Any, AsyncIterator
+
+from tatolab._runtime import paths
+from tatolab._runtime.control import ControlError, Runtime
+from tatolab._runtime.ops import op
+from tatolab._runtime.ops.inspect import tap
+from tatolab._surfaces.pool import SurfaceError, parse_id
+
+
+@op("exchange")
+async def exchange(
+    runtime: Runtime,
+    address: str | None = None,
+    surface_id: str | None = None,
+    count: int | None = None,
+    timeout: float | None = 10.0,
+) -> Any:
+    if surface_id is not None:
+        try:
+            parse_id(surface_id)
+        except SurfaceError as exc:
+            raise ControlError(str(exc)) from None
+        return {"pool": paths.surface_pool(), "surface_id": surface_id}
+    if address is None:
+        raise ControlError("exchange needs an output's address (<stream>/<node>/<port>) or a surface id")
+    events = await tap(runtime, address, count=count, timeout=timeout, profile="newest")
+    return _with_pool(events)
+
+
+async def _with_pool(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+    try:
+        async for event in events:
+            if event.get("event") == "tapping":
+                event = {**event, "pool": paths.surface_pool()}
+            yield event
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]
