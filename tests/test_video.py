@@ -320,3 +320,54 @@ def test_exchange_saves_a_png_equal_to_the_frame_and_tap_shows_the_bag_only(runt
     assert stale.returncode == 1 and "surface 999#1 is unknown" in stale.stderr
     not_video = runtime.cli("exchange", "paint/sink/nothing", "--out", str(out))
     assert not_video.returncode != 0
+
+
+INVERT = "vec4 effect(vec4 color, vec2 uv) {\n    return vec4(1.0 - color.rgb, color.a);\n}\n"
+BROKEN = "vec4 effect(vec4 color, vec2 uv) {\n    vec3 c = color.rgb\n    return vec4(c, 1.0);\n}\n"
+SAME = "vec4 effect(vec4 color, vec2 uv) {\n    return color;\n}\n"
+BARS = [[255, 255, 255, 255], [255, 255, 0, 255], [0, 255, 255, 255], [0, 255, 0, 255],
+        [255, 0, 255, 255], [255, 0, 0, 255], [0, 0, 255, 255], [0, 0, 0, 255]]
+
+
+def test_a_glsl_effect_inverts_reports_a_broken_line_and_reloads_on_save_in_dev(runtime, video_venv, tmp_path):
+    project = make_project(tmp_path / "tinted", video_venv, {
+        "stream.py": '''
+            from tatolab.stream import GlslPixelEffect, StreamBuilder, TestPatternSource, stream
+            from nodes.checker import BarChecker
+
+
+            @stream
+            def tinted(stream_builder: StreamBuilder) -> None:
+                pattern = stream_builder.add(TestPatternSource, config={"width": 320, "height": 180, "fps": 15})
+                tint = stream_builder.add(GlslPixelEffect, config={"path": "shaders/tint.glsl"}, name="tint")
+                checker = stream_builder.add(BarChecker, name="checker")
+                stream_builder.connect(pattern.output("video"), tint.input("video"))
+                stream_builder.connect(tint.output("video_out"), checker.input("video"))
+        ''',
+        "nodes/__init__.py": "",
+        "nodes/checker.py": CHECKER,
+        "shaders/tint.glsl": INVERT,
+    })
+    bars = project / "bars.jsonl"
+    runtime.popen_cli("dev", cwd=project)
+    row = wait_for(lambda: read_jsonl(bars)[-1:], timeout=60, what="inverted frames")[0]
+    assert row["centres"] == [[255 - c for c in rgba[:3]] + [255] for rgba in BARS]
+
+    log = project / ".streamlib" / "logs" / "tinted.jsonl"
+    (project / "shaders" / "tint.glsl").write_text(BROKEN)
+    error = wait_for(lambda: [r for r in read_jsonl(log) if r.get("level") == "error" and "GLSL" in r["message"]],
+                     timeout=60, what="the GLSL error in the log")[0]
+    assert error["node"] == "tint"
+    assert "shaders/tint.glsl line 3" in error["message"], error["message"]
+
+    seen = len(read_jsonl(bars))
+    (project / "shaders" / "tint.glsl").write_text(SAME)
+    wait_for(lambda: any(r["centres"] == BARS for r in read_jsonl(bars)[seen:]), timeout=60,
+             what="frames through the fixed shader")
+
+
+def test_dev_watches_shader_files():
+    from tatolab._runtime.watch import is_watched
+
+    project = Path("/p")
+    assert is_watched(project, "/p/shaders/tint.glsl") and is_watched(project, "/p/effect.frag")

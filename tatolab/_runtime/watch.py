@@ -18,7 +18,8 @@ from watchfiles import Change, awatch
 
 IGNORED_DIRS = frozenset({".venv", ".git", "__pycache__", ".streamlib"})
 WATCHED_NAMES = frozenset({"pyproject.toml"})
-WATCHED_SUFFIX = ".py"
+# Python, and GLSL a GlslPixelEffect reads from a file (path=...)
+WATCHED_SUFFIXES = (".py", ".glsl", ".frag")
 
 # watchfiles yields a batch once STEP_MS pass without a *new* (kind, path) pair, so ten saves
 # of one file arrive as several batches; dev then waits for QUIET_MS without any batch, which
@@ -36,7 +37,7 @@ def _ignored_dir(path: str) -> bool:
 
 
 def is_watched(project: Path, path: str) -> bool:
-    """True for a ``.py`` file or ``pyproject.toml`` inside ``project``, outside ignored folders."""
+    """True for a ``.py`` or shader file or ``pyproject.toml`` inside ``project``, outside ignored folders."""
     try:
         relative = Path(path).relative_to(project)
     except ValueError:
@@ -44,7 +45,7 @@ def is_watched(project: Path, path: str) -> bool:
     if any(part in IGNORED_DIRS for part in relative.parts[:-1]):
         return False
     name = relative.name
-    return name.endswith(WATCHED_SUFFIX) or name in WATCHED_NAMES
+    return name.endswith(WATCHED_SUFFIXES) or name in WATCHED_NAMES
 
 
 def watched_dirs(project: Path) -> list[str]:
