@@ -117,8 +117,6 @@ def register(commands: Any) -> None:
     new.add_argument("dir", help="the project folder to create (it may exist, but not hold these files)")
     new.add_argument(
         "--test-pattern", action="store_true",
-        help="start from a source node that sends a moving test pattern (a bar sweeping over a ramp, "
-             "30 frames a second, as bags holding the pixels as bytes). Built-in video nodes such as "
-             "TestPatternSource are not in this version yet, so the pattern is a plain Python node",
-    )
+        help="start from the built-in TestPatternSource (colour bars and a moving square, 30 frames a "
+             "second) and a Python node that reads its frames")
     new.set_defaults(func=cmd_new)
