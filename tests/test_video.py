@@ -371,3 +371,23 @@ def test_dev_watches_shader_files():
 
     project = Path("/p")
     assert is_watched(project, "/p/shaders/tint.glsl") and is_watched(project, "/p/effect.frag")
+
+
+def test_the_tutorials_motion_watcher_reports_motion_to_motion_log(runtime, video_venv, tmp_path):
+    import shutil
+
+    projects = {}
+    for name in ("motion-watcher", "motion-log"):
+        projects[name] = tmp_path / name
+        shutil.copytree(REPO / "examples" / name, projects[name], ignore=shutil.ignore_patterns(".venv", ".streamlib"))
+        (projects[name] / ".venv").symlink_to(video_venv, target_is_directory=True)
+    runtime.popen_cli("run", cwd=projects["motion-watcher"])
+    runtime.popen_cli("run", cwd=projects["motion-log"])
+    events = wait_for(lambda: read_jsonl(projects["motion-log"] / "motion-events.jsonl")[:3], timeout=90,
+                      what="motion events through motion_log")
+    assert all(event["score"] > 0 for event in events)
+    table = runtime.cli("streams", check=True).stdout
+    assert any(line.split()[:3] == ["motion_watcher", "attached", "3"] for line in table.splitlines()), table
+    nodes = {n["name"]: n for n in _graph(runtime, "motion_watcher")["streams"][0]["nodes"]}
+    assert {name: n["builtin"] for name, n in nodes.items()} == {"camera": True, "detector": False, "tint": True}
+    assert all(n["state"] == "running" and n["restarts"] == 0 for n in nodes.values()), nodes
