@@ -9,20 +9,22 @@ import pytest
 
 np = pytest.importorskip("numpy")
 
+from tatolab._links import shm  # noqa: E402
 from tatolab._surfaces import pool as surfaces  # noqa: E402
 from tatolab._surfaces.frame import VideoFrame  # noqa: E402
 
 
 @pytest.fixture
 def pool_base():
-    base = f"/dev/shm/tatolab-test-{os.getpid()}-{uuid.uuid4().hex[:8]}+surfaces"
+    folder = shm.private_folder()
+    base = f"{folder}/tatolab-test-{os.getpid()}-{uuid.uuid4().hex[:8]}+surfaces"
     surfaces.create(base, slots=4, budget_bytes=64 << 20)
     surfaces.configure(base)
     yield base
     surfaces.configure(None)
-    for name in os.listdir("/dev/shm"):
-        if ("/dev/shm/" + name).startswith(base):
-            os.unlink("/dev/shm/" + name)
+    for name in os.listdir(folder):
+        if f"{folder}/{name}".startswith(base):
+            os.unlink(f"{folder}/{name}")
 
 
 def _frame(value: int, width: int = 64, height: int = 32) -> VideoFrame:
