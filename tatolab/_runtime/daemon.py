@@ -14,7 +14,7 @@ from typing import Any
 from tatolab import __version__, _records
 from tatolab._safe_fs import UnsafePath, private_dir
 from tatolab._links import ring
-from tatolab._runtime import paths, surfaces
+from tatolab._runtime import paths
 from tatolab._runtime.control import Runtime
 from tatolab._runtime.kept import KeptStreams, load_at_start
 from tatolab._runtime.lock import MachineLock, RuntimeAlreadyRunning
@@ -64,8 +64,6 @@ async def serve(lock: MachineLock) -> None:
         raise SystemExit(f"error: {exc}") from None
     if reaped:
         say("info", f"removed {reaped} shared-memory files left by an earlier runtime")
-
-    surfaces.create_pool(say)
 
     kept = KeptStreams(state, say)
     kept.begin()  # the two-crash rule, from the marker the previous run left

@@ -14,6 +14,7 @@ from tatolab._runtime import paths
 from tatolab._runtime.exposure import exposure_levels, set_level
 from tatolab._runtime.logs import StreamLog
 from tatolab._runtime.supervisor import NodeProcess
+from tatolab._runtime import surfaces
 from tatolab._runtime.surfaces import is_builtin, python_for
 
 _instance_ids = itertools.count(1)
@@ -131,6 +132,7 @@ class LoadedStream:
             target["links"].append(
                 {"key": link_key(link), "base": out.base, "reader_index": wiring.reader_index}
             )
+        surfaces.acquire()  # after everything that can fail: stop() gives it back
         for name, spec in specs.items():
             process = NodeProcess(stream=self.name, spec=spec, python=python_for(spec, python),
                                   project=self.project, log=self.log, env=self.env)
@@ -210,6 +212,7 @@ class LoadedStream:
         self.ended_by_runtime = by_runtime
         await asyncio.gather(*(node.stop() for node in self.nodes.values()))
         ring.reap(self.shm_prefix)
+        surfaces.release()
         self.end_reason = reason
         if self.log is not None:
             self.log.say(f"stream {self.name} stopped: {reason}")

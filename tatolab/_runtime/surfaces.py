@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from tatolab._links import ring
 from tatolab._runtime import paths
 from tatolab._sdk.builtins import IMPLEMENTATIONS
 from tatolab._surfaces import pool
@@ -19,12 +20,27 @@ def _setting(name: str, default: int) -> int:
         return default
 
 
-def create_pool(say: Callable[..., None]) -> None:
-    """The pool every stream's frames live in, sized by TATOLAB_SURFACE_SLOTS and TATOLAB_SURFACE_BUDGET_MB."""
-    slots = min(_setting("TATOLAB_SURFACE_SLOTS", pool.DEFAULT_SLOTS), 1024)
-    budget = _setting("TATOLAB_SURFACE_BUDGET_MB", pool.DEFAULT_BUDGET_BYTES >> 20) << 20
-    pool.create(paths.surface_pool(), slots=slots, budget_bytes=budget)
-    say("info", f"surface pool: {slots} slots, at most {budget >> 20} MiB", slots=slots, budget_bytes=budget)
+_users = 0  # loaded streams: the pool exists while there is one
+
+
+def acquire() -> None:
+    """A stream is starting: make the pool if it is the first (sized by TATOLAB_SURFACE_SLOTS and
+    TATOLAB_SURFACE_BUDGET_MB), so its frames have somewhere to live."""
+    global _users
+    if _users == 0:
+        slots = min(_setting("TATOLAB_SURFACE_SLOTS", pool.DEFAULT_SLOTS), 1024)
+        budget = _setting("TATOLAB_SURFACE_BUDGET_MB", pool.DEFAULT_BUDGET_BYTES >> 20) << 20
+        ring.reap(paths.surface_pool())  # one left by a runtime that died
+        pool.create(paths.surface_pool(), slots=slots, budget_bytes=budget)
+    _users += 1
+
+
+def release() -> None:
+    """A stream stopped, its nodes gone: the last one takes the pool and its memory away."""
+    global _users
+    _users = max(0, _users - 1)
+    if _users == 0:
+        ring.reap(paths.surface_pool())
 
 
 def pool_stats() -> dict[str, Any] | None:
