@@ -38,7 +38,11 @@ def test_new_then_dev_runs_the_project(runtime, tmp_path, flag, record, nodes):
     dev = runtime.popen_cli("dev", cwd=project)
     log = project / ".streamlib" / "logs" / "my_stream.jsonl"
     try:
-        wait_for(lambda: any(r["message"] == record for r in read_jsonl(log)), timeout=30, what=f"{record} records")
+        found = wait_for(lambda: [r for r in read_jsonl(log) if r["message"] == record], timeout=30,
+                         what=f"{record} records")
+        if flag:  # the test pattern's frames, read with numpy (installed offline beside the SDK)
+            assert found[0]["fields"]["width"] == 640 and found[0]["fields"]["brightness"] > 0, found[0]
+            assert '"numpy"' in (project / "pyproject.toml").read_text()
     finally:
         dev.send_signal(signal.SIGINT)
         out, err = dev.communicate(timeout=20)
