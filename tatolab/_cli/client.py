@@ -5,11 +5,17 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
 from tatolab._runtime import paths, protocol
 from tatolab._safe_fs import owner_name
+
+TIMEOUT_ENV = "TATOLAB_CLI_TIMEOUT_S"
+ANSWER_TIMEOUT_S = 60.0  # a request's answer (a load compiles the stream first)
+CONNECT_TIMEOUT_S = 10.0
+CONNECT_RETRY_S = 0.05
 
 
 class NoRuntime(Exception):
@@ -24,6 +30,30 @@ class RequestFailed(Exception):
     pass
 
 
+class NoAnswer(RequestFailed):
+    def __init__(self, path: Path, seconds: float) -> None:
+        super().__init__(
+            f"the runtime at {path} did not answer within {seconds:g} s; it may be overloaded or out of file "
+            f"descriptors (its log: {paths.state_dir() / 'runtime.jsonl'}). Set {TIMEOUT_ENV} to wait longer."
+        )
+
+
+class RuntimeGone(RequestFailed):
+    def __init__(self, exc: OSError | None = None) -> None:
+        why = f" ({exc.strerror or exc})" if exc is not None else ""
+        super().__init__(
+            f"the runtime closed the connection before answering{why}: it stopped or crashed. "
+            "`tatolab streams` shows whether it is back; its log says why it stopped."
+        )
+
+
+def answer_timeout_s() -> float:
+    try:
+        return max(0.1, float(os.environ.get(TIMEOUT_ENV, ANSWER_TIMEOUT_S)))
+    except ValueError:
+        return ANSWER_TIMEOUT_S
+
+
 class NotYourRuntime(RequestFailed):
     def __init__(self, path: Path, pid: int, uid: int) -> None:
         super().__init__(
@@ -35,30 +65,66 @@ class NotYourRuntime(RequestFailed):
 class Client:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or paths.socket_path()
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            self.sock.connect(str(self.path))
-        except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
-            self.sock.close()
-            raise NoRuntime(self.path) from None
+        self.timeout_s = answer_timeout_s()
+        self.sock = self._connect(min(CONNECT_TIMEOUT_S, self.timeout_s))
         # the kernel says who listens: a socket planted in a shared folder is never spoken to
         pid, uid, _ = struct.unpack("3i", self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
         if uid != os.getuid():
             self.sock.close()
             raise NotYourRuntime(self.path, pid, uid)
+        self.sock.settimeout(None)
         self.file = self.sock.makefile("rb")
 
+    def _connect(self, timeout_s: float) -> socket.socket:
+        """A connection, or NoRuntime / NoAnswer. A runtime that accepts nothing (its backlog
+        full: out of descriptors, or frozen) is tried again until ``timeout_s`` has passed."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout_s)
+            try:
+                sock.connect(str(self.path))
+                return sock
+            except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
+                sock.close()
+                raise NoRuntime(self.path) from None
+            except (socket.timeout, BlockingIOError):
+                sock.close()
+                if time.monotonic() >= deadline:
+                    raise NoAnswer(self.path, timeout_s) from None
+                time.sleep(CONNECT_RETRY_S)
+
     def request(self, op: str, **args: Any) -> Any:
-        self.sock.sendall(protocol.encode({"op": op, "args": args}))
-        answer = self.next_message()
-        if answer is None:
-            raise RequestFailed("the runtime closed the connection before answering")
+        """Send one request and return its result; the answer must come within the timeout
+        (what follows it, a log or a tap, may take as long as it takes)."""
+        self.sock.settimeout(self.timeout_s)
+        unsent: OSError | None = None
+        try:
+            self.sock.sendall(protocol.encode({"op": op, "args": args}))
+        except socket.timeout:
+            raise NoAnswer(self.path, self.timeout_s) from None
+        except OSError as exc:
+            unsent = exc  # it may have said why before closing (a refusal): read that first
+        try:
+            line = self.file.readline()
+        except socket.timeout:
+            raise NoAnswer(self.path, self.timeout_s) from None
+        except OSError as exc:
+            raise RuntimeGone(unsent or exc) from None
+        self.sock.settimeout(None)
+        if not line:
+            raise RuntimeGone(unsent)
+        answer = protocol.decode(line)
         if not answer.get("ok"):
             raise RequestFailed(answer.get("error", "the runtime refused the request"))
         return answer.get("result")
 
     def next_message(self) -> dict[str, Any] | None:
-        line = self.file.readline()
+        """The next message, or None once the runtime closed the connection (or went down)."""
+        try:
+            line = self.file.readline()
+        except OSError:
+            return None
         if not line:
             return None
         return protocol.decode(line)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import ast
 import difflib
+import os
 import re
 import sys
 from typing import Iterator, NoReturn, Sequence
@@ -63,5 +64,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     except (NoRuntime, RequestFailed) as exc:
         code = fail(str(exc))
     except BrokenPipeError:
-        code = fail("the runtime went away")
+        code = _stdout_closed()
     sys.exit(code)
+
+
+def _stdout_closed() -> int:
+    """Whoever read the output stopped reading (`tatolab streams | head -4`): end quietly, as
+    `tatolab logs | head` does. Socket errors never get here: the client turns them into
+    RequestFailed."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the flush at exit does not complain either
+    except (OSError, ValueError):
+        pass
+    return 0

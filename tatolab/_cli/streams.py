@@ -81,7 +81,23 @@ def cmd_streams(args: argparse.Namespace) -> int:
         print()
         for line in trouble_lines(troubled):
             print(line)
+    unwritten = Client().request("write_failures")
+    if unwritten:
+        print()
+        for line in write_failure_lines(unwritten):
+            print(line)
     return 0
+
+
+def write_failure_lines(rows: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for row in rows:
+        if row.get("failing"):
+            lines.append(f"the runtime cannot write {row['path']}: {row['error']} ({row['lost']} write(s) lost so far); "
+                         "free space on that disk")
+        else:
+            lines.append(f"the runtime lost {row['lost']} write(s) to {row['path']} earlier; it writes there again")
+    return lines
 
 
 def format_streams_table(rows: list[dict[str, Any]]) -> str:

@@ -25,7 +25,7 @@ import traceback
 from typing import Any
 
 from tatolab import _records
-from tatolab._host.orphans import die_with_parent
+from tatolab._host.orphans import die_with_parent, guard_group
 
 EXIT_CRASHED = 1
 EXIT_BAD_NODE = 3
@@ -167,6 +167,7 @@ def main() -> None:
     parent = os.environ.pop("TATOLAB_PARENT_PID", None)
     log_fd = os.environ.pop("TATOLAB_LOG_FD", None)
     die_with_parent(int(parent) if parent else None)
+    guard_group()
     first = sys.stdin.readline()
     spec = json.loads(first) if first.strip() else {"op": "stop"}
     if spec.get("op") == "stop":

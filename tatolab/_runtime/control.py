@@ -90,7 +90,16 @@ class Runtime:
             raise ControlError(f"{name} cannot be kept: {exc}") from None
         if old is not None:
             await self._unload(old, "replaced by a new `tatolab run -d`")
-        record = self.kept.keep(name, project, python, graph, target=target, file=file, env=env, sources=sources)
+        try:
+            record = self.kept.keep(name, project, python, graph, target=target, file=file, env=env,
+                                   sources=sources)
+        except OSError as exc:
+            self.kept.not_loading(name)
+            path = exc.filename or self.kept.store.path(name)
+            raise ControlError(
+                f"stream {name} cannot be kept: its record could not be written to {path} ({exc.strerror or exc}); "
+                "free space on that disk and run `tatolab run -d` again, or run it attached"
+            ) from None
         stream = LoadedStream(name=name, project=project, graph=graph, mode="kept", env=env, sources=sources)
         try:
             self.start_stream(stream, python)

@@ -14,7 +14,7 @@ from typing import Any
 from tatolab import __version__, _records
 from tatolab._safe_fs import UnsafePath, private_dir
 from tatolab._links import ring
-from tatolab._runtime import paths
+from tatolab._runtime import groups, paths, unwritten
 from tatolab._runtime.control import Runtime
 from tatolab._runtime.kept import KeptStreams, load_at_start
 from tatolab._runtime.lock import MachineLock, RuntimeAlreadyRunning
@@ -30,8 +30,8 @@ class RuntimeLog:
 
     def __call__(self, level: str, message: str, **fields: Any) -> None:
         record = _records.make_record(message, level=level, fields=fields)
-        self.file.write(_records.dumps(record))
-        print(f"tatolabd: {message}", file=sys.stderr, flush=True)
+        self.file.write(_records.dumps(record))  # a write that fails is counted, never raised
+        unwritten.tell(message)
 
 
 def refuse_if_answering(path: Path) -> None:
@@ -49,8 +49,14 @@ def refuse_if_answering(path: Path) -> None:
 
 
 async def serve(lock: MachineLock) -> None:
-    state = private_dir(paths.state_dir(), "the runtime's state folder",
-                        "Remove it, or set XDG_STATE_HOME to a folder of yours, and start `tatolabd` again.")
+    try:
+        state = private_dir(paths.state_dir(), "the runtime's state folder",
+                            "Remove it, or set XDG_STATE_HOME to a folder of yours, and start `tatolabd` again.")
+    except UnsafePath:
+        raise
+    except OSError as exc:  # a full disk: it runs on, kept streams just cannot be recorded
+        state = paths.state_dir()
+        unwritten.failed(state, exc)
     say = RuntimeLog(state)
     sock_path = paths.socket_path()
     private_dir(sock_path.parent, "the control socket's folder",
@@ -64,11 +70,15 @@ async def serve(lock: MachineLock) -> None:
         raise SystemExit(f"error: {exc}") from None
     if reaped:
         say("info", f"removed {reaped} shared-memory files left by an earlier runtime")
+    ended = groups.reap_remembered()
+    if ended:
+        say("info", f"ended {ended} process groups left by the nodes of an earlier runtime")
 
     kept = KeptStreams(state, say)
     kept.begin()  # the two-crash rule, from the marker the previous run left
     runtime = Runtime(kept)
     server = ControlServer(runtime, say)
+    asyncio.get_running_loop().set_exception_handler(server.exception_handler)
     old_umask = os.umask(0o177)
     try:
         listener = await asyncio.start_unix_server(server.handle, path=str(sock_path), limit=16 * 1024 * 1024)
@@ -96,6 +106,7 @@ async def serve(lock: MachineLock) -> None:
         if clean:
             kept.stopped_cleanly()  # a clean stop ends every crash streak
         ring.reap(paths.shm_namespace())
+        groups.reap_remembered()
         try:
             sock_path.unlink()
         except FileNotFoundError:

@@ -16,6 +16,7 @@ from tatolab._host.orphans import die_with_parent
 from tatolab._runtime import snapshots
 from tatolab._runtime.environment import stream_env
 from tatolab._runtime.crashes import Lifecycle, RunState, start_run
+from tatolab._runtime import unwritten
 from tatolab._runtime.records import DamagedRecord, KeptRecord, RecordStore, write_json_atomically
 from tatolab._runtime.streams import LoadedStream
 from tatolab._sdk.naming import as_argument
@@ -92,7 +93,7 @@ class KeptStreams:
         for name, reason in verdict.failed.items():
             record = records[name]
             record.failed = reason
-            self.store.save(record)
+            self._save(record)
             self.say("error", f"kept stream {name} is marked failed and not loaded: {reason}; "
                      f"`tatolab start {name}` retries it", stream=name)
         self.lifecycle = Lifecycle(verdict.state)
@@ -114,7 +115,27 @@ class KeptStreams:
             return RunState(clean=False)
 
     def _write_marker(self) -> None:
-        write_json_atomically(self.marker, self.lifecycle.state.to_json())
+        """A marker that cannot be written (a full disk) is told and counted, never raised: the
+        next write that works brings it up to date."""
+        try:
+            write_json_atomically(self.marker, self.lifecycle.state.to_json())
+        except OSError as exc:
+            unwritten.failed(self.marker, exc)
+        else:
+            unwritten.worked(self.marker)
+
+    def _save(self, record: KeptRecord) -> None:
+        """Save a record, or tell and count why it could not be (a stop or start goes on)."""
+        path = self.store.path(record.name)
+        try:
+            self.store.save(record)
+        except OSError as exc:
+            if unwritten.failed(path, exc):
+                self.say("error", f"the record of kept stream {record.name} could not be written to {path} "
+                         f"({unwritten.reason(exc)}); after a restart it may be as it was before",
+                         stream=record.name)
+        else:
+            unwritten.worked(path)
 
     # -- what the running runtime is doing, written down before it does it ------------------
 
@@ -160,14 +181,14 @@ class KeptStreams:
 
     def mark_failed(self, record: KeptRecord, reason: str) -> None:
         record.failed = reason
-        self.store.save(record)
+        self._save(record)
         self.say("error", f"kept stream {record.name} cannot be loaded and is marked failed: {reason}",
                  stream=record.name, project=record.project)
 
     def set_stopped(self, record: KeptRecord, stopped: bool) -> None:
         record.stopped = stopped
         record.failed = None
-        self.store.save(record)
+        self._save(record)
 
     def forget(self, name: str) -> None:
         self.store.remove(name)

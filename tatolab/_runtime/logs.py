@@ -3,14 +3,15 @@ handed to whoever is watching (an attached terminal)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 from tatolab import _records
-from tatolab._safe_fs import open_own_file
+from tatolab._runtime import unwritten
+from tatolab._runtime.feed import WAITING_LIMIT, Feed
+from tatolab._safe_fs import UnsafePath, open_own_file
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
 KEPT_FILES = 3  # the live file plus two rotated ones: a chatty node cannot fill the disk
@@ -54,45 +55,106 @@ def fit_line(data: bytes, max_bytes: int) -> bytes:
 
 
 class RotatingJsonl:
-    """Appends whole lines with one ``write`` each, so a hard kill never leaves half a record."""
+    """Appends whole lines with one ``write`` each, so a hard kill never leaves half a record.
+
+    A write that fails (a full disk, no descriptor left) is counted in ``unwritten`` and
+    never raised; once writing works again, the log says how many records it lost.
+    """
 
     def __init__(self, path: Path, max_bytes: int | None = None, kept: int = KEPT_FILES) -> None:
         self.path = path
         self.max_bytes = max_bytes or max_file_bytes()
         self.kept = kept
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self._fd = open_own_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "a log file")  # user-only
+        self._fd: int | None = None
+        self._size = 0
+        self.unwritten = 0  # records lost since writing last worked
+        self.lost = 0  # records lost over this log's life
+        self.error: str | None = None
+        try:
+            self._open()
+        except UnsafePath:
+            raise  # another user's file where ours should be: refused, never written around
+        except OSError as exc:
+            self._failed(exc)
+
+    def _open(self, truncate: bool = False) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | (os.O_TRUNC if truncate else 0)
+        self._fd = open_own_file(self.path, flags, "a log file")  # user-only
         self._size = os.fstat(self._fd).st_size
 
-    def write(self, line: str) -> None:
+    def write(self, line: str) -> bool:
+        """Append ``line``; False when it could not be written (counted, never raised)."""
         data = line.encode("utf-8", "replace")
         if not data.endswith(b"\n"):
             data += b"\n"
         data = fit_line(data, self.max_bytes)
-        if self._size + len(data) > self.max_bytes and self._size > 0:
-            self._rotate()
-        os.write(self._fd, data)
-        self._size += len(data)
+        try:
+            if self._fd is None:
+                self._open()
+            if self.unwritten:
+                data = self._lost_line() + data
+            if self._size + len(data) > self.max_bytes and self._size > 0:
+                self._rotate()
+            self._append(data)
+        except OSError as exc:
+            self._failed(exc)
+            return False
+        if self.unwritten:
+            self.unwritten = 0
+            self.error = None
+            unwritten.worked(self.path)
+        return True
+
+    def _append(self, data: bytes) -> None:
+        assert self._fd is not None
+        written = os.write(self._fd, data)
+        if written < len(data):  # the disk filled mid-line: take the half line back
+            try:
+                os.ftruncate(self._fd, os.fstat(self._fd).st_size - written)
+            except OSError:
+                pass
+            raise OSError(28, os.strerror(28))
+        self._size += written
+
+    def _lost_line(self) -> bytes:
+        record = _records.make_record(
+            f"{self.unwritten} record(s) could not be written to this log ({self.error})",
+            level="warning", fields={"unwritten": self.unwritten},
+        )
+        return (_records.dumps(record) + "\n").encode()
+
+    def _failed(self, exc: OSError) -> None:
+        self.unwritten += 1
+        self.lost += 1
+        self.error = unwritten.reason(exc)
+        unwritten.failed(self.path, exc)
 
     def _rotate(self) -> None:
-        os.close(self._fd)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
         for index in range(self.kept - 1, 0, -1):
             older = self.path.with_name(f"{self.path.name}.{index}")
             newer = self.path if index == 1 else self.path.with_name(f"{self.path.name}.{index - 1}")
             if newer.exists():
                 os.replace(newer, older)
-        self._fd = open_own_file(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, "a log file")
-        self._size = 0
+        self._open(truncate=True)
 
     def close(self) -> None:
-        os.close(self._fd)
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = None
 
 
 class StreamLog:
     def __init__(self, stream: str, project: Path | None) -> None:
         self.stream = stream
         self.file = RotatingJsonl(project / ".streamlib" / "logs" / f"{stream}.jsonl") if project else None
-        self._watchers: list[asyncio.Queue[dict[str, Any]]] = []
+        self._watchers: list[Feed] = []
         # what was said before the first watcher came (load-time warnings), replayed to it
         self._early: list[dict[str, Any]] | None = []
 
@@ -108,15 +170,25 @@ class StreamLog:
     def say(self, message: str, *, level: str = "info", node: str | None = None, **fields: Any) -> None:
         self.emit(_records.make_record(message, level=level, stream=self.stream, node=node, fields=fields))
 
-    def watch(self) -> asyncio.Queue[dict[str, Any]]:
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    def watch(self) -> Feed:
+        """A bounded feed of this log's records for one client (see feed.py)."""
+        queue = Feed(self.gap_record)
         for record in self._early or ():
             queue.put_nowait(record)
         self._early = None
         self._watchers.append(queue)
         return queue
 
-    def unwatch(self, queue: asyncio.Queue[dict[str, Any]]) -> None:
+    def gap_record(self, count: int) -> dict[str, Any]:
+        """Said to a client in place of the records it was too slow to take."""
+        where = f" (all are in {self.file.path})" if self.file is not None else ""
+        return _records.make_record(
+            f"{count} log record(s) dropped here: this terminal reads more slowly than stream {self.stream} "
+            f"logs, and at most {WAITING_LIMIT} wait for it{where}",
+            level="warning", stream=self.stream, fields={"dropped": count},
+        )
+
+    def unwatch(self, queue: Feed) -> None:
         if queue in self._watchers:
             self._watchers.remove(queue)
 

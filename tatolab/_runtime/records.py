@@ -27,12 +27,16 @@ def write_atomically(path: Path, data: bytes) -> None:
     temp = path.with_name(f".{path.name}.{os.getpid()}{_TEMP_SUFFIX}")
     fd = create_private_file(temp, "a record's temporary file", os.O_WRONLY)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        temp.unlink(missing_ok=True)  # a full disk: the old file stays, and no half-written temporary
+        raise
     os.replace(temp, path)
     fsync_folder(path.parent)
 

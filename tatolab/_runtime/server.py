@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
+import resource
+import time
 import traceback
 from typing import Any
 
@@ -12,17 +15,78 @@ from tatolab._runtime.control import ControlError, Runtime
 from tatolab._runtime.ops import OPS, load_all
 
 
+IDLE_TIMEOUT_ENV = "TATOLAB_IDLE_TIMEOUT_S"
+IDLE_TIMEOUT_S = 30.0  # a connection that sends no request this long is closed
+SPARE_DESCRIPTORS = 64  # never taken by connections: node restarts and log files need them
+REFUSAL_NOTICE_S = 10.0  # a refused or failed accept is said at most this often
+
+
+def idle_timeout_s() -> float:
+    try:
+        return max(0.1, float(os.environ.get(IDLE_TIMEOUT_ENV, IDLE_TIMEOUT_S)))
+    except ValueError:
+        return IDLE_TIMEOUT_S
+
+
+def max_connections() -> int:
+    """Connections served at once: half of what is left of the descriptor limit after a reserve."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 4096
+    return max(8, (soft - SPARE_DESCRIPTORS) // 2)
+
+
 class ControlServer:
     def __init__(self, runtime: Runtime, say: Any) -> None:
         load_all()
         self.runtime = runtime
         self.say = say  # the runtime's own log
+        self.idle_s = idle_timeout_s()
+        self.connections = 0
+        self.refused = 0  # connections closed at once, or accepts that failed: too many descriptors in use
+        self._refusal_said = 0.0
+
+    def refusing(self, why: str) -> None:
+        """Count a connection refused for want of descriptors; say so at most every few seconds,
+        in one line (never a traceback per refusal)."""
+        self.refused += 1
+        now = time.monotonic()
+        if now - self._refusal_said >= REFUSAL_NOTICE_S:
+            self._refusal_said = now
+            self.say("warning", f"refusing connections: {why} ({self.refused} refused so far); idle connections "
+                     f"are closed after {self.idle_s:g} s", refused=self.refused)
+
+    def exception_handler(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """asyncio's own accept loop backs off a second when out of descriptors; this says it in
+        one counted line instead of a traceback each time."""
+        exc = context.get("exception")
+        if context.get("message", "").startswith("socket.accept() out of system resource"):
+            self.refusing(f"accepting failed: {getattr(exc, 'strerror', None) or exc}")
+            return
+        loop.default_exception_handler(context)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.connections >= max_connections():
+            self.refusing(f"{self.connections} connections are open, the most the descriptor limit allows")
+            writer.write(protocol.encode({"ok": False, "error": (
+                f"the runtime serves {self.connections} connections already, the most its descriptor limit "
+                "allows; try again shortly")}))
+            writer.close()
+            return
+        self.connections += 1
+        try:
+            await self._serve(reader, writer)
+        finally:
+            self.connections -= 1
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
                 try:
-                    line = await reader.readline()
+                    line = await asyncio.wait_for(reader.readline(), self.idle_s)
+                except asyncio.TimeoutError:
+                    writer.write(protocol.encode({"ok": False, "error": f"no request within {self.idle_s:g} s; closing"}))
+                    break
                 except (ValueError, ConnectionError):
                     break
                 if not line:

@@ -12,6 +12,7 @@ from tatolab._host import status
 from tatolab._links import ring
 from tatolab._runtime import paths
 from tatolab._runtime.exposure import exposure_levels, set_level
+from tatolab._runtime.feed import Feed
 from tatolab._runtime.logs import StreamLog
 from tatolab._runtime.supervisor import NodeProcess
 from tatolab._runtime import surfaces
@@ -187,7 +188,7 @@ class LoadedStream:
             process.send({"op": "remove_link", "key": key})
         return wiring
 
-    async def log_events(self, queue: asyncio.Queue) -> Any:
+    async def log_events(self, queue: Feed) -> Any:
         """Log records as events until the stream ends, then one ``ended`` event."""
         ended = asyncio.create_task(self.ended.wait())
         record: asyncio.Task | None = None

@@ -15,7 +15,7 @@ import psutil
 from tatolab import _records
 from tatolab._host.orphans import die_with_parent
 from tatolab._host.status import NodeStatus
-from tatolab._runtime import health
+from tatolab._runtime import groups, health
 from tatolab._runtime.environment import stream_env
 from tatolab._runtime.logs import StreamLog
 
@@ -26,6 +26,40 @@ STOP_GRACE_S = 3.0
 PUMP_DRAIN_S = 1.0
 LINE_LIMIT = 1024 * 1024
 STACK_DUMP_WAIT_S = 0.3  # a hung node gets this long to dump its stacks (SIGUSR1) before SIGKILL
+
+
+class _ExitWatch(asyncio.subprocess.SubprocessStreamProtocol):
+    """The node's pipes, plus a future set the moment the process is reaped.
+
+    ``Process.wait()`` also waits for the pipes to close, and a helper the node started holds
+    them open after the node died: the supervisor goes by the exit alone.
+    """
+
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=limit, loop=loop)
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.pipes: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.pipes = transport
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+async def _spawn(*args: str, limit: int, **kwds: Any) -> tuple[asyncio.subprocess.Process, _ExitWatch]:
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.subprocess_exec(lambda: _ExitWatch(limit, loop), *args, **kwds)
+    return asyncio.subprocess.Process(transport, protocol, loop), protocol
+
+
+async def _exit_code(process: asyncio.subprocess.Process, watch: _ExitWatch) -> int:
+    await asyncio.shield(watch.exited)
+    assert process.returncode is not None
+    return process.returncode
 
 
 def describe_exit(code: int) -> str:
@@ -51,6 +85,7 @@ class NodeProcess:
         self.restarts = 0
         self.last_error: str | None = None
         self.process: asyncio.subprocess.Process | None = None
+        self._exit_watch: _ExitWatch | None = None
         self._stopping = False
         self._task: asyncio.Task | None = None
         self._spawning: asyncio.Future | None = None
@@ -103,23 +138,25 @@ class NodeProcess:
         self._stopping = True
         if self._spawning is not None:
             try:
-                self.process = await self._spawning
+                self.process, self._exit_watch = await self._spawning
             except OSError:
                 pass
-        process = self.process
-        if process is not None and process.returncode is None:
+        process, exit_watch = self.process, self._exit_watch
+        if process is not None and exit_watch is not None and process.returncode is None:
             try:
                 process.stdin.write(b'{"op":"stop"}\n')  # type: ignore[union-attr]
                 process.stdin.close()  # type: ignore[union-attr]
             except (BrokenPipeError, ConnectionResetError, AttributeError):
                 pass
             try:
-                await asyncio.wait_for(process.wait(), STOP_GRACE_S)
+                await asyncio.wait_for(_exit_code(process, exit_watch), STOP_GRACE_S)
             except asyncio.TimeoutError:
                 self.log.say(f"node {self.name} did not stop within {STOP_GRACE_S:g} s; killing it",
                              level="warning", node=self.name)
                 process.kill()
-                await process.wait()
+                await _exit_code(process, exit_watch)
+        if process is not None:
+            groups.kill_group(process.pid)  # whatever the node started ends with it
         task = self._task
         if task is not None:
             if self.state == "restarting":
@@ -167,24 +204,30 @@ class NodeProcess:
         self.state = "stopped"
 
     async def _run_once(self) -> int:
-        read_fd, write_fd = os.pipe()
+        try:
+            read_fd, write_fd = os.pipe()
+        except OSError as exc:  # no descriptor left: counted as a failed start, retried after the backoff
+            self.last_error = f"could not start node {self.name}: {exc.strerror or exc}"
+            return 127
         env = stream_env(self.env)
         env["TATOLAB_LOG_FD"] = str(write_fd)
         env["TATOLAB_PARENT_PID"] = str(os.getpid())
         self.state = "starting"
         # Spawning is shielded: a stop() arriving meanwhile waits for the process and ends it,
         # rather than cancelling the spawn half-way and leaving a node nobody tracks.
-        self._spawning = asyncio.ensure_future(asyncio.create_subprocess_exec(
+        # A session of its own: the node leads a process group that ends with it (groups.py).
+        self._spawning = asyncio.ensure_future(_spawn(
             str(self.python), "-m", "tatolab._host", f"{self.stream}/{self.name}",
             cwd=self.project, env=env, pass_fds=(write_fd,),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             preexec_fn=die_with_parent,
+            start_new_session=True,
             limit=LINE_LIMIT,
         ))
         try:
-            self.process = await asyncio.shield(self._spawning)
+            self.process, self._exit_watch = await asyncio.shield(self._spawning)
         except OSError as exc:
             os.close(read_fd)
             self.last_error = f"could not start {self.python}: {exc}"
@@ -192,16 +235,30 @@ class NodeProcess:
         finally:
             os.close(write_fd)
             self._spawning = None
-        process = self.process
-        process.stdin.write((json.dumps(self.spec) + "\n").encode())  # type: ignore[union-attr]
+        process, exit_watch = self.process, self._exit_watch
+        assert exit_watch is not None
+        groups.remember(process.pid)
+        try:
+            process.stdin.write((json.dumps(self.spec) + "\n").encode())  # type: ignore[union-attr]
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # it died at once: its exit says how
         self.state = "running"
         records = asyncio.create_task(self._pump_records(read_fd))
         out = asyncio.create_task(self._pump_lines(process.stdout, "info", "stdout"))
         err = asyncio.create_task(self._pump_lines(process.stderr, "warning", "stderr"))
         watch = asyncio.create_task(self._watch(process))
-        code = await process.wait()
+        code = await _exit_code(process, exit_watch)
         watch.cancel()
-        await asyncio.gather(records, out, err, watch, return_exceptions=True)
+        groups.kill_group(process.pid)  # a helper it started must not hold its pipes (or live on)
+        groups.forget(process.pid)
+        pumps = {records, out, err}
+        # what the node said last is read, but no descendant that left the group can hold us up
+        _, late = await asyncio.wait(pumps, timeout=PUMP_DRAIN_S)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*pumps, watch, return_exceptions=True)
+        if exit_watch.pipes is not None:
+            exit_watch.pipes.close()  # its pipes, even where an escaped descendant still holds the other end
         if self.status is not None:
             self.status.reset()  # a killed node died inside process(); its successor starts idle
         return code
@@ -236,7 +293,7 @@ class NodeProcess:
             if reason.startswith("hung"):
                 try:
                     process.send_signal(signal.SIGUSR1)  # its stacks go to stderr, so to the log
-                    await asyncio.wait_for(process.wait(), STACK_DUMP_WAIT_S)
+                    await asyncio.wait_for(asyncio.shield(self._exit_watch.exited), STACK_DUMP_WAIT_S)  # type: ignore[union-attr]
                 except (ProcessLookupError, asyncio.TimeoutError):
                     pass
             if process.returncode is None:

@@ -21,8 +21,10 @@ import time
 from pathlib import Path
 from typing import Any, AsyncIterator
 
+from tatolab import _records
 from tatolab._runtime.compiler import CompileError, compile_stream
 from tatolab._runtime.control import ControlError, Runtime, open_project, request_env
+from tatolab._runtime.feed import Feed
 from tatolab._runtime.ops import op
 from tatolab._runtime.streams import LoadedStream
 from tatolab._runtime.watch import QUIET_MS, project_changes
@@ -59,13 +61,22 @@ class DevSession:
         self.env = env  # the `tatolab dev` command's: every version compiles and runs with it
         self.stream: LoadedStream | None = None
         self.retiring: LoadedStream | None = None  # the version being replaced: its end is not dev's end
-        self.out: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        # log events may be dropped for a slow terminal (counted, and said); dev's own never are
+        self.out = Feed(self._gap, droppable=lambda event: event.get("event") == "log")
         self.changed: list[str] = []
         self.change_ns = 0
         self.wake = asyncio.Event()
         self.stop_watching = threading.Event()
         self.tasks: list[asyncio.Task] = []
         self.swap: asyncio.Future | None = None
+
+    def _gap(self, count: int) -> dict[str, Any]:
+        stream = self.stream
+        if stream is not None and stream.log is not None:
+            return {"event": "log", "record": stream.log.gap_record(count)}
+        return {"event": "log", "record": _records.make_record(
+            f"{count} log record(s) dropped here: this terminal reads more slowly than the stream logs",
+            level="warning", fields={"dropped": count})}
 
     def start_watching(self) -> None:
         self.tasks.append(asyncio.create_task(self._watch(), name=f"dev watch {self.project}"))

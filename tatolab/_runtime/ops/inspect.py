@@ -9,7 +9,7 @@ import msgspec
 
 from tatolab._links.aio import AsyncRingReader
 from tatolab._links.ring import RingError, RingReader
-from tatolab._runtime import health
+from tatolab._runtime import health, unwritten
 from tatolab._runtime.control import ControlError, Runtime
 from tatolab._runtime.graph import build_graph, node_entry
 from tatolab._runtime.ops import op
@@ -49,6 +49,12 @@ async def troubled_nodes(runtime: Runtime) -> list[dict[str, Any]]:
             if health.is_trouble(entry):
                 found.append({"stream": stream.name, **{k: entry[k] for k in ("name", "state", "restarts", "last_error", "hung")}})
     return found
+
+
+@op("write_failures")
+async def write_failures(runtime: Runtime) -> list[dict[str, Any]]:
+    """Files the runtime could not write (a full disk, no descriptor left) and how much was lost."""
+    return unwritten.report()
 
 
 @op("stream_log")
