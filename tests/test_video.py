@@ -255,7 +255,7 @@ def picture() -> np.ndarray:
     return np.random.default_rng(7).integers(0, 256, size=(48, 80, 4), dtype=np.uint8)
 
 
-@node(execution="continuous", interval_ms=50)
+@node(execution="continuous", interval_ms=250)
 class Painter:
     """Writes the same random picture (alpha included) as a new frame, again and again."""
 
@@ -307,11 +307,15 @@ def test_exchange_saves_a_png_equal_to_the_frame_and_tap_shows_the_bag_only(runt
 
     out = tmp_path / "frames"
     out.mkdir()
+    expected = np.random.default_rng(7).integers(0, 256, size=(48, 80, 4), dtype=np.uint8)
+    # one surface by its id, as a tap showed it (32 slots at 4 frames a second: it stays for seconds)
+    by_id = runtime.cli("exchange", bag["surface_id"], "--out", str(out), check=True).stdout.split()
+    assert by_id == [str(out / f"surface-{bag['surface_id'].replace('#', '-')}.png")]
+
     saved = runtime.cli("exchange", "paint/painter/video", "--out", str(out), "--count", "2", check=True)
     paths = saved.stdout.split()
     assert len(paths) == 2 and all(Path(p).parent == out for p in paths)
-    expected = np.random.default_rng(7).integers(0, 256, size=(48, 80, 4), dtype=np.uint8)
-    for path in paths:
+    for path in [*by_id, *paths]:
         with image.open(path) as png:
             assert png.mode == "RGBA" and png.size == (80, 48)
             assert np.array_equal(np.asarray(png), expected)
