@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 
+import msgspec
 import pytest
 
 np = pytest.importorskip("numpy")
@@ -122,3 +123,30 @@ def test_writing_a_frame_someone_else_made_is_refused(pool_base):
     frame = VideoFrame.open(_frame(3)._tatolab_bag())
     with pytest.raises(ValueError, match="not yours to change"):
         frame.cpu(writable=True)
+
+
+def test_a_bag_whose_frame_is_gone_is_skipped_and_counted_as_dropped(pool_base):
+    from tatolab._links import ring
+    from tatolab._sdk.context import InputPort, Inputs
+
+    base = pool_base.replace("+surfaces", "+ring")
+    ring.create_ring(base)
+    try:
+        writer = ring.RingWriter(base)
+        reader = ring.RingReader(base, 0, "ordered", start="now")
+        port = InputPort("video", "ordered")
+        port.add_link("a->b", reader)
+        inputs = Inputs("checker", {"video": port})
+        writer.write(msgspec.msgpack.encode(_frame(1)._tatolab_bag()))  # its surface is reused below
+        for value in range(2, 10):
+            last = _frame(value)._tatolab_bag()
+        writer.write(msgspec.msgpack.encode(last))
+        frame = inputs.read("video", into=VideoFrame)
+        assert frame.surface_id == last["surface_id"] and (frame.cpu() == 9).all()
+        assert inputs.read("video", into=VideoFrame) is None
+        counters = ring.read_counters(base)["readers"][0]
+        assert (counters["read"], counters["dropped"], counters["bad"]) == (1, 1, 0)
+        reader.close()
+        writer.close()
+    finally:
+        ring.reap(base)

@@ -141,6 +141,14 @@ class InputPort:
         chosen.pending = None
         return payload, chosen
 
+    def gone(self, link: _Link) -> None:
+        """The bag last taken from ``link`` named a frame whose surface was reused before this
+        reader got to it: the reader fell behind, so it counts as dropped, like a lapped bag."""
+        self.stale += 1
+        count = getattr(link.reader, "count_dropped", None)
+        if count is not None:
+            count()
+
     def bad(self, link: _Link, exc: BaseException) -> None:
         """The bag last taken from ``link`` did not decode: count it on the link, tell the host."""
         link.reader.count_bad()
@@ -183,7 +191,7 @@ class Inputs:
             except ValueError as exc:  # a frame reused before this reader got to it: skip it, counted
                 if not isinstance(bag, dict) or "surface_id" not in bag:
                     raise BagError(f"node {self._node} port {port}: {exc}") from None
-                source.stale += 1
+                source.gone(link)
 
 
 class OutputPort:
