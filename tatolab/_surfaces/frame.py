@@ -137,7 +137,7 @@ class VideoFrame:
         return self._array.__dlpack__(*args, **kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        return (1, 0)  # kDLCPU; a CUDA backend answers (2, device)
+        return _pool.current().dlpack_device  # (1, 0) here; a CUDA backend answers (2, device)
 
     # -- the bag ------------------------------------------------------------------------------
 

@@ -111,7 +111,11 @@ class SlotInfo:
 
 
 class Pool:
-    """A process's handle on the pool: its holder index, its mappings, its leases."""
+    """A process's handle on the pool: its holder index, its mappings, its leases.
+
+    The CPU backend of ``backend.SurfaceBackend``."""
+
+    dlpack_device = (1, 0)  # kDLCPU
 
     def __init__(self, base: str) -> None:
         self.base = base
