@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +34,6 @@ void main() { f_color = effect(texture(frame, v_uv), v_uv); }
 """
 
 _LINE = re.compile(r"^\d+:(\d+)\((\d+)\): (.*)$")
-
-
-class GlslError(Exception):
-    pass
 
 
 def fragment_source(effect: str) -> str:
@@ -70,6 +67,7 @@ class GlslPixelEffect:
         self.program: Any = None
         self.broken = False
         self.dropped = 0
+        self.size: tuple[int, int] | None = None
 
     def _source(self) -> tuple[str, str]:
         if self.config.path is not None:
@@ -89,10 +87,8 @@ class GlslPixelEffect:
             ctx.log.error(f"node {ctx.node}: GLSL error in {describe_compile_error(str(exc), where)}. "
                           "Fix it and save: `tatolab dev` reloads the stream", glsl=where)
             return
-        quad = self.gl.buffer(b"".join(
-            __import__("struct").pack("2f", x, y) for x, y in ((-1, -1), (1, -1), (-1, 1), (1, 1))))
+        quad = self.gl.buffer(b"".join(struct.pack("2f", x, y) for x, y in ((-1, -1), (1, -1), (-1, 1), (1, 1))))
         self.vao = self.gl.vertex_array(self.program, [(quad, "2f", "position")])
-        self.size: tuple[int, int] | None = None
 
     def _target(self, width: int, height: int) -> None:
         if self.size == (width, height):
