@@ -395,3 +395,34 @@ def test_the_tutorials_motion_watcher_reports_motion_to_motion_log(runtime, vide
     nodes = {n["name"]: n for n in _graph(runtime, "motion_watcher")["streams"][0]["nodes"]}
     assert {name: n["builtin"] for name, n in nodes.items()} == {"camera": True, "detector": False, "tint": True}
     assert all(n["state"] == "running" and n["restarts"] == 0 for n in nodes.values()), nodes
+
+
+def test_a_kept_stream_with_built_ins_comes_back_after_a_restart_in_a_project_without_numpy(
+        runtime, project_venv, tmp_path):
+    # project_venv holds the SDK only: the built-ins' code is the runtime's, checked and run there
+    project = make_project(tmp_path / "kept", project_venv, {
+        "stream.py": '''
+            from tatolab.stream import GlslPixelEffect, StreamBuilder, TestPatternSource, stream
+
+
+            @stream
+            def kept_bars(stream_builder: StreamBuilder) -> None:
+                pattern = stream_builder.add(TestPatternSource, config={"width": 64, "height": 32, "fps": 10})
+                tint = stream_builder.add(GlslPixelEffect, config={"source": "vec4 effect(vec4 c, vec2 uv) { return c; }"})
+                stream_builder.connect(pattern.output("video"), tint.input("video"))
+        ''',
+    })
+    runtime.cli("run", "-d", cwd=project, check=True)
+
+    def tinted() -> int:
+        answer = runtime.cli("graph", "--stream", "kept_bars")
+        if answer.returncode != 0 or not json.loads(answer.stdout)["streams"][0]["links"]:
+            return 0
+        return json.loads(answer.stdout)["streams"][0]["links"][0]["counters"]["read"]
+
+    wait_for(lambda: tinted() > 3, timeout=60, what="frames through the kept stream")
+    runtime.stop(signal.SIGKILL)
+    runtime.start()
+    wait_for(lambda: tinted() > 3, timeout=60, what="frames through the kept stream after a restart")
+    assert runtime.stream_names() == ["kept_bars"]
+    runtime.cli("rm", "kept_bars", check=True)

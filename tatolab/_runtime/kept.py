@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from tatolab._host.orphans import die_with_parent
+from tatolab._runtime.surfaces import is_builtin
 from tatolab._runtime import snapshots
 from tatolab._runtime.environment import stream_env
 from tatolab._runtime.crashes import Lifecycle, RunState, start_run
@@ -233,7 +234,9 @@ async def preflight(record: KeptRecord) -> str | None:
     if record.sources is not None and not Path(record.sources).is_dir():
         return (f"the copy of its project's modules kept at `run -d` ({record.sources}) is gone; "
                 f"run `tatolab run -d` in {project} to keep it again")
-    classes = {node["name"]: node["class"] for node in record.graph["nodes"] if node.get("class")}
+    # built-in nodes run in the runtime's own interpreter, not the project's: nothing to check there
+    classes = {node["name"]: node["class"] for node in record.graph["nodes"]
+               if node.get("class") and not is_builtin(node)}
     try:
         process = await asyncio.create_subprocess_exec(
             str(python), "-c", _CHECK_SCRIPT, cwd=project, env=stream_env(record.env),
