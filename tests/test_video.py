@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import venv
 from pathlib import Path
 
 import pytest
@@ -14,19 +12,6 @@ import pytest
 from harness import REPO, Runtime, make_project, read_jsonl, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="session")
-def video_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A project environment with tatolab and numpy (for frame.cpu()), as `uv add numpy` makes."""
-    path = tmp_path_factory.mktemp("video-venv") / "venv"
-    venv.EnvBuilder(with_pip=True).create(path)
-    subprocess.run(
-        [str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(REPO),
-         "numpy"],
-        check=True,
-    )
-    return path
 
 
 def _graph(rt: Runtime, stream: str) -> dict:

@@ -34,6 +34,7 @@ class MotionDetector:
             change = float(np.abs(grey - self.previous).mean())
             if change >= self.threshold:
                 ctx.outputs.write("motion", {
-                    "score": round(change, 2), "timestamp_ns": frame.timestamp_ns,
+                    "frame": frame.fields.get("frame_index"), "score": round(change, 2),
+                    "timestamp_ns": frame.timestamp_ns,
                 })
         self.previous = grey
