@@ -10,7 +10,7 @@ import pytest
 
 np = pytest.importorskip("numpy")
 
-from tatolab._links import shm  # noqa: E402
+from tatolab._links import ring, shm  # noqa: E402
 from tatolab._surfaces import pool as surfaces  # noqa: E402
 from tatolab._surfaces.frame import VideoFrame  # noqa: E402
 
@@ -126,7 +126,6 @@ def test_writing_a_frame_someone_else_made_is_refused(pool_base):
 
 
 def test_a_bag_whose_frame_is_gone_is_skipped_and_counted_as_dropped(pool_base):
-    from tatolab._links import ring
     from tatolab._sdk.context import InputPort, Inputs
 
     base = pool_base.replace("+surfaces", "+ring")
@@ -150,3 +149,18 @@ def test_a_bag_whose_frame_is_gone_is_skipped_and_counted_as_dropped(pool_base):
         writer.close()
     finally:
         ring.reap(base)
+
+
+def test_frames_beyond_the_byte_budget_are_dropped(pool_base):
+    small = pool_base.replace("+surfaces", "+small")
+    surfaces.create(small, slots=4, budget_bytes=3 * 64 * 32 * 4)  # three 64x32 frames
+    surfaces.configure(small)
+    try:
+        held = [_frame(v) for v in range(3)]
+        with pytest.raises(surfaces.PoolExhausted, match="budget"):
+            _frame(3)
+        del held
+        assert (_frame(4).cpu() == 4).all()  # a slot of the right size is reused
+    finally:
+        surfaces.configure(pool_base)
+        ring.reap(small)

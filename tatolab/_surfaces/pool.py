@@ -78,15 +78,19 @@ def _layout(slots: int) -> tuple[int, int, int, int]:
     return holders_off, slots_off, leases_off, size
 
 
-def create(base: str, *, slots: int = DEFAULT_SLOTS, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> None:
-    """Make an empty pool at ``base`` (the runtime, at start)."""
+def create(base: str, *, slots: int = DEFAULT_SLOTS, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> int:
+    """Make an empty pool at ``base``; returns its byte budget, at most half the free shared memory
+    (a container's /dev/shm may hold only 64 MiB)."""
     _, _, _, size = _layout(slots)
+    disk = os.statvfs(os.path.dirname(base) or ".")
+    budget_bytes = max(0, min(budget_bytes, disk.f_bavail * disk.f_frsize // 2))
     fd = create_private_file(base, "the surface pool's control file")
     try:
         os.ftruncate(fd, size)
         os.pwrite(fd, _H.pack(MAGIC, VERSION, slots, MAX_HOLDERS, 0, budget_bytes), 0)
     finally:
         os.close(fd)
+    return budget_bytes
 
 
 def _start_time(pid: int) -> int:
@@ -267,7 +271,10 @@ class Pool:
             if not self._free(slot):
                 continue  # a reader leased the old frame just now: it keeps it
             if info.capacity < need:
-                self._grow(slot, need)
+                try:
+                    self._grow(slot, need)
+                except OSError:  # shared memory is full: the frame is dropped, never a SIGBUS later
+                    return None
             self.q[self._slot_q(slot, 2)] = width | (height << 32)
             self.q[self._slot_q(slot, 3)] = list(FORMATS).index(format)
             self.q[self._slot_q(slot, 4)] = time.monotonic_ns()  # last given out: the order slots are reused in
@@ -291,7 +298,9 @@ class Pool:
         except FileNotFoundError:
             fd = create_private_file(path, "a surface's file")
         try:
-            os.ftruncate(fd, need)
+            # reserved now: a full /dev/shm refuses here (ENOSPC) rather than kill a node with
+            # SIGBUS when it first touches a page
+            os.posix_fallocate(fd, 0, need)
         finally:
             os.close(fd)
         self.q[self._slot_q(slot, 1)] = need
