@@ -3,11 +3,12 @@
     .venv/bin/python bench/video.py [--seconds S]
 
 1. A frame's bag crossing a link (ring + lease + ``frame.cpu()`` on the reader's side) at 720p,
-   1080p and 4K, two bare processes: p50/p99 one-way latency paced at 200/s, and frames a second
+   1080p and 4K, two bare processes: p50/p99 one-way latency paced at 200/s (median of three
+   rounds taken in turns), and frames a second
    flat out (an ordered reader; bags it was lapped on are counted); beside it, the same link
    when a 1080p frame's bytes travel in the bag (latency paced at 200/s is then queueing).
 2. Under a real tatolabd: TestPatternSource 1080p60 into a Python node taking a mean over
-   ``frame.cpu()`` on an ``ordered`` input (frames read, drops), and TestPatternSource 1080p30
+   ``frame.cpu()`` on an ``ordered`` input (frames read, drops) and a second, ``newest`` reader; and TestPatternSource 1080p30
    through a GlslPixelEffect on Mesa's software renderer; each node's CPU from ``tatolab graph``.
 3. ``numpy.from_dlpack(frame)`` and ``frame.cpu()`` share their data pointer (torch too, if installed).
 
@@ -161,7 +162,9 @@ def {name}(stream_builder: StreamBuilder) -> None:
     if "{name}" == "pattern_mean":
         pattern = stream_builder.add(TestPatternSource, config={{"width": 1920, "height": 1080, "fps": 60}}, name="pattern")
         mean = stream_builder.add(Mean, name="mean")
+        sink = stream_builder.add(Sink, name="sink")  # a second reader, as the target says
         stream_builder.connect(pattern.output("video"), mean.input("video"))
+        stream_builder.connect(pattern.output("video"), sink.input("video"))
     else:
         pattern = stream_builder.add(TestPatternSource, config={{"width": 1920, "height": 1080, "fps": 30}}, name="pattern")
         effect = stream_builder.add(GlslPixelEffect, name="effect",
@@ -261,9 +264,18 @@ def main() -> None:
     results: dict[str, object] = {}
     print("1. a frame's bag crossing a link (bare processes)")
     print(f"   {'what':<22} {'p50 µs':>8} {'p99 µs':>8} {'flat-out frames/s':>18} {'(lapped)':>8}")
+    # the sizes take turns, three rounds, and each figure is the median round's: a busy machine
+    # slows whichever size it happens to meet, and 40 µs of noise is a third of the figure
+    rounds: dict[str | None, list[dict[str, float]]] = {size: [] for size in SIZES}
+    for _ in range(3):
+        for size_name in SIZES:
+            rounds[size_name].append(crossing(size_name, count=400, period_s=1 / 200))
     for size_name in (*SIZES, None):
         label = f"{size_name} surface" if size_name else "1080p bytes in the bag"
-        paced = crossing(size_name, count=600, period_s=1 / 200)
+        if size_name:
+            paced = sorted(rounds[size_name], key=lambda r: r["p50_us"])[1]
+        else:
+            paced = crossing(size_name, count=400, period_s=1 / 200)
         flat = crossing(size_name, count=1500 if size_name else 600, period_s=0)
         results[label] = {"p50_us": paced["p50_us"], "p99_us": paced["p99_us"], "per_s": flat["per_s"],
                           "lapped": flat["dropped"]}
