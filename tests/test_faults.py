@@ -45,8 +45,10 @@ def one_node_files(name: str, cls: str, code: str) -> dict[str, str]:
 
 
 def graph_node(runtime: Runtime, stream: str, name: str) -> dict:
+    """The node's entry in `graph`, or {} while the stream has not listed it yet (still loading)."""
     g = json.loads(runtime.cli("graph", "--stream", stream, check=True).stdout)
-    return next(n for n in g["streams"][0]["nodes"] if n["name"] == name)
+    nodes = [n for s in g["streams"] for n in s["nodes"] if n["name"] == name]
+    return nodes[0] if nodes else {}
 
 
 def alive(pid: int) -> bool:
@@ -69,7 +71,7 @@ def test_a_killed_node_with_a_helper_is_restarted_and_its_helper_ends(runtime, p
     node, helper = wait_for(lambda: helpers(project), timeout=30, what="the node to start its helper")[0]
     os.kill(node, signal.SIGKILL)
     entry = wait_for(
-        lambda: (n := graph_node(runtime, "helped", "spawner"))["restarts"] >= 1 and n["pid"] not in (None, node) and n,
+        lambda: (n := graph_node(runtime, "helped", "spawner")).get("restarts", 0) >= 1 and n.get("pid") not in (None, node) and n,
         timeout=30, what="the killed node to be restarted",
     )
     assert entry["state"] in ("starting", "running")
@@ -183,7 +185,7 @@ def test_a_full_state_disk_neither_crashes_a_stop_nor_keeps_the_runtime_from_sta
     try:
         runtime.start()
         runtime.cli("run", "-d", cwd=project, check=True)
-        wait_for(lambda: graph_node(runtime, "chatty", "chatty")["pid"], timeout=30, what="the kept node to run")
+        wait_for(lambda: graph_node(runtime, "chatty", "chatty").get("pid"), timeout=30, what="the kept node to run")
         fill(state)
         output = runtime.stop(signal.SIGTERM)
         assert runtime.leftover_processes() == [] and runtime.shm_files() == []
@@ -192,7 +194,7 @@ def test_a_full_state_disk_neither_crashes_a_stop_nor_keeps_the_runtime_from_sta
         assert "Traceback" not in output, output
 
         runtime.start()  # on the full disk: it starts, loads the kept stream, says what it cannot write
-        entry = wait_for(lambda: (n := graph_node(runtime, "chatty", "chatty"))["pid"] and n, timeout=30,
+        entry = wait_for(lambda: (n := graph_node(runtime, "chatty", "chatty")).get("pid") and n, timeout=30,
                          what="the kept stream to load on a full disk")
         assert entry["state"] in ("starting", "running")
         listing = runtime.cli("streams", check=True).stdout
@@ -212,7 +214,7 @@ def test_a_node_killed_while_the_project_disk_is_full_is_restarted(runtime, proj
     project = make_project(disk / "chatty", project_venv, one_node_files("chatty", "Chatty", CHATTY_NODE))
     log = project / ".streamlib" / "logs" / "chatty.jsonl"
     runtime.cli("run", "-d", cwd=project, check=True)
-    first = wait_for(lambda: graph_node(runtime, "chatty", "chatty")["pid"], timeout=30, what="the node to run")
+    first = wait_for(lambda: graph_node(runtime, "chatty", "chatty").get("pid"), timeout=30, what="the node to run")
     wait_for(lambda: any("started as" in r["message"] for r in read_jsonl(log)), what="the node's first line")
     fill(disk)
     with open(log, "ab", buffering=0) as f:  # the page the log ends in too: no record fits anywhere
@@ -222,7 +224,7 @@ def test_a_node_killed_while_the_project_disk_is_full_is_restarted(runtime, proj
         except OSError:
             pass
     os.kill(first, signal.SIGKILL)
-    second = wait_for(lambda: (p := graph_node(runtime, "chatty", "chatty")["pid"]) not in (None, first) and p,
+    second = wait_for(lambda: (p := graph_node(runtime, "chatty", "chatty").get("pid")) not in (None, first) and p,
                       timeout=30, what="the node to be restarted on the full disk")
     wait_for(lambda: "No space left on device" in runtime.cli("streams", check=True).stdout,
              what="`tatolab streams` to say the log cannot be written")
@@ -230,7 +232,7 @@ def test_a_node_killed_while_the_project_disk_is_full_is_restarted(runtime, proj
     os.kill(second, signal.SIGKILL)  # its restart is said in the log again, with what was lost
     wait_for(lambda: any("could not be written to this log (No space left on device)" in r.get("message", "")
                          for r in read_jsonl(log)), timeout=30, what="the log to say what it lost")
-    wait_for(lambda: (p := graph_node(runtime, "chatty", "chatty")["pid"]) not in (None, first, second),
+    wait_for(lambda: (p := graph_node(runtime, "chatty", "chatty").get("pid")) not in (None, first, second),
              timeout=30, what="the second restart")
     runtime.cli("stop", "chatty", check=True)
 
@@ -344,7 +346,7 @@ def test_idle_connections_cannot_starve_node_restarts_or_the_cli(tmp_path, proje
     try:
         runtime.start()
         runtime.cli("run", "-d", cwd=project, check=True)
-        first = wait_for(lambda: graph_node(runtime, "chatty", "chatty")["pid"], timeout=30, what="the node to run")
+        first = wait_for(lambda: graph_node(runtime, "chatty", "chatty").get("pid"), timeout=30, what="the node to run")
         psutil.Process(runtime.process.pid).rlimit(psutil.RLIMIT_NOFILE, (160, 160))  # `ulimit -n 160`
         # Far more idle connections than the runtime has descriptors for: connect until 400 are
         # open or its backlog stays full for 2 s (it accepts no more).
