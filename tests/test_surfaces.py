@@ -164,3 +164,34 @@ def test_frames_beyond_the_byte_budget_are_dropped(pool_base):
     finally:
         surfaces.configure(pool_base)
         ring.reap(small)
+
+
+def test_threads_of_one_process_allocating_at_once_never_share_a_slot(pool_base):
+    import threading
+
+    surfaces.configure(None)
+    big = pool_base.replace("+surfaces", "+threads")
+    surfaces.create(big, slots=64, budget_bytes=64 << 20)
+    surfaces.configure(big)
+    try:
+        held: list[VideoFrame] = []
+        lock = threading.Lock()
+
+        def grab() -> None:
+            for _ in range(8):
+                frame = VideoFrame.allocate(16, 16)
+                with lock:
+                    held.append(frame)
+
+        threads = [threading.Thread(target=grab) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len({frame.surface_id.split("#")[0] for frame in held}) == 64
+        assert surfaces.current().stats()["in_use"] == 64
+        del held
+        assert surfaces.current().stats()["in_use"] == 0
+    finally:
+        surfaces.configure(pool_base)
+        ring.reap(big)

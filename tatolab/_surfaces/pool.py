@@ -137,7 +137,8 @@ class Pool:
         self.q = memoryview(self.mm).cast("Q")  # 8-byte words
         self.i = memoryview(self.mm).cast("I")  # 4-byte words
         self.holder: int | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # this process's lease counts
+        self._table_lock = threading.Lock()  # with flock: the slot and holder tables
         self._maps: dict[int, tuple[int, mmap.mmap]] = {}  # slot -> (size, mapping)
         self._pid = os.getpid()
 
@@ -178,11 +179,21 @@ class Pool:
         pool = self
 
         class _Guard:
+            # flock excludes other processes; threads of this one share its descriptor, so they
+            # take a lock of their own first
             def __enter__(self) -> None:
-                fcntl.flock(pool.fd, fcntl.LOCK_EX)
+                pool._table_lock.acquire()
+                try:
+                    fcntl.flock(pool.fd, fcntl.LOCK_EX)
+                except BaseException:
+                    pool._table_lock.release()
+                    raise
 
             def __exit__(self, *_: Any) -> None:
-                fcntl.flock(pool.fd, fcntl.LOCK_UN)
+                try:
+                    fcntl.flock(pool.fd, fcntl.LOCK_UN)
+                finally:
+                    pool._table_lock.release()
 
         return _Guard()
 
@@ -191,6 +202,8 @@ class Pool:
         if self.holder is not None and self._pid == os.getpid():
             return self.holder
         with self._locked():
+            if self.holder is not None and self._pid == os.getpid():
+                return self.holder  # another thread claimed it meanwhile
             for holder in range(MAX_HOLDERS):
                 pid, _ = self._holder_pid(holder)
                 if pid == 0 or not self._holder_alive(holder):
@@ -278,7 +291,8 @@ class Pool:
             self.q[self._slot_q(slot, 2)] = width | (height << 32)
             self.q[self._slot_q(slot, 3)] = list(FORMATS).index(format)
             self.q[self._slot_q(slot, 4)] = time.monotonic_ns()  # last given out: the order slots are reused in
-            self.i[self._lease_i(slot, me)] += 1
+            with self._lock:
+                self.i[self._lease_i(slot, me)] += 1
             return self.info(slot)
         return None
 
