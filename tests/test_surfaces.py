@@ -195,3 +195,23 @@ def test_threads_of_one_process_allocating_at_once_never_share_a_slot(pool_base)
     finally:
         surfaces.configure(pool_base)
         ring.reap(big)
+
+
+def test_reading_a_bag_that_names_no_frame_into_videoframe_says_so(pool_base):
+    from tatolab._sdk.context import InputPort, Inputs
+    from tatolab._sdk.errors import BagError
+
+    base = pool_base.replace("+surfaces", "+ring2")
+    ring.create_ring(base)
+    try:
+        writer = ring.RingWriter(base)
+        reader = ring.RingReader(base, 0, "ordered", start="now")
+        port = InputPort("video", "ordered")
+        port.add_link("a->b", reader)
+        writer.write(msgspec.msgpack.encode({"temperature": 21.5}))
+        with pytest.raises(BagError, match="node checker port video: not a video bag"):
+            Inputs("checker", {"video": port}).read("video", into=VideoFrame)
+        reader.close()
+        writer.close()
+    finally:
+        ring.reap(base)
