@@ -381,21 +381,27 @@ class Pool:
 
 
 _current: Pool | None = None
+_configured: str | None = None
 _current_lock = threading.Lock()
 
 
 def configure(base: str | None) -> None:
-    """Point this process at the runtime's pool (the node host does, from the node's spec)."""
-    global _current
+    """Point this process at the runtime's pool (the node host does, from the node's spec).
+
+    Opened on first use, so a node that never touches a frame never opens it."""
+    global _current, _configured
     with _current_lock:
-        _current = Pool(base) if base else None
+        _current, _configured = None, base
 
 
 def current() -> Pool:
+    global _current
     if _current is None:
-        base = os.environ.get("TATOLAB_SURFACE_POOL")
+        base = _configured or os.environ.get("TATOLAB_SURFACE_POOL")
         if base:
-            configure(base)
+            with _current_lock:
+                if _current is None:
+                    _current = Pool(base)
     if _current is None:
         raise SurfaceError(
             "no surface pool here: frames exist only inside a node the runtime started "
