@@ -152,3 +152,19 @@ def test_a_broken_glsl_function_is_reported_by_node_and_line_and_sends_nothing(p
     assert ctx.sent == []
     assert len(ctx.errors) == 1 and ctx.errors[0].startswith("node tint: GLSL error in the GLSL source line 2:")
     assert "colour" in ctx.errors[0]
+
+
+def test_an_effect_can_use_uv_and_the_frames_resolution(pool):
+    from tatolab._surfaces.frame import VideoFrame
+
+    source = VideoFrame.from_numpy(np.zeros((4, 8, 4), dtype=np.uint8))
+    ctx = _Ctx(source._tatolab_bag())
+    # red: the pixel's column as a count of pixels; green: 255 on the top row only (uv.y < 1/4)
+    effect = _effect("vec4 effect(vec4 color, vec2 uv) {\n"
+                     "    return vec4(floor(uv.x * resolution.x) / 255.0, uv.y < 0.25 ? 1.0 : 0.0, 0.0, 1.0);\n}\n")
+    effect.setup(ctx)
+    effect.process(ctx)
+    effect.teardown(ctx)
+    out = VideoFrame.open(ctx.sent[0]).cpu()
+    assert out[0, :, 0].tolist() == list(range(8))
+    assert out[:, 0, 1].tolist() == [255, 0, 0, 0]

@@ -25,6 +25,8 @@ void main() {
 
 PRELUDE = """#version 330
 uniform sampler2D frame;
+uniform float time;       // the frame's timestamp, in seconds on the monotonic clock
+uniform vec2 resolution;  // the frame's width and height, in pixels
 in vec2 v_uv;
 out vec4 f_color;
 """
@@ -113,6 +115,9 @@ class GlslPixelEffect:
             if self.dropped == 1 or self.dropped % 100 == 0:
                 ctx.log.warning(f"frame dropped: {exc}", dropped=self.dropped)
             return
+        for name, value in (("time", timestamp / 1e9), ("resolution", (frame.width, frame.height))):
+            if name in self.program:  # a uniform the effect does not use is compiled away
+                self.program[name].value = value
         self.fbo.use()
         self.texture.use(0)
         self.vao.render(self.gl.TRIANGLE_STRIP)

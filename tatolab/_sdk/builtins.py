@@ -92,8 +92,9 @@ class GlslPixelEffectConfig:
 class GlslPixelEffect:
     """Applies one GLSL function to every pixel of the newest frame on ``video`` and writes the
     result as a new frame: ``vec4 effect(vec4 color, vec2 uv)``, with ``color`` in 0..1 and
-    ``uv`` from (0, 0) at the top left to (1, 1). Runs headless through EGL (on the GPU where there
-    is one). A compile error is logged naming the node and the GLSL line."""
+    ``uv`` from (0, 0) at the top left to (1, 1); ``time`` (the frame's timestamp in seconds) and
+    ``resolution`` (its size in pixels) are there to use. Runs headless through EGL (on the GPU where
+    there is one). A compile error is logged naming the node and the GLSL line."""
 
     @node.input(delivery_profile="newest")
     def video(self) -> dict: ...
