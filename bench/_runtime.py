@@ -37,8 +37,8 @@ def isolated_runtime(prefix: str) -> Iterator[tuple[Path, dict[str, str], Path]]
         env.pop("VIRTUAL_ENV", None)
         (root / "run").mkdir()
         sock = root / "run" / "streamlib" / "local-api.sock"
-        daemon = subprocess.Popen([str(BIN / "tatolabd")], env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
+        quiet = None if os.environ.get("BENCH_RUNTIME_LOG") else subprocess.DEVNULL  # BENCH_RUNTIME_LOG=1 shows it
+        daemon = subprocess.Popen([str(BIN / "tatolabd")], env=env, stdout=quiet, stderr=quiet)
         try:
             deadline = time.monotonic() + 20
             while not _answers(sock):

@@ -102,15 +102,38 @@ class Runtime:
             probe.close()
 
     def node_pids(self) -> list[int]:
-        """Processes started by this runtime (node hosts and compilers), remembered for the leak check."""
+        """Node hosts and compiles started by this runtime; they and its warm interpreters
+        (tatolab._host.warm, one per project .venv) are remembered for the leak check."""
         if self.process is None or self.process.poll() is not None:
             return []
         try:
             children = psutil.Process(self.process.pid).children(recursive=True)
         except psutil.NoSuchProcess:
             return []
-        self.seen_pids.update(child.pid for child in children)
-        return [child.pid for child in children if not _is_guard(child)]
+        pids = []
+        for child in children:
+            self.seen_pids.add(child.pid)
+            try:
+                if _is_guard(child) or "tatolab._host.warm" in child.cmdline():
+                    continue
+            except psutil.Error:
+                continue
+            pids.append(child.pid)
+        return pids
+
+    def warm_pids(self) -> list[int]:
+        """This runtime's warm interpreters."""
+        if self.process is None or self.process.poll() is not None:
+            return []
+        pids = []
+        for child in psutil.Process(self.process.pid).children(recursive=True):
+            try:
+                if "tatolab._host.warm" in child.cmdline() and not _is_guard(child):
+                    pids.append(child.pid)
+            except psutil.Error:
+                pass
+        self.seen_pids.update(pids)
+        return pids
 
     def stop(self, sig: int = signal.SIGTERM) -> str:
         self.node_pids()
@@ -135,7 +158,8 @@ class Runtime:
             except psutil.NoSuchProcess:
                 return False
 
-        return [pid for pid in self.seen_pids if alive(pid)]
+        warm = set(self.warm_pids())  # a running runtime keeps these; once it stopped, none may be left
+        return [pid for pid in self.seen_pids if pid not in warm and alive(pid)]
 
     def cli(self, *args: str, cwd: Path | None = None, timeout: float = 60, check: bool = False,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -1,6 +1,7 @@
 """Node modules the integration tests put into their projects."""
 
 COUNTER = """
+import os
 from dataclasses import dataclass
 from tatolab.stream import node
 
@@ -9,6 +10,7 @@ from tatolab.stream import node
 class CounterConfig:
     interval_ms: int = 10
     limit: int = -1
+    stop_file: str = ""  # once this file exists, the counter writes no more
 
 
 @node(execution="continuous", interval_ms=5)
@@ -18,10 +20,13 @@ class Counter:
 
     def __init__(self, config: CounterConfig) -> None:
         self.limit = config.limit
+        self.stop_file = config.stop_file
         self.n = 0
 
     def process(self, ctx) -> None:
         if self.limit >= 0 and self.n >= self.limit:
+            return
+        if self.stop_file and os.path.exists(self.stop_file):
             return
         ctx.outputs.write("counts", {"n": self.n, "pid": __import__("os").getpid(), "sent_ns": ctx.time})
         self.n += 1

@@ -24,7 +24,9 @@ import psutil
 import pytest
 
 # What a tatolabd needs, imported before the drop; the rest of the standard library may be out of reach.
-RUNTIME_MODULES = ("tatolab._runtime.daemon", "tatolab._runtime.entry", "asyncio.unix_events", "encodings.idna")
+# (hashlib: paths.py imports it only when asked for a digest, so that the CLI starts quicker)
+RUNTIME_MODULES = ("tatolab._runtime.daemon", "tatolab._runtime.entry", "asyncio.unix_events", "encodings.idna",
+                   "hashlib")
 
 
 @dataclass

@@ -39,3 +39,12 @@ def test_malformed_requests_get_errors_and_the_runtime_keeps_serving(runtime):
         sock.connect(str(runtime.socket))
         sock.sendall(b'{"op": "str')
     assert runtime.cli("streams").returncode == 0
+
+
+def test_an_overlong_or_overnested_request_is_refused_and_the_connection_keeps_serving(runtime):
+    too_long = b'{"op": "ping", "pad": "' + b"x" * (17 * 1024 * 1024) + b'"}\n'
+    answers = _talk(runtime, too_long + b"[" * 100_000 + b"\n" + b'{"op": "ping"}\n')
+    assert [a["ok"] for a in answers] == [False, False, True]
+    assert "a request longer than 16 MiB was refused" in answers[0]["error"]
+    assert answers[1]["error"] == "not a request: JSON nested too deeply to read"
+    assert answers[2]["result"] == {"pong": True}

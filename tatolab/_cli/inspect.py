@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
 from tatolab import _records
+from tatolab._records import KEPT_FILES
 from tatolab._cli.client import Client
 from tatolab._cli.output import fail
-from tatolab._runtime.logs import KEPT_FILES
 from tatolab._words import counted
 
 FOLLOW_POLL_S = 0.1  # -f looks for new lines this often: a record shows well within a second

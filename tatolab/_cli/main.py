@@ -1,22 +1,34 @@
-"""``tatolab``: the command line. Every command talks to the runtime; none runs a stream itself."""
+"""``tatolab``: the command line. Every command talks to the runtime; none runs a stream itself.
+
+A command imports only the module that defines it: `tatolab streams` never loads asyncio,
+the wheel packer or systemd's helpers. Help and unknown commands load them all.
+"""
 
 from __future__ import annotations
 
 import argparse
-import ast
-import difflib
+import importlib
 import os
 import re
 import sys
 from typing import Iterator, NoReturn, Sequence
 
 from tatolab import __version__
-from tatolab._cli import dev, exchange, expose, kept, new, sdk, service, streams
-from tatolab._cli import inspect as inspect_commands
 from tatolab._cli.client import NoRuntime, RequestFailed
 from tatolab._cli.output import fail
 
-COMMAND_MODULES = [streams, dev, new, sdk, inspect_commands, exchange, kept, expose, service]
+# module (under tatolab._cli) -> the commands it registers, in the order help lists them
+COMMAND_MODULES = {
+    "streams": ("run", "streams", "stop"),
+    "dev": ("dev",),
+    "new": ("new",),
+    "sdk": ("sdk",),
+    "inspect": ("graph", "tap", "logs"),
+    "exchange": ("exchange",),
+    "kept": ("start", "rm"),
+    "expose": ("expose",),
+    "service": ("service",),
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -25,6 +37,9 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         wrong = re.search(r"invalid choice: ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", message)
         if wrong:
+            import ast
+            import difflib
+
             typed = ast.literal_eval(wrong.group(1))
             choices = [name for action in self._actions if isinstance(action, argparse._SubParsersAction)
                        for name in action.choices]
@@ -42,12 +57,22 @@ def _subcommand_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.Ar
                 yield from _subcommand_parsers(sub)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _modules_for(argv: Sequence[str]) -> list[str]:
+    """The one module defining the command in ``argv``, or all of them (help, a typo, no command)."""
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    for module, commands in COMMAND_MODULES.items():
+        if command in commands:
+            return [module]
+    return list(COMMAND_MODULES)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for ``argv`` (only its command's module imported), or for every command."""
     parser = _Parser(prog="tatolab", description="Run live streams on this machine.")
     parser.add_argument("--version", action="version", version=f"tatolab {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in COMMAND_MODULES:
-        module.register(commands)
+    for module in _modules_for(argv) if argv is not None else COMMAND_MODULES:
+        importlib.import_module(f"tatolab._cli.{module}").register(commands)
     for sub in _subcommand_parsers(parser):
         # the innermost command's default wins, so an unknown argument is reported with its usage
         sub.set_defaults(usage_parser=sub)
@@ -55,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         getattr(args, "usage_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import sys
 from typing import Any
 
 from tatolab import _records
 from tatolab._cli.client import Client
-from tatolab._cli.inspect import trouble_lines
 from tatolab._cli.output import fail
 from tatolab._cli.project import project_problem
 from tatolab._words import counted
@@ -42,6 +42,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.detach:
         result = client.request("load", mode="kept", **load)
         print(f"{result['name']} kept (project {result['project']})")
+        started = start_line(result)
+        if started:  # beside the documented line, not in it: stdout stays exactly what the docs show
+            print(started, file=sys.stderr)
         return 0
 
     def hang_up(*_: Any) -> None:
@@ -67,8 +70,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         client.close()  # hanging up is what unloads an attached stream
 
 
+def start_line(result: dict[str, Any]) -> str | None:
+    """How long the start took: until each node's first process() call (from `run -d`'s answer)."""
+    if "ready" not in result:
+        return None  # an older runtime
+    nodes = result["nodes"]
+    took = f" in {result['start_ms'] / 1000:.2f} s" if result.get("start_ms") is not None else ""
+    if not result["not_ready"]:
+        return f"{nodes} {'node' if nodes == 1 else 'nodes'} running{took}"
+    return (f"{result['ready']} of {nodes} nodes running{took}; not called yet (no input, or still starting): "
+            f"{', '.join(result['not_ready'])}; `tatolab logs --stream {result['name']}` says more")
+
+
 def cmd_streams(args: argparse.Namespace) -> int:
-    rows = Client().request("streams")
+    client = Client()
+    rows = client.request("streams")
     print(format_streams_table(rows))
     failed = [row for row in rows if row["state"] == "failed"]
     if failed:
@@ -76,8 +92,11 @@ def cmd_streams(args: argparse.Namespace) -> int:
         for row in failed:
             hint = row.get("hint") or f"`tatolab rm {row['name']}` forgets it."
             print(f"{row['name']} failed: {row.get('reason', 'unknown')}. {hint}")
-    troubled = Client().request("troubled_nodes")
+    troubled = client.request("troubled_nodes")
+    client.close()
     if troubled:
+        from tatolab._cli.inspect import trouble_lines
+
         print()
         for line in trouble_lines(troubled):
             print(line)

@@ -25,6 +25,7 @@ import traceback
 from typing import Any
 
 from tatolab import _records
+from tatolab._host.imports import ImportReporter
 from tatolab._host.orphans import die_with_parent, guard_group
 
 EXIT_CRASHED = 1
@@ -40,7 +41,11 @@ class _RecordSink:
 
     def emit(self, level: str, message: str, fields: dict[str, Any] | None = None) -> None:
         record = _records.make_record(message, level=level, stream=self.stream, node=self.node, fields=fields)
-        line = _records.dumps(record) + "\n"
+        self.send(record)
+
+    def send(self, message: dict[str, Any]) -> None:
+        """A record, or a message for the runtime alone (``{"imports": ...}``: see imports.py)."""
+        line = _records.dumps(message) + "\n"
         with self._lock:
             try:
                 self._file.write(line)
@@ -177,6 +182,8 @@ def main() -> None:
     if log_fd:
         sys.stdout = _LineWriter(sink, sys.stdout, "info", "stdout")
         sys.stderr = _LineWriter(sink, sys.stderr, "warning", "stderr")
+    imports = ImportReporter(sink.send)
+    imports.install()
     if not spec.get("builtin"):  # a built-in runs the runtime's code: nothing of the project's shadows it
         import_from(spec["project"], spec.get("sources"))
     os.chdir(spec["project"])
@@ -186,6 +193,7 @@ def main() -> None:
 
         node_class = _import_node_class(spec["class"])
         runner = NodeRunner(spec, node_class, sink)
+        imports.flush()
     except Exception as exc:
         _drain_output()
         sink.emit(

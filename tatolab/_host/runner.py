@@ -143,6 +143,7 @@ class NodeRunner:
             if self.execution == "continuous":
                 self._run_continuous(control)
             elif self.execution == "manual":
+                self.status.ready()
                 while not control.stopping.wait(IDLE_WAKE_S):
                     self._drain_control(control)
                     self._relax_outputs()

@@ -6,7 +6,9 @@ Reading it needs nothing from the node process, so a node stuck in a C call that
 the GIL is still seen as stuck.
 
 Layout (u64, little-endian): 0 busy_since_ns (monotonic ns when the running
-``process()`` call began, 0 when idle), 1 calls completed, 2 pid of the writer.
+``process()`` call began, 0 when idle), 1 calls completed, 2 pid of the writer, 3 when the
+process became ready (monotonic ns of its first ``process()`` call, or of a manual node's
+start; 0 until then): the runtime's measure of how long a stream took to start.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 from tatolab._safe_fs import create_private_file, open_own_file
 
 STATUS_BYTES = 64
-_BUSY, _CALLS, _PID = range(3)
+_BUSY, _CALLS, _PID, _READY = range(4)
 
 
 def create(path: str) -> None:
@@ -49,10 +51,22 @@ class NodeStatus:
     def attach(self) -> None:
         """A node host starting: whatever a killed predecessor left is cleared."""
         self._q[_BUSY] = 0
+        self._q[_READY] = 0
         self._q[_PID] = os.getpid()
 
     def begin(self) -> None:
-        self._q[_BUSY] = time.monotonic_ns()
+        q = self._q
+        q[_BUSY] = now = time.monotonic_ns()
+        if not q[_READY]:
+            q[_READY] = now
+
+    def ready(self) -> None:
+        """A node the runtime never calls (manual) is ready once it runs."""
+        if not self._q[_READY]:
+            self._q[_READY] = time.monotonic_ns()
+
+    def ready_ns(self) -> int:
+        return self._q[_READY]
 
     def end(self) -> None:
         q = self._q
@@ -83,6 +97,8 @@ class NoStatus:
     def attach(self) -> None: ...
 
     def begin(self) -> None: ...
+
+    def ready(self) -> None: ...
 
     def end(self) -> None: ...
 

@@ -9,8 +9,9 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from tatolab._host.orphans import die_with_parent
 from tatolab._runtime.environment import stream_env
+from tatolab._runtime.starter import ProcessStarter
+from tatolab._runtime.starter import shared as shared_starter
 
 COMPILE_TIMEOUT_S = 60
 
@@ -34,26 +35,20 @@ async def compile_stream(
     file: str | None = None,
     name: str | None = None,
     env: Mapping[str, str] | None = None,
+    starter: ProcessStarter | None = None,
 ) -> dict[str, Any]:
     """The graph the project's stream function builds, run with ``env`` (the loading command's)."""
     python = project_python(project)
     # "--opt=value": a value starting with "-" (`--name=-x`) is never read as an option
-    args = [str(python), "-m", "tatolab._compile", f"--dir={project}"]
+    args = [f"--dir={project}"]
     if target:
         args.append(f"--target={target}")
     if file:
         args.append(f"--file={file}")
     if name:
         args.append(f"--name={name}")
-    process = await asyncio.create_subprocess_exec(
-        *args,
-        cwd=project,
-        env=stream_env(env),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        preexec_fn=die_with_parent,
-    )
+    process = await (starter or shared_starter()).start(python, "tatolab._compile", args, cwd=project, env=stream_env(env),
+                                           stdin=False)
     try:
         out, err = await asyncio.wait_for(process.communicate(), COMPILE_TIMEOUT_S)
     except asyncio.TimeoutError:

@@ -14,6 +14,8 @@ from tatolab._runtime.kept import KeptStreams
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.records import DamagedRecord
 from tatolab._runtime.snapshots import SnapshotError
+from tatolab._runtime.starter import ProcessStarter
+from tatolab._runtime.starter import shared as shared_starter
 from tatolab._runtime.streams import LoadedStream
 from tatolab._runtime.wiring import release_remote, rewire
 
@@ -42,8 +44,9 @@ def request_env(value: Any) -> dict[str, str] | None:
 
 
 class Runtime:
-    def __init__(self, kept: KeptStreams | None = None) -> None:
+    def __init__(self, kept: KeptStreams | None = None, starter: ProcessStarter | None = None) -> None:
         self.streams: dict[str, LoadedStream] = {}
+        self.starter = starter or shared_starter()  # starts every node and compile process
         self.kept = kept if kept is not None else KeptStreams(paths.state_dir())
         self._load_lock = asyncio.Lock()
         self._unloading: set[asyncio.Task] = set()
@@ -62,7 +65,8 @@ class Runtime:
         """Compile and start a stream; ``env`` is the loading command's environment (environment.py)."""
         project_dir, python = open_project(project)
         try:
-            graph = await compile_stream(project_dir, target=target, file=file, name=name, env=env)
+            graph = await compile_stream(project_dir, target=target, file=file, name=name, env=env,
+                                         starter=self.starter)
         except CompileError as exc:
             raise ControlError(str(exc)) from None
         async with self._load_lock:
@@ -173,9 +177,22 @@ class Runtime:
 
         return await asyncio.shield(asyncio.ensure_future(swap()))
 
+    async def restart_nodes(self, stream: LoadedStream, graph: dict[str, Any], names: list[str]) -> None:
+        """A new version of ``stream`` in place (same shape), restarting only ``names``."""
+        async def swap() -> None:
+            async with self._load_lock:
+                if self.closing:
+                    raise ControlError("the runtime is stopping")
+                if self.streams.get(stream.name) is not stream:
+                    raise ControlError(f"{stream.name} was stopped meanwhile ({stream.end_reason or 'unloaded'})")
+                await stream.restart_nodes(graph, names)
+
+        await asyncio.shield(asyncio.ensure_future(swap()))
+
     def start_stream(self, stream: LoadedStream, python: Path) -> None:
         """Start ``stream`` under its name; links between streams wire themselves at once."""
         self.streams[stream.name] = stream
+        stream.starter = self.starter
         try:
             stream.start(python)
         # shared memory full, or a graph it cannot wire: raised before any node starts, nothing half-started stays
@@ -249,3 +266,4 @@ class Runtime:
             *self._unloading,
             return_exceptions=True,
         )
+        await self.starter.close()  # the warm interpreters, once no node of theirs is left

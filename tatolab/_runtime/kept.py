@@ -12,13 +12,14 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from tatolab._host.orphans import die_with_parent
 from tatolab._runtime.surfaces import is_builtin
 from tatolab._runtime import snapshots
 from tatolab._runtime.environment import stream_env
 from tatolab._runtime.crashes import Lifecycle, RunState, start_run
 from tatolab._runtime import unwritten
 from tatolab._runtime.records import DamagedRecord, KeptRecord, RecordStore, write_json_atomically
+from tatolab._runtime.starter import ProcessStarter
+from tatolab._runtime.starter import shared as shared_starter
 from tatolab._runtime.streams import LoadedStream
 from tatolab._sdk.naming import as_argument
 from tatolab._words import counted
@@ -221,7 +222,7 @@ def _strip(reason: str) -> str:
     return reason.strip().rstrip(".")
 
 
-async def preflight(record: KeptRecord) -> str | None:
+async def preflight(record: KeptRecord, starter: ProcessStarter | None = None) -> str | None:
     """Why ``record`` cannot load from its recorded graph, or None: the project and its
     interpreter must exist, and the node host and every node class must import there."""
     project = Path(record.project)
@@ -238,11 +239,8 @@ async def preflight(record: KeptRecord) -> str | None:
     classes = {node["name"]: node["class"] for node in record.graph["nodes"]
                if node.get("class") and not is_builtin(node)}
     try:
-        process = await asyncio.create_subprocess_exec(
-            str(python), "-c", _CHECK_SCRIPT, cwd=project, env=stream_env(record.env),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            preexec_fn=die_with_parent,
-        )
+        process = await (starter or shared_starter()).start(python, "-c", [_CHECK_SCRIPT], cwd=project,
+                                                           env=stream_env(record.env))
     except OSError as exc:
         return f"its interpreter {python} cannot start: {exc.strerror}"
     request = json.dumps({"project": str(project), "sources": record.sources, "classes": classes}) + "\n"
@@ -278,7 +276,7 @@ async def start_kept(runtime: "Runtime", name: str, record: KeptRecord) -> Loade
         return runtime.streams[name]
     kept.loading(name)
     try:
-        problem = await preflight(record)
+        problem = await preflight(record, runtime.starter)
         async with runtime._load_lock:
             if runtime.closing:
                 return None

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from tatolab import _records
+from tatolab._records import KEPT_FILES
 from tatolab._runtime import unwritten
 from tatolab._runtime.feed import WAITING_LIMIT, Feed
 from tatolab._safe_fs import UnsafePath, open_own_file
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
-KEPT_FILES = 3  # the live file plus two rotated ones: a chatty node cannot fill the disk
 EARLY_RECORDS = 200  # said before an attached terminal watches; replayed to it
 MAX_BYTES_ENV = "TATOLAB_LOG_MAX_BYTES"  # overrides MAX_FILE_BYTES (tests use a small limit)
 _MIN_FILE_BYTES = 4096

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -40,6 +39,8 @@ def machine_lock_name() -> str:
         return MACHINE_LOCK_NAME
     name = f"{MACHINE_LOCK_NAME}:{override}"
     if len(name.encode()) > 100:  # an abstract name holds at most 107 bytes
+        import hashlib  # here, not at the top: `tatolab streams` never needs it
+
         name = f"{MACHINE_LOCK_NAME}:{hashlib.sha1(override.encode()).hexdigest()}"
     return name
 
@@ -56,6 +57,8 @@ def shm_namespace() -> str:
     It depends on the state folder, so isolated runtimes (tests, side by side)
     never reap each other's files.
     """
+    import hashlib
+
     digest = hashlib.sha1(str(state_dir().resolve()).encode()).hexdigest()[:10]
     return str(shm_dir() / f"tatolab-{digest}")
 

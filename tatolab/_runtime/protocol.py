@@ -27,6 +27,8 @@ def decode(line: bytes) -> dict[str, Any]:
         message = json.loads(line)
     except ValueError as exc:
         raise ProtocolError(f"not a JSON object: {exc}") from None
+    except RecursionError:
+        raise ProtocolError("not a request: JSON nested too deeply to read") from None
     if not isinstance(message, dict):
         raise ProtocolError("a request must be a JSON object like {\"op\": \"streams\", \"args\": {}}")
     return message

@@ -83,12 +83,17 @@ class ControlServer:
         try:
             while True:
                 try:
-                    line = await asyncio.wait_for(reader.readline(), self.idle_s)
+                    line = await asyncio.wait_for(_read_line(reader), self.idle_s)
                 except asyncio.TimeoutError:
                     writer.write(protocol.encode({"ok": False, "error": f"no request within {self.idle_s:g} s; closing"}))
                     break
-                except (ValueError, ConnectionError):
+                except ConnectionError:
                     break
+                if line is TOO_LONG:
+                    await _send(writer, {"ok": False, "error": (
+                        f"a request longer than {protocol.MAX_LINE // 2**20} MiB was refused; "
+                        "send each request as one JSON line under that size")})
+                    continue
                 if not line:
                     break
                 if not line.strip():
@@ -157,6 +162,31 @@ class ControlServer:
                 except (asyncio.CancelledError, ConnectionError):
                     pass
             await events.aclose()
+
+
+TOO_LONG = b"<too long>"
+
+
+async def _read_line(reader: asyncio.StreamReader) -> bytes:
+    """The next request line; ``TOO_LONG`` (its bytes skipped) for one over the reader's limit."""
+    try:
+        return await reader.readuntil(b"\n")
+    except asyncio.IncompleteReadError as exc:
+        return exc.partial  # the last line, unterminated, or b"" at the end
+    except asyncio.LimitOverrunError as exc:
+        consumed = exc.consumed
+    while True:  # discard the rest of the long line, keeping whatever follows it
+        try:
+            await reader.readexactly(consumed)
+        except asyncio.IncompleteReadError:
+            return b""
+        try:
+            await reader.readuntil(b"\n")
+            return TOO_LONG
+        except asyncio.IncompleteReadError:
+            return TOO_LONG
+        except asyncio.LimitOverrunError as exc:
+            consumed = exc.consumed
 
 
 async def _send(writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:

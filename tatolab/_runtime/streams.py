@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,13 @@ from tatolab._runtime import paths
 from tatolab._runtime.exposure import exposure_levels, set_level
 from tatolab._runtime.feed import Feed
 from tatolab._runtime.logs import StreamLog
+from tatolab._runtime.starter import ProcessStarter
 from tatolab._runtime.supervisor import NodeProcess
 from tatolab._runtime import surfaces
 from tatolab._runtime.surfaces import is_builtin, python_for
 
 _instance_ids = itertools.count(1)
+READY_POLL_S = 0.01
 
 
 def link_key(link: dict[str, Any]) -> str:
@@ -76,6 +79,8 @@ class LoadedStream:
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     end_reason: str = ""
     ended_by_runtime: bool = False
+    started_ns: int = 0
+    starter: ProcessStarter | None = None  # how its node processes start (None: the runtime's shared one)
 
     @property
     def shm_prefix(self) -> str:
@@ -90,6 +95,8 @@ class LoadedStream:
         return f"{self.shm_prefix}{node}#status"
 
     def start(self, python: Path) -> None:
+        """Make every ring, then start every node at once (their processes start side by side)."""
+        self.started_ns = time.monotonic_ns()
         self.log = self.log or StreamLog(self.name, self.project)
         specs: dict[str, dict[str, Any]] = {}
         for node in self.graph["nodes"]:
@@ -136,9 +143,42 @@ class LoadedStream:
         surfaces.acquire()  # after everything that can fail: stop() gives it back
         for name, spec in specs.items():
             process = NodeProcess(stream=self.name, spec=spec, python=python_for(spec, python),
-                                  project=self.project, log=self.log, env=self.env)
+                                  project=self.project, log=self.log, env=self.env, starter=self.starter)
             self.nodes[name] = process
             process.start()
+
+    async def restart_nodes(self, graph: dict[str, Any], names: list[str]) -> None:
+        """Take ``graph`` (of the same shape: reload.same_shape) as this stream's, restarting only
+        the nodes ``names`` from the code on disk now; the others, and every ring, stay as they are.
+        Each named node's process ends before its successor starts."""
+        entries = {node["name"]: node for node in graph["nodes"]}
+        old = [self.nodes[name] for name in names]
+        await asyncio.gather(*(node.stop() for node in old))
+        self.graph = graph
+        for previous in old:
+            entry = entries[previous.name]
+            spec = dict(previous.spec, config=entry.get("config") or {}, watchdog_ms=entry.get("watchdog_ms"),
+                        memory_limit_mb=entry.get("memory_limit_mb"))
+            process = NodeProcess(stream=self.name, spec=spec, python=previous.python, project=self.project,
+                                  log=self.log, env=self.env, starter=self.starter)
+            self.nodes[previous.name] = process
+            process.start()
+
+    async def wait_ready(self, timeout: float, since_ns: int | None = None) -> dict[str, Any]:
+        """Wait until every node made its first ``process()`` call (a manual node: runs), the
+        stream ended, or ``timeout``; says how long the start took (from ``since_ns``, else from
+        the start of its nodes: compiling came before) and which nodes are not ready."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ready = {name: node.ready_ns() for name, node in self.nodes.items()}
+            waiting = sorted(name for name, ns in ready.items() if not ns)
+            if not waiting or self.ended.is_set() or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(READY_POLL_S)
+        last = max((ns for ns in ready.values() if ns), default=0)
+        began = since_ns if since_ns is not None else self.started_ns
+        return {"start_ms": round((last - began) / 1e6, 1) if last else None,
+                "ready": len(ready) - len(waiting), "not_ready": waiting}
 
     # -- as the source of other streams' remote links (see wiring.py) ----------------------
 

@@ -13,14 +13,13 @@ from typing import Any
 import psutil
 
 from tatolab import _records
-from tatolab._host.orphans import die_with_parent
 from tatolab._host.status import NodeStatus
 from tatolab._runtime import groups, health
 from tatolab._runtime.environment import stream_env
 from tatolab._runtime.logs import StreamLog
+from tatolab._runtime.starter import ProcessStarter, Started
+from tatolab._runtime.starter import shared as shared_starter
 
-FIRST_BACKOFF_S = 0.2
-MAX_BACKOFF_S = 5.0
 STABLE_AFTER_S = 10.0  # a node that ran this long starts its backoff afresh
 STOP_GRACE_S = 3.0
 PUMP_DRAIN_S = 1.0
@@ -28,36 +27,9 @@ LINE_LIMIT = 1024 * 1024
 STACK_DUMP_WAIT_S = 0.3  # a hung node gets this long to dump its stacks (SIGUSR1) before SIGKILL
 
 
-class _ExitWatch(asyncio.subprocess.SubprocessStreamProtocol):
-    """The node's pipes, plus a future set the moment the process is reaped.
-
-    ``Process.wait()`` also waits for the pipes to close, and a helper the node started holds
-    them open after the node died: the supervisor goes by the exit alone.
-    """
-
-    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(limit=limit, loop=loop)
-        self.exited: asyncio.Future[None] = loop.create_future()
-        self.pipes: asyncio.BaseTransport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)
-        self.pipes = transport
-
-    def process_exited(self) -> None:
-        super().process_exited()
-        if not self.exited.done():
-            self.exited.set_result(None)
-
-
-async def _spawn(*args: str, limit: int, **kwds: Any) -> tuple[asyncio.subprocess.Process, _ExitWatch]:
-    loop = asyncio.get_running_loop()
-    transport, protocol = await loop.subprocess_exec(lambda: _ExitWatch(limit, loop), *args, **kwds)
-    return asyncio.subprocess.Process(transport, protocol, loop), protocol
-
-
-async def _exit_code(process: asyncio.subprocess.Process, watch: _ExitWatch) -> int:
-    await asyncio.shield(watch.exited)
+async def _exit_code(process: Started) -> int:
+    """The process's exit, by its end alone: a helper the node started may still hold its pipes."""
+    await asyncio.shield(process.exited)
     assert process.returncode is not None
     return process.returncode
 
@@ -73,8 +45,9 @@ def describe_exit(code: int) -> str:
 
 class NodeProcess:
     def __init__(self, *, stream: str, spec: dict[str, Any], python: Path, project: Path, log: StreamLog,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, starter: ProcessStarter | None = None) -> None:
         self.stream = stream
+        self.starter = starter or shared_starter()
         self.env = env  # the loading command's environment (None: the runtime's own)
         self.name = spec["node"]
         self.spec = spec
@@ -84,8 +57,7 @@ class NodeProcess:
         self.state = "starting"
         self.restarts = 0
         self.last_error: str | None = None
-        self.process: asyncio.subprocess.Process | None = None
-        self._exit_watch: _ExitWatch | None = None
+        self.process: Started | None = None
         self._stopping = False
         self._task: asyncio.Task | None = None
         self._spawning: asyncio.Future | None = None
@@ -98,6 +70,7 @@ class NodeProcess:
         self.memory_restarts = 0
         self.crash_streak = 0
         self._kill_reason: str | None = None
+        self.imports: set[str] | None = None  # what the running process imported (None: not told yet)
         self._ps: psutil.Process | None = None  # kept between calls so cpu_percent measures an interval
 
     @property
@@ -116,6 +89,12 @@ class NodeProcess:
                 return {"cpu_percent": self._ps.cpu_percent(None), "memory_bytes": self._ps.memory_info().rss}
         except psutil.Error:
             return {"cpu_percent": None, "memory_bytes": None}
+
+    def ready_ns(self) -> int:
+        """When this node's process made its first ``process()`` call (0: not yet)."""
+        if self.status is None or self.pid is None:
+            return 0
+        return self.status.ready_ns()
 
     def busy_ms(self) -> float | None:
         """How long the running process() call has lasted, read live; None when idle."""
@@ -138,23 +117,23 @@ class NodeProcess:
         self._stopping = True
         if self._spawning is not None:
             try:
-                self.process, self._exit_watch = await self._spawning
+                self.process = await self._spawning
             except OSError:
                 pass
-        process, exit_watch = self.process, self._exit_watch
-        if process is not None and exit_watch is not None and process.returncode is None:
+        process = self.process
+        if process is not None and process.returncode is None:
             try:
                 process.stdin.write(b'{"op":"stop"}\n')  # type: ignore[union-attr]
                 process.stdin.close()  # type: ignore[union-attr]
             except (BrokenPipeError, ConnectionResetError, AttributeError):
                 pass
             try:
-                await asyncio.wait_for(_exit_code(process, exit_watch), STOP_GRACE_S)
+                await asyncio.wait_for(_exit_code(process), STOP_GRACE_S)
             except asyncio.TimeoutError:
                 self.log.say(f"node {self.name} did not stop within {STOP_GRACE_S:g} s; killing it",
                              level="warning", node=self.name)
                 process.kill()
-                await _exit_code(process, exit_watch)
+                await _exit_code(process)
         if process is not None:
             groups.kill_group(process.pid)  # whatever the node started ends with it
         task = self._task
@@ -172,7 +151,6 @@ class NodeProcess:
             self.status = None
 
     async def _supervise(self) -> None:
-        backoff = FIRST_BACKOFF_S
         while not self._stopping:
             started = time.monotonic()
             code = await self._run_once()
@@ -190,16 +168,17 @@ class NodeProcess:
                 if code < 0 or not self.last_error:
                     self.last_error = f"node process {how}"
             if time.monotonic() - started > STABLE_AFTER_S:
-                backoff = FIRST_BACKOFF_S
                 self.crash_streak = 0
             self.crash_streak += 1
             self.state = health.state_after_exit(self.crash_streak)
+            delay = health.restart_delay_s(self.crash_streak)
+            when = f"in {delay:.1f} s" if delay else "now"
             self.log.say(
-                f"node {self.name} of stream {self.stream} {how}; restarting it in {backoff:.1f} s",
+                f"node {self.name} of stream {self.stream} {how}; restarting it {when}",
                 level="error", node=self.name, restarts=self.restarts + 1,
             )
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, MAX_BACKOFF_S)
+            if delay:
+                await asyncio.sleep(delay)
             self.restarts += 1
         self.state = "stopped"
 
@@ -209,25 +188,18 @@ class NodeProcess:
         except OSError as exc:  # no descriptor left: counted as a failed start, retried after the backoff
             self.last_error = f"could not start node {self.name}: {exc.strerror or exc}"
             return 127
+        self.imports = None
         env = stream_env(self.env)
-        env["TATOLAB_LOG_FD"] = str(write_fd)
-        env["TATOLAB_PARENT_PID"] = str(os.getpid())
         self.state = "starting"
         # Spawning is shielded: a stop() arriving meanwhile waits for the process and ends it,
         # rather than cancelling the spawn half-way and leaving a node nobody tracks.
-        # A session of its own: the node leads a process group that ends with it (groups.py).
-        self._spawning = asyncio.ensure_future(_spawn(
-            str(self.python), "-m", "tatolab._host", f"{self.stream}/{self.name}",
-            cwd=self.project, env=env, pass_fds=(write_fd,),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            preexec_fn=die_with_parent,
-            start_new_session=True,
-            limit=LINE_LIMIT,
+        # A session of its own (the starter sees to it): the node leads a process group that ends with it.
+        self._spawning = asyncio.ensure_future(self.starter.start(
+            self.python, "tatolab._host", [f"{self.stream}/{self.name}"],
+            cwd=self.project, env=env, log_fd=write_fd, limit=LINE_LIMIT,
         ))
         try:
-            self.process, self._exit_watch = await asyncio.shield(self._spawning)
+            self.process = await asyncio.shield(self._spawning)
         except OSError as exc:
             os.close(read_fd)
             self.last_error = f"could not start {self.python}: {exc}"
@@ -235,8 +207,7 @@ class NodeProcess:
         finally:
             os.close(write_fd)
             self._spawning = None
-        process, exit_watch = self.process, self._exit_watch
-        assert exit_watch is not None
+        process = self.process
         groups.remember(process.pid)
         try:
             process.stdin.write((json.dumps(self.spec) + "\n").encode())  # type: ignore[union-attr]
@@ -247,7 +218,7 @@ class NodeProcess:
         out = asyncio.create_task(self._pump_lines(process.stdout, "info", "stdout"))
         err = asyncio.create_task(self._pump_lines(process.stderr, "warning", "stderr"))
         watch = asyncio.create_task(self._watch(process))
-        code = await _exit_code(process, exit_watch)
+        code = await _exit_code(process)
         watch.cancel()
         groups.kill_group(process.pid)  # a helper it started must not hold its pipes (or live on)
         groups.forget(process.pid)
@@ -257,13 +228,12 @@ class NodeProcess:
         for task in late:
             task.cancel()
         await asyncio.gather(*pumps, watch, return_exceptions=True)
-        if exit_watch.pipes is not None:
-            exit_watch.pipes.close()  # its pipes, even where an escaped descendant still holds the other end
+        process.close_pipes()  # its pipes, even where an escaped descendant still holds the other end
         if self.status is not None:
             self.status.reset()  # a killed node died inside process(); its successor starts idle
         return code
 
-    async def _watch(self, process: asyncio.subprocess.Process) -> None:
+    async def _watch(self, process: Started) -> None:
         """Restart the node when its process() call outlasts the watchdog or it outgrows its memory limit."""
         while process.returncode is None and not self._stopping:
             await asyncio.sleep(health.POLL_S)
@@ -293,7 +263,7 @@ class NodeProcess:
             if reason.startswith("hung"):
                 try:
                     process.send_signal(signal.SIGUSR1)  # its stacks go to stderr, so to the log
-                    await asyncio.wait_for(asyncio.shield(self._exit_watch.exited), STACK_DUMP_WAIT_S)  # type: ignore[union-attr]
+                    await asyncio.wait_for(asyncio.shield(process.exited), STACK_DUMP_WAIT_S)
                 except (ProcessLookupError, asyncio.TimeoutError):
                     pass
             if process.returncode is None:
@@ -312,11 +282,23 @@ class NodeProcess:
                     record = json.loads(line)
                 except ValueError:
                     continue
+                if "imports" in record:  # for dev's partial reload, not for the log
+                    self._imported(record)
+                    continue
                 if record.get("level") in ("error", "critical"):
                     self.last_error = record.get("message")
                 self.log.emit(record)
         finally:
             transport.close()
+
+    def _imported(self, message: dict[str, Any]) -> None:
+        names = message.get("imports")
+        if not isinstance(names, list):
+            return
+        if message.get("all"):
+            self.imports = set(names)
+        elif self.imports is not None:
+            self.imports.update(names)
 
     async def _pump_lines(self, stream: asyncio.StreamReader | None, level: str, source: str) -> None:
         if stream is None:

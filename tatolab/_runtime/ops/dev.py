@@ -26,6 +26,7 @@ from tatolab._runtime.compiler import CompileError, compile_stream
 from tatolab._runtime.control import ControlError, Runtime, open_project, request_env
 from tatolab._runtime.feed import Feed
 from tatolab._runtime.ops import op
+from tatolab._runtime.reload import nodes_to_restart, same_shape
 from tatolab._runtime.streams import LoadedStream
 from tatolab._runtime.watch import QUIET_MS, project_changes
 
@@ -64,6 +65,7 @@ class DevSession:
         # log events may be dropped for a slow terminal (counted, and said); dev's own never are
         self.out = Feed(self._gap, droppable=lambda event: event.get("event") == "log")
         self.changed: list[str] = []
+        self.unapplied: list[str] = []  # saved since the running version loaded (a failed compile applies none)
         self.change_ns = 0
         self.wake = asyncio.Event()
         self.stop_watching = threading.Event()
@@ -123,35 +125,52 @@ class DevSession:
             self.wake.set()
 
     async def _reload_loop(self) -> None:
-        # Saves that arrive while a reload is under way gather into the next one.
-        while True:
-            await self.wake.wait()
-            while True:  # the burst is over once no batch came for QUIET_MS
+        # Saves that arrive while a reload is under way gather into the next one. The compile
+        # starts with the first save of a burst and starts again after each later one, so it
+        # runs during the quiet wait instead of after it (a stream function only builds a graph).
+        compiling: asyncio.Future | None = None
+        try:
+            while True:
+                await self.wake.wait()
+                while True:  # the burst is over once no batch came for QUIET_MS
+                    self.wake.clear()
+                    await _cancelled(compiling)
+                    compiling = asyncio.ensure_future(self._compile())
+                    try:
+                        await asyncio.wait_for(self.wake.wait(), QUIET_MS / 1000)
+                    except asyncio.TimeoutError:
+                        break
                 self.wake.clear()
+                files, self.changed = self.changed, []
+                self.unapplied.extend(f for f in files if f not in self.unapplied)
+                detected_ns = time.monotonic_ns()
+                self.out.put_nowait({"event": "change", "files": files, "ts_ns": detected_ns,
+                                     "first_seen_ns": self.change_ns})
+                assert compiling is not None
                 try:
-                    await asyncio.wait_for(self.wake.wait(), QUIET_MS / 1000)
-                except asyncio.TimeoutError:
-                    break
-            self.wake.clear()
-            files, self.changed = self.changed, []
-            detected_ns = time.monotonic_ns()
-            self.out.put_nowait({"event": "change", "files": files, "ts_ns": detected_ns,
-                                 "first_seen_ns": self.change_ns})
-            try:
-                graph = await self._compile()
-            except CompileError as exc:
-                self._say_failed(str(exc))
-                continue
-            compiled_ns = time.monotonic_ns()
-            self.out.put_nowait({"event": "compiled", "ts_ns": compiled_ns,
-                                 "compile_ms": (compiled_ns - detected_ns) / 1e6})
-            await self._swap_in(graph, detected_ns, reload=True)
+                    graph = await compiling
+                except CompileError as exc:
+                    self._say_failed(str(exc))
+                    continue
+                finally:
+                    compiling = None
+                compiled_ns = time.monotonic_ns()
+                self.out.put_nowait({"event": "compiled", "ts_ns": compiled_ns,
+                                     "compile_ms": (compiled_ns - detected_ns) / 1e6})
+                await self._swap_in(graph, detected_ns, reload=True)
+        finally:
+            await _cancelled(compiling)  # dev ended mid-compile: no compile process is left behind
 
     async def _compile(self) -> dict[str, Any]:
-        return await compile_stream(self.project, env=self.env, **{k: v for k, v in self.which.items() if v})
+        return await compile_stream(self.project, env=self.env, starter=self.runtime.starter,
+                                    **{k: v for k, v in self.which.items() if v})
 
     async def _swap_in(self, graph: dict[str, Any], detected_ns: int, *, reload: bool) -> None:
         old = self.stream
+        if reload and old is not None and not old.ended.is_set() and old.name == graph["stream"] \
+                and same_shape(old.graph, graph):
+            await self._reload_in_place(old, graph, detected_ns)
+            return
         self.retiring = old
         started_ns = time.monotonic_ns()
         self.swap = asyncio.ensure_future(self.runtime.replace(self.project, graph, old=old, reason=RELOAD_REASON,
@@ -171,12 +190,49 @@ class DevSession:
             self.retiring = None
         self.stream = stream
         self.swap = None
+        self.unapplied = []
         replaced_ns = time.monotonic_ns()
         self.tasks.append(asyncio.create_task(self._follow(stream), name=f"dev log {stream.name}"))
         spawned_ns = await _spawned(stream)
         self.out.put_nowait({
             "event": "loaded", "name": stream.name, "project": str(stream.project),
             "nodes": len(stream.graph["nodes"]), "reload": reload, "ts_ns": spawned_ns,
+            "timings_ms": {
+                "replace": (replaced_ns - started_ns) / 1e6,
+                "spawn": (spawned_ns - replaced_ns) / 1e6,
+                "since_change": (spawned_ns - detected_ns) / 1e6,
+            },
+        })
+
+    async def _reload_in_place(self, stream: LoadedStream, graph: dict[str, Any], detected_ns: int) -> None:
+        """The new version has the running one's shape: restart only the nodes that may run changed
+        code or config (reload.py), keep the others and every ring, and say which were kept."""
+        imports = {name: node.imports for name, node in stream.nodes.items()}
+        restart = nodes_to_restart(stream.graph, graph, self.unapplied, imports)
+        kept = [name for name in stream.nodes if name not in restart]
+        started_ns = time.monotonic_ns()
+        try:
+            await self.runtime.restart_nodes(stream, graph, restart)
+        except ControlError as exc:
+            if stream.ended.is_set():  # `tatolab stop` during the reload ends dev
+                self.out.put_nowait({"event": "ended", "reason": stream.end_reason,
+                                     "runtime_down": stream.ended_by_runtime})
+                return
+            self._say_failed(str(exc))
+            return
+        self.unapplied = []
+        if stream.log is not None:
+            stream.log.say(
+                f"reloaded {', '.join(restart) or 'no node'}; kept {', '.join(kept) or 'none'} "
+                "(nothing they import was saved, and their config is the same)",
+                restarted=restart, kept=kept,
+            )
+        replaced_ns = time.monotonic_ns()
+        spawned_ns = await _spawned(stream)
+        self.out.put_nowait({
+            "event": "loaded", "name": stream.name, "project": str(stream.project),
+            "nodes": len(stream.graph["nodes"]), "reload": True, "ts_ns": spawned_ns,
+            "restarted": restart, "kept": kept,
             "timings_ms": {
                 "replace": (replaced_ns - started_ns) / 1e6,
                 "spawn": (spawned_ns - replaced_ns) / 1e6,
@@ -203,6 +259,14 @@ class DevSession:
         finally:
             if stream.log is not None:
                 stream.log.unwatch(queue)
+
+
+async def _cancelled(task: asyncio.Future | None) -> None:
+    """Drop a compile no longer wanted: cancel it and wait for its process to be gone."""
+    if task is None:
+        return
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)  # also takes the error of one that failed
 
 
 async def _spawned(stream: LoadedStream) -> int:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, AsyncIterator
 
 from tatolab._runtime.control import ControlError, Runtime, request_env
 from tatolab._runtime.ops import op
+
+READY_WAIT_S = 3.0  # `run -d` answers once every node runs, or after this long saying which do not
 
 
 @op("ping")
@@ -25,10 +28,11 @@ async def load(
 ) -> Any:
     if mode not in ("attached", "kept"):
         raise ControlError(f"mode must be attached or kept, not {mode!r}")
+    asked_ns = time.monotonic_ns()
     stream = await runtime.load(project, target=target, file=file, name=name, mode=mode, env=request_env(env))
     summary = {"name": stream.name, "project": str(stream.project), "nodes": len(stream.graph["nodes"])}
     if mode == "kept":
-        return summary
+        return {**summary, **await stream.wait_ready(READY_WAIT_S, since_ns=asked_ns)}
     return _attached(runtime, stream, summary)
 
 
