@@ -26,8 +26,9 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _runtime import isolated_runtime  # noqa: E402
-from tatolab._runtime import protocol  # noqa: E402
+from _runtime import isolated_runtime, wait_for  # noqa: E402  (tests/harness.py)
+from nodes_fixture import COUNTER, TAGGER  # noqa: E402  (the sample nodes the dev tests use too)
+from tatolab._control import protocol  # noqa: E402
 
 
 FILES = {
@@ -47,22 +48,7 @@ FILES = {
             stream_builder.connect(tagger.output("tagged"), sink.input("rows"))
     """,
     "nodes/__init__.py": "",
-    "nodes/counter.py": """
-        from tatolab.stream import node
-
-
-        @node(execution="continuous", interval_ms=5)
-        class Counter:
-            @node.output()
-            def counts(self) -> dict: ...
-
-            def __init__(self) -> None:
-                self.n = 0
-
-            def process(self, ctx) -> None:
-                ctx.outputs.write("counts", {"n": self.n})
-                self.n += 1
-    """,
+    "nodes/counter.py": COUNTER,
     "nodes/sink.py": """
         import json
         from dataclasses import dataclass
@@ -90,39 +76,6 @@ FILES = {
                     self.file.write(json.dumps({"v": bag["v"], "read_ns": ctx.time}) + "\\n")
     """,
 }
-
-TAGGER = """
-from tatolab.stream import node
-
-VERSION = {version}
-
-
-@node
-class Tagger:
-    @node.input(delivery_profile="ordered")
-    def numbers(self) -> dict: ...
-
-    @node.output()
-    def tagged(self) -> dict: ...
-
-    def process(self, ctx) -> None:
-        bag = ctx.inputs.read("numbers")
-        if bag is not None:
-            bag["v"] = VERSION
-            ctx.outputs.write("tagged", bag)
-"""
-
-
-def wait_until(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.002)
-
 
 class DevEvents:
     """The dev operation's events, read on a thread of their own."""
@@ -182,13 +135,14 @@ def main() -> None:
         tagger = project / "nodes" / "tagger.py"
         tagger.write_text(TAGGER.format(version=0))
         dev = DevEvents(sock_path, project)
-        wait_until(lambda: first_row(project / "out.jsonl", 0), 30, "the first version's bags")
+        wait_for(lambda: first_row(project / "out.jsonl", 0), 30, "the first version's bags", poll_s=0.002)
         for version in range(1, args.reloads + 1):
             time.sleep(0.5)  # settle: each reload starts from a steady stream
             written = time.monotonic_ns()
             tagger.write_text(TAGGER.format(version=version))
-            row = wait_until(lambda: first_row(project / "out.jsonl", version), 30, f"version {version}'s bags")
-            loaded = wait_until(lambda: dev.find("loaded", written), 10, "the loaded event")
+            row = wait_for(lambda: first_row(project / "out.jsonl", version), 30, f"version {version}'s bags",
+                           poll_s=0.002)
+            loaded = wait_for(lambda: dev.find("loaded", written), 10, "the loaded event", poll_s=0.002)
             change = dev.find("change", written)
             compiled = dev.find("compiled", written)
             rows["change"].append((change["ts_ns"] - written) / 1e6)

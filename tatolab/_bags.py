@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from tatolab._sdk.errors import BagError
+from tatolab._errors import BagError
 
 T = TypeVar("T")
 
@@ -159,24 +159,13 @@ def convert(bag: dict[str, Any], into: type[T], *, node: str, port: str) -> T:
     try:
         return convert_value(bag, into)
     except ValueError as exc:
-        return _raise(
-            BagError(
-                f"Node '{node}' read a bag on input '{port}' that does not fit {type_label(into)}: {exc}. "
-                f"Read it as a dict with ctx.inputs.read({port!r}) to see what arrives, "
-                f"or change {type_label(into)} to match."
-            )
-        )
+        problem = (f"Node '{node}' read a bag on input '{port}' that does not fit {type_label(into)}: {exc}. "
+                   f"Read it as a dict with ctx.inputs.read({port!r}) to see what arrives, "
+                   f"or change {type_label(into)} to match.")
     except TypeError as exc:
-        return _raise(
-            BagError(
-                f"Node '{node}' cannot read input '{port}' into {type_label(into)}: {exc}. "
-                "Pass a dataclass, a TypedDict or a pydantic model as into=."
-            )
-        )
-
-
-def _raise(error: Exception) -> Any:
-    raise error from None
+        problem = (f"Node '{node}' cannot read input '{port}' into {type_label(into)}: {exc}. "
+                   "Pass a dataclass, a TypedDict or a pydantic model as into=.")
+    raise BagError(problem)
 
 
 def is_pydantic_model(kind: Any) -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 
 import tatolab
 from tatolab._sdk.builder import StreamBuilder, is_stream
-from tatolab._sdk.errors import ProjectError, TatolabError
+from tatolab._errors import ProjectError, TatolabError
 from tatolab._sdk.naming import url_safe
 from tatolab._sdk.nodes import is_node
 

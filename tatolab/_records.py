@@ -13,7 +13,6 @@ from typing import Any
 
 LEVELS = ("debug", "info", "warning", "error", "critical")
 
-KEPT_FILES = 3  # a log is the live file plus two rotated ones: a chatty node cannot fill the disk
 
 
 def make_record(

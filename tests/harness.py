@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -16,15 +15,19 @@ from typing import Callable
 
 import psutil
 
+from tatolab._control import paths
+from tatolab._links import shm
+
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-SHM_FOLDER = f"/dev/shm/tatolab-{os.geteuid()}"  # where every ring and status file lives
+SHM_FOLDER = shm.default_folder()  # where every ring and status file lives
 # Every Runtime a test makes, so conftest can end it (and the commands it started) even when the test fails.
 LIVE: list["Runtime"] = []
 
 
-def wait_for(condition: Callable[[], object], timeout: float = 10.0, what: str = "condition") -> object:
-    """Poll ``condition`` until it is truthy; the synchronisation every test uses instead of sleeps."""
+def wait_for(condition: Callable[[], object], timeout: float = 10.0, what: str = "condition",
+             poll_s: float = 0.02) -> object:
+    """Poll ``condition`` until it is truthy; the synchronisation every test (and bench/) uses instead of sleeps."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
@@ -32,7 +35,7 @@ def wait_for(condition: Callable[[], object], timeout: float = 10.0, what: str =
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
+        time.sleep(poll_s)
 
 
 def _is_guard(process: psutil.Process) -> bool:
@@ -66,8 +69,7 @@ class Runtime:
     @property
     def shm_prefix(self) -> str:
         """Full path prefix of this runtime's shared-memory files, in the user's own folder."""
-        digest = hashlib.sha1(str((self.root / "state" / "tatolab").resolve()).encode()).hexdigest()[:10]
-        return f"{SHM_FOLDER}/tatolab-{digest}"
+        return paths.shm_namespace(self.root / "state" / "tatolab", make_folder=False)
 
     def shm_files(self) -> list[str]:
         """This runtime's shared-memory files (also any in /dev/shm itself, where none may be)."""
@@ -80,12 +82,14 @@ class Runtime:
                 pass
         return sorted(found)
 
-    def start(self) -> "Runtime":
+    def start(self, output: int | None = subprocess.PIPE, timeout: float = 10.0) -> "Runtime":
+        """Start it; its output is kept for ``stop`` to return (``output``: DEVNULL drops it, as a
+        long benchmark must, None shows it)."""
         self.process = subprocess.Popen(
-            [str(BIN / "tatolabd")], env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            [str(BIN / "tatolabd")], env=self.env, stdout=output, stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        wait_for(self.answers, what="tatolabd to answer on its socket")
+        wait_for(self.answers, timeout, what="tatolabd to answer on its socket")
         return self
 
     def answers(self) -> bool:
@@ -223,3 +227,14 @@ def read_jsonl(path: Path) -> list[dict]:
         if line.endswith("}"):
             rows.append(json.loads(line))
     return rows
+
+
+def listen_as_runtime(root: Path) -> tuple[dict[str, str], socket.socket]:
+    """A listening socket where a runtime under ``root`` would answer, and the environment a CLI
+    finds it with: for tests that play the runtime's part (a fake that misbehaves or records)."""
+    where = Runtime(root)  # never started: its paths and environment
+    where.socket.parent.mkdir(parents=True, mode=0o700)
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(where.socket))
+    listener.listen(8)
+    return where.env, listener

@@ -123,3 +123,25 @@ def pipeline_files(limit: int = -1) -> dict[str, str]:
         "nodes/doubler.py": PASS_THROUGH,
         "nodes/sinks.py": SINK,
     }
+
+# A pass-through that tags each bag with VERSION: `tatolab dev` tests and bench/reload.py edit it.
+TAGGER = """
+from tatolab.stream import node
+
+VERSION = {version}
+
+
+@node
+class Tagger:
+    @node.input(delivery_profile="ordered")
+    def numbers(self) -> dict: ...
+
+    @node.output()
+    def tagged(self) -> dict: ...
+
+    def process(self, ctx) -> None:
+        bag = ctx.inputs.read("numbers")
+        if bag is not None:
+            bag["v"] = VERSION
+            ctx.outputs.write("tagged", bag)
+"""

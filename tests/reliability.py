@@ -27,7 +27,7 @@ import psutil
 from harness import Runtime, make_project, read_jsonl, wait_for
 from nodes_fixture import COUNTER, PASS_THROUGH, SINK
 
-from tatolab._cli.client import Client, RequestFailed
+from tatolab._control.client import Client, RequestFailed
 
 MIB = 1024 * 1024
 
@@ -99,7 +99,7 @@ def all_running(rt: Runtime, stream: str, count: int) -> dict[str, dict[str, Any
 
 
 def loaded_names(rt: Runtime) -> set[str]:
-    return {row["name"] for row in call(rt, "streams") if row["state"] in ("attached", "kept")}
+    return {row["name"] for row in call(rt, "streams")["streams"] if row["state"] in ("attached", "kept")}
 
 
 def rss(pid: int) -> int | None:
@@ -246,7 +246,7 @@ def churn(setup: Setup, cycles: int = 30) -> Result:
             done += 1
             if i == len(CHURN_KINDS) - 1:  # once every kind ran once, the code all cycles use is imported
                 baseline = {"rss": rss(daemon) or 0, "fds": settled_fds(daemon)}
-        if "churn" in {row["name"] for row in call(rt, "streams")}:
+        if "churn" in {row["name"] for row in call(rt, "streams")["streams"]}:
             call(rt, "rm", name="churn")
         end_rss, end_fds = rss(daemon) or 0, settled_fds(daemon)
         result.figures.update(
@@ -485,7 +485,7 @@ class WithHelper:
 
 def both_back(rt: Runtime) -> bool:
     """alpha and beta run, and beta's helper process is started; raises once either is failed."""
-    failed = {row["name"]: row.get("reason") for row in call(rt, "streams") if row["state"] == "failed"}
+    failed = {row["name"]: row.get("reason") for row in call(rt, "streams")["streams"] if row["state"] == "failed"}
     if failed:
         raise AssertionError(f"kept streams were marked failed: {failed}")
     beta = all_running(rt, "beta", 1)
@@ -513,7 +513,7 @@ def kill_runtime(setup: Setup, kills: int = 3) -> Result:
                 wait_for(lambda: len(read_jsonl(alpha / "out.jsonl")) > rows + 10, timeout=60,
                          what="alpha to produce")
             except AssertionError as exc:
-                rows_now = {row["name"]: (row["state"], row.get("reason")) for row in call(rt, "streams")}
+                rows_now = {row["name"]: (row["state"], row.get("reason")) for row in call(rt, "streams")["streams"]}
                 result.expect(False, f"after {k} runtime kills: {exc}; streams: {rows_now}")
                 break
             tree = descendants(rt.process.pid)
@@ -530,7 +530,7 @@ def kill_runtime(setup: Setup, kills: int = 3) -> Result:
                         os.kill(pid, signal.SIGKILL)
             rt.start()
             survived += 1
-        states = {row["name"]: row["state"] for row in call(rt, "streams")}
+        states = {row["name"]: row["state"] for row in call(rt, "streams")["streams"]}
         for name in ("alpha", "beta"):
             result.expect(states.get(name) == "kept",
                           f"{name} is {states.get(name)} after {survived} runtime kills it did not cause")
@@ -796,7 +796,7 @@ def fuzz_control(setup: Setup, examples: int = 150) -> Result:
         lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
         max_leaves=12,
     )
-    arg_names = sorted({name for op in OPS.values() for name in op.__code__.co_varnames[1:op.__code__.co_argcount]}
+    arg_names = sorted({name for op in OPS.values() for name in op.arguments.__struct_fields__}
                        | {"name", "project", "address", "stream"})
     requests = st.fixed_dictionaries(
         {"op": st.sampled_from(sorted(OPS)) | st.text(max_size=10)},

@@ -10,7 +10,7 @@ import pytest
 from tatolab._runtime.surfaces import is_builtin
 from tatolab._sdk.builtins import GlslPixelEffect, TestPatternSource
 from tatolab._sdk.builder import StreamBuilder
-from tatolab._sdk.errors import ConfigError
+from tatolab._errors import ConfigError
 from tatolab._sdk.nodes import describe_node, node_spec
 
 np = pytest.importorskip("numpy")

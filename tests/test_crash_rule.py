@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tatolab._runtime.crashes import (
+from tatolab._runtime.rules.crashes import (
     WHILE_LOADING,
     Lifecycle,
     RunState,

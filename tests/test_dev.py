@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from harness import Runtime, make_project, read_jsonl, wait_for
-from nodes_fixture import COUNTER, SINK
+from nodes_fixture import COUNTER, SINK, TAGGER
 
 from tatolab._cli.dev import NOTHING_LOADED, describe
-from tatolab._runtime.watch import QUIET_MS, is_watched, watched_dirs
+from tatolab._runtime.rules.saves import is_watched
+from tatolab._runtime.watch import QUIET_MS, watched_dirs
 
 STREAM = """
 from tatolab.stream import StreamBuilder, stream
@@ -30,28 +31,6 @@ def edited(stream_builder: StreamBuilder) -> None:
     stream_builder.connect(counter.output("counts"), tagger.input("numbers"))
     stream_builder.connect(tagger.output("tagged"), sink.input("rows"))
 """
-
-TAGGER = """
-from tatolab.stream import node
-
-VERSION = {version}
-
-
-@node
-class Tagger:
-    @node.input(delivery_profile="ordered")
-    def numbers(self) -> dict: ...
-
-    @node.output()
-    def tagged(self) -> dict: ...
-
-    def process(self, ctx) -> None:
-        bag = ctx.inputs.read("numbers")
-        if bag is not None:
-            bag["v"] = VERSION
-            ctx.outputs.write("tagged", bag)
-"""
-
 
 def project_files(version: int = 1) -> dict[str, str]:
     return {

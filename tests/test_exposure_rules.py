@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tatolab._runtime.exposure import exposure_levels, resolve
+from tatolab._runtime.rules.exposure import exposure_levels, resolve
 from tatolab._runtime.machine import tailscale_name
 from tatolab._sdk.naming import parse_address
 

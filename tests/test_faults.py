@@ -246,13 +246,10 @@ class FakeRuntime:
         import socket
         import threading
 
-        where = Runtime(root)  # never started: its paths and environment
-        self.env = where.env
-        path = where.socket
-        path.parent.mkdir(parents=True, mode=0o700)
-        self.listener = socket.socket(socket.AF_UNIX)
-        self.listener.bind(str(path))
-        self.listener.listen(8)
+        from harness import listen_as_runtime
+
+        self.env, self.listener = listen_as_runtime(root)
+        path = self.listener.getsockname()
         self.held = []
         self.behaviour = behaviour
         self.thread = threading.Thread(target=self._serve, daemon=True)

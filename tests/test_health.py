@@ -15,9 +15,9 @@ from harness import Runtime, make_project, read_jsonl, wait_for
 from tatolab._links import shm
 from tatolab._host.status import NodeStatus, create, open_for_node
 from tatolab._links import ring
-from tatolab._runtime import health
+from tatolab._runtime.rules import health
 from tatolab._runtime.streams import OutputRing
-from tatolab._sdk.errors import NodeDefinitionError
+from tatolab._errors import NodeDefinitionError
 from tatolab._sdk.nodes import describe_node
 from tatolab.stream import node
 
@@ -174,25 +174,26 @@ def test_watchdog_defaults_by_execution():
 
 def test_hung_only_past_the_watchdog_and_never_when_idle():
     second = 1_000_000_000
-    assert health.hung_reason(0, 50 * second, 1000) is None  # idle
-    assert health.hung_reason(10 * second, 10 * second + second // 2, 1000) is None
-    reason = health.hung_reason(10 * second, 12 * second, 1000)
-    assert reason.startswith("hung: process() has not returned for 2.0 s, longer than its watchdog of 1 s")
-    assert health.hung_reason(10 * second, 12 * second, None) is None
+    assert health.hung(0, 50 * second, 1000) is None  # idle
+    assert health.hung(10 * second, 10 * second + second // 2, 1000) is None
+    verdict = health.hung(10 * second, 12 * second, 1000)
+    assert verdict.trouble is health.Trouble.HUNG
+    assert verdict.reason.startswith("hung: process() has not returned for 2.0 s, longer than its watchdog of 1 s")
+    assert health.hung(10 * second, 12 * second, None) is None
 
 
 def test_memory_limit():
     mb = 1024 * 1024
     assert health.memory_limit_bytes(None) is None
-    assert health.over_memory_reason(90 * mb, health.memory_limit_bytes(100)) is None
-    assert health.over_memory_reason(150 * mb, health.memory_limit_bytes(100)) == (
-        "over its memory limit: it uses 150 MB, more than memory_limit_mb=100")
-    assert health.over_memory_reason(None, 100 * mb) is None
+    assert health.over_memory(90 * mb, health.memory_limit_bytes(100)) is None
+    assert health.over_memory(150 * mb, health.memory_limit_bytes(100)) == health.Verdict(
+        health.Trouble.OVER_MEMORY, "over its memory limit: it uses 150 MB, more than memory_limit_mb=100")
+    assert health.over_memory(None, 100 * mb) is None
 
 
 def test_a_node_that_keeps_crashing_is_called_crashed():
-    assert health.state_after_exit(1) == "restarting"
-    assert health.state_after_exit(health.CRASH_LOOP_AFTER) == "crashed"
+    assert health.state_after_exit(1) is health.NodeState.RESTARTING
+    assert health.state_after_exit(health.CRASH_LOOP_AFTER) is health.NodeState.CRASHED
     assert health.is_trouble({"state": "running", "restarts": 0}) is False
     assert health.is_trouble({"state": "running", "restarts": 1}) is True
     assert health.is_trouble({"state": "crashed", "restarts": 0}) is True

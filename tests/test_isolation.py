@@ -18,7 +18,7 @@ from harness import BIN, Runtime, make_project, read_jsonl, wait_for
 from nodes_fixture import COUNTER, SINK
 from other_user import OtherUser
 from tatolab._host import status
-from tatolab._runtime import paths
+from tatolab._control import paths
 from tatolab._runtime.logs import RotatingJsonl
 from tatolab._safe_fs import UnsafePath, open_own_file
 

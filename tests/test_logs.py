@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import queue
@@ -16,7 +17,9 @@ import pytest
 
 from harness import Runtime, make_project, read_jsonl, wait_for
 
-from tatolab._cli.inspect import LineBuffer, follow_lines, log_files, parse_since, read_lines, record_matches
+from tatolab._control.errors import ControlError
+from tatolab._control.paths import log_files
+from tatolab._runtime.logread import LineBuffer, follow_lines, parse_since, read_lines, record_matches
 from tatolab._records import make_record
 from tatolab._runtime.logs import RotatingJsonl, fit_line
 
@@ -269,11 +272,11 @@ def test_follow_continues_across_rotations(tmp_path):
     lines: queue.Queue = queue.Queue()
     start = open(path, "rb")
 
-    def run() -> None:
-        for line in follow_lines(path, start, poll_s=0.01):
+    async def follow() -> None:
+        async for line in follow_lines(path, start, poll_s=0.01):
             lines.put(line)
 
-    threading.Thread(target=run, daemon=True).start()
+    threading.Thread(target=asyncio.run, args=(follow(),), daemon=True).start()
     for n in range(300):
         writer.write(json.dumps({"message": f"record {n}", "pad": "p" * 80}))
         if n % 40 == 0:
@@ -311,7 +314,7 @@ def test_since_takes_durations_and_iso_times():
     assert parse_since("1.5s", now) == now - timedelta(seconds=1.5)
     assert parse_since("2025-05-01T11:00:00+00:00", now) == now - timedelta(hours=1)
     assert parse_since("2025-05-01T11:00").tzinfo is not None  # local time
-    with pytest.raises(ValueError, match="neither a duration"):
+    with pytest.raises(ControlError, match="neither a duration"):
         parse_since("last week")
 
 

@@ -6,7 +6,7 @@ import copy
 import signal
 
 from harness import make_project, read_jsonl, wait_for
-from tatolab._runtime.reload import nodes_to_restart, same_shape
+from tatolab._runtime.rules.reload import nodes_to_restart, same_shape
 from test_warm import RELOAD_FILES, node_pids_by_name
 
 GRAPH = {

@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 import reliability
 
-from tatolab._runtime import protocol
+from tatolab._control import protocol
 
 slow = pytest.mark.slow
 

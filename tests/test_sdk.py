@@ -9,7 +9,7 @@ import pydantic
 import pytest
 
 from tatolab import _bags
-from tatolab._sdk.errors import AddressError, BagError, ConfigError, GraphError, NodeDefinitionError
+from tatolab._errors import AddressError, BagError, ConfigError, GraphError, NodeDefinitionError
 from tatolab._sdk.naming import Address, format_address, parse_address, url_safe
 from tatolab._sdk.nodes import config_value, create, describe_node
 from tatolab.stream import Exposure, StreamBuilder, node, stream

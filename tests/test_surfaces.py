@@ -199,7 +199,7 @@ def test_threads_of_one_process_allocating_at_once_never_share_a_slot(pool_base)
 
 def test_reading_a_bag_that_names_no_frame_into_videoframe_says_so(pool_base):
     from tatolab._sdk.context import InputPort, Inputs
-    from tatolab._sdk.errors import BagError
+    from tatolab._errors import BagError
 
     base = pool_base.replace("+surfaces", "+ring2")
     ring.create_ring(base)

@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 
 from harness import Runtime, make_project, read_jsonl, wait_for
-from tatolab._runtime import health
+from tatolab._runtime.rules import health
 
 REPORTER = """
     import json

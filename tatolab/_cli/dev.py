@@ -12,10 +12,11 @@ import time
 from typing import Any
 
 from tatolab import _records
-from tatolab._cli.client import Client, NoRuntime, RequestFailed
-from tatolab._cli.project import project_problem
-from tatolab._cli.streams import _Hangup, _load_args, add_load_arguments
-from tatolab._runtime import protocol
+from tatolab._cli.errors import from_answer
+from tatolab._control.errors import ControlError
+from tatolab._control.client import Client, NoRuntime, RequestFailed
+from tatolab._cli.project import Hangup, add_load_arguments, load_request, project_problem
+from tatolab._control import protocol
 from tatolab._words import counted
 
 NOTHING_LOADED = "no stream is loaded — fix it and save again"
@@ -44,7 +45,7 @@ def describe(event: dict[str, Any]) -> str | None:
         running = event.get("running")
         then = (f"{running} keeps running the previous version until a save that works" if running
                 else NOTHING_LOADED)
-        return f"error: {event['error'].rstrip()}\n{then}"
+        return f"error: {from_answer(event).rstrip()}\n{then}"
     return None
 
 
@@ -70,7 +71,7 @@ def _open_session(load: dict[str, Any]) -> tuple[Client, dict[str, Any]]:
         raise _RuntimeDown()
     if not answer.get("ok"):
         client.close()
-        raise RequestFailed(answer.get("error", "the runtime refused to start dev"))
+        raise ControlError.from_wire(answer)
     return client, answer["result"]
 
 
@@ -109,10 +110,10 @@ def _wait_for_runtime(load: dict[str, Any]) -> tuple[Client, dict[str, Any]]:
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
-    load = _load_args(args)
+    load = load_request(args)
 
     def hang_up(*_: Any) -> None:
-        raise _Hangup()
+        raise Hangup()
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, hang_up)
@@ -131,7 +132,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
             print("the runtime went down; waiting for it to come back (Ctrl-C stops dev)", flush=True)
             client, first = _wait_for_runtime(load)
             print("the runtime is back; loading the stream again", flush=True)
-    except (KeyboardInterrupt, _Hangup):
+    except (KeyboardInterrupt, Hangup):
         return 130
     finally:
         if client is not None:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tatolab._cli.client import Client
+from tatolab._control.client import Client
 from tatolab._cli.output import fail
 from tatolab._surfaces import png
 from tatolab._surfaces import pool as surfaces

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tatolab._cli.client import Client
+from tatolab._control.client import Client
 
 
 # What each level means today. Nothing serves other machines yet: public is recorded, and the

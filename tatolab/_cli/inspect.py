@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
-import os
-import re
 import sys
 import time
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, Iterator
 
 from tatolab import _records
-from tatolab._records import KEPT_FILES
-from tatolab._cli.client import Client
+from tatolab._control.client import Client
 from tatolab._cli.output import fail
+from tatolab._control import paths
 from tatolab._words import counted
-
-FOLLOW_POLL_S = 0.1  # -f looks for new lines this often: a record shows well within a second
-FOLLOW_TAIL = 20  # records -f shows from before it started, unless --tail says otherwise
 
 
 # --- graph -------------------------------------------------------------------------------------
@@ -87,194 +82,53 @@ def tap_summary(address: str, end: dict[str, Any], count: int | None, seconds: f
 
 # --- logs --------------------------------------------------------------------------------------
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)\s*$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_since(text: str, now: datetime | None = None) -> datetime:
-    """``10m``, ``2h``, ``30s``, ``1d`` ago, or an ISO time (local time when it names no zone)."""
-    now = now or datetime.now(timezone.utc)
-    match = _DURATION.match(text)
-    if match:
-        return now - timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
-    try:
-        when = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise ValueError(
-            f"--since {text!r} is neither a duration (30s, 10m, 2h, 1d) nor an ISO time (2025-05-01T14:30)"
-        ) from None
-    if when.tzinfo is None:
-        when = when.astimezone()  # the user's local time
-    return when
-
-
-def level_at_least(level: str) -> set[str]:
-    if level not in _records.LEVELS:
-        raise ValueError(f"--level {level!r} is not a level; choose one of {', '.join(_records.LEVELS)}")
-    return set(_records.LEVELS[_records.LEVELS.index(level):])
-
-
-def record_matches(
-    record: dict[str, Any], *, node: str | None, levels: set[str] | None, since: datetime | None
-) -> bool:
-    if node is not None and record.get("node") != node:
-        return False
-    if levels is not None and record.get("level", "info") not in levels:
-        return False
-    if since is not None:
-        try:
-            when = datetime.fromisoformat(record.get("time", ""))
-        except ValueError:
-            return False
-        if when < since:
-            return False
-    return True
-
-
-def log_files(path: Path, kept: int = KEPT_FILES) -> list[Path]:
-    """The stream's log files, oldest first: ``x.jsonl.2``, ``x.jsonl.1``, ``x.jsonl``."""
-    rotated = [path.with_name(f"{path.name}.{i}") for i in range(kept - 1, 0, -1)]
-    return [p for p in rotated + [path] if p.exists()]
-
-
-class LineBuffer:
-    """Whole lines from appended bytes; an unterminated last line waits for its end."""
-
-    def __init__(self) -> None:
-        self.partial = b""
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        data = self.partial + chunk
-        lines = data.split(b"\n")
-        self.partial = lines.pop()
-        return [line for line in lines if line.strip()]
-
-
-def read_lines(path: Path) -> list[bytes]:
-    """Complete lines of a file; an unterminated last line (a writer cut short) is skipped."""
-    try:
-        return LineBuffer().feed(path.read_bytes())
-    except FileNotFoundError:
-        return []
-
-
-def follow_lines(
-    path: Path,
-    current: BinaryIO | None = None,
-    buffer: LineBuffer | None = None,
-    *,
-    poll_s: float = FOLLOW_POLL_S,
-    kept: int = KEPT_FILES,
-) -> Iterator[bytes]:
-    """Whole lines appended to ``path`` after what ``current`` has read, across rotations, forever.
-
-    Without ``current`` it waits for the file to appear and reads it from its start.
-    """
-    buffer = buffer or LineBuffer()
-    while current is None:
-        try:
-            current = open(path, "rb")
-        except FileNotFoundError:
-            time.sleep(poll_s)
-    inode = os.fstat(current.fileno()).st_ino
-    while True:
-        chunk = current.read()
-        if chunk:
-            yield from buffer.feed(chunk)
-            continue
-        try:
-            info = os.stat(path)
-        except FileNotFoundError:
-            time.sleep(poll_s)
-            continue
-        if info.st_ino == inode:
-            if info.st_size < current.tell():  # truncated in place: start over
-                current.seek(0)
-                buffer = LineBuffer()
-            time.sleep(poll_s)
-            continue
-        # Rotated: our file is now x.jsonl.1 (or older). Finish it, then read the ones
-        # rotated after it, then go on with the new live file.
-        yield from buffer.feed(current.read())
-        current.close()
-        rotated = [path.with_name(f"{path.name}.{i}") for i in range(1, kept)]
-        newer: list[Path] = []
-        for candidate in rotated:
-            try:
-                if os.stat(candidate).st_ino == inode:
-                    break
-            except FileNotFoundError:
-                break
-            newer.append(candidate)
-        for missed in reversed(newer):
-            yield from read_lines(missed)
-        current = open(path, "rb")
-        inode = os.fstat(current.fileno()).st_ino
-        buffer = LineBuffer()
-
-
-def _log_path(args: argparse.Namespace) -> Path:
-    if args.dir:
-        return Path(args.dir).resolve() / ".streamlib" / "logs" / f"{args.stream}.jsonl"
-    return Path(Client().request("stream_log", stream=args.stream)["log"])
-
-
 def cmd_logs(args: argparse.Namespace) -> int:
+    """One ``logs`` request; with --dir, the same reading here, with no runtime asked."""
+    request = {"stream": args.stream, "node": args.node, "level": args.level, "since": args.since,
+               "tail": args.tail, "follow": args.follow}
+    client: Client | None = None
     try:
-        since = parse_since(args.since) if args.since else None
-        levels = level_at_least(args.level) if args.level else None
-    except ValueError as exc:
-        return fail(str(exc))
-    path = _log_path(args)
-
-    def show(line: bytes) -> None:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            return
-        if not record_matches(record, node=args.node, levels=levels, since=since):
-            return
-        if args.json:
-            sys.stdout.write(line.decode("utf-8", "replace") + "\n")
+        if args.dir:
+            events = _read_here(Path(args.dir).resolve(), request)
         else:
-            sys.stdout.write(_records.format_for_terminal(record) + "\n")
-
-    if not args.follow and not path.exists():
-        return fail(f"stream {args.stream} has written no log yet (expected {path})")
-    # Read what is there now, the live file through the handle -f goes on reading.
-    lines = [line for p in log_files(path) if p != path for line in read_lines(p)]
-    live: BinaryIO | None = None
-    buffer = LineBuffer()
-    try:
-        live = open(path, "rb")
-        lines += buffer.feed(live.read())
-    except FileNotFoundError:
-        pass
-    tail = args.tail if args.tail is not None else (FOLLOW_TAIL if args.follow else None)
-    if tail is not None:
-        lines = [line for line in lines if _matches_line(line, args.node, levels, since)][-tail:] if tail else []
-    try:
-        for line in lines:
-            show(line)
-        sys.stdout.flush()
-        if not args.follow:
-            return 0
-        for line in follow_lines(path, live, buffer):
-            show(line)
+            client = Client()
+            events = itertools.chain([client.request("logs", **request)], client.events())
+        for event in events:
+            if event.get("event") != "line":
+                continue
+            line = event["line"]
+            sys.stdout.write((line if args.json else _records.format_for_terminal(json.loads(line))) + "\n")
             sys.stdout.flush()
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `tatolab logs ... | head`
         sys.stderr.close()
         return 0
+    finally:
+        if client is not None:
+            client.close()
     return 0
 
 
-def _matches_line(line: bytes, node: str | None, levels: set[str] | None, since: datetime | None) -> bool:
+def _read_here(project: Path, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    import asyncio
+
+    from tatolab._runtime.logread import LogFilter
+    from tatolab._runtime.ops.logs import log_events
+
+    keep = LogFilter.of(request["node"], request["level"], request["since"])
+    path = paths.stream_log(project, request["stream"])
+    events = log_events(request["stream"], path, keep, tail=request["tail"], follow=request["follow"])
+    loop = asyncio.new_event_loop()
     try:
-        return record_matches(json.loads(line), node=node, levels=levels, since=since)
-    except ValueError:
-        return False
+        while True:
+            try:
+                yield loop.run_until_complete(anext(events))  # type: ignore[arg-type]
+            except StopAsyncIteration:
+                return
+    finally:
+        loop.run_until_complete(events.aclose())  # type: ignore[attr-defined]
+        loop.close()
 
 
 # --- registration ------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tatolab._cli.client import Client
+from tatolab._control.client import Client
 from tatolab._words import counted
 
 

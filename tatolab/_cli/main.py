@@ -14,7 +14,8 @@ import sys
 from typing import Iterator, NoReturn, Sequence
 
 from tatolab import __version__
-from tatolab._cli.client import NoRuntime, RequestFailed
+from tatolab._control.client import NoRuntime, RequestFailed
+from tatolab._control.errors import ControlError
 from tatolab._cli.output import fail
 
 # module (under tatolab._cli) -> the commands it registers, in the order help lists them
@@ -87,6 +88,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         getattr(args, "usage_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         code = args.func(args)
+    except ControlError as exc:  # a refusal, with its fixes
+        from tatolab._cli.errors import render
+
+        code = fail(render(exc))
     except (NoRuntime, RequestFailed) as exc:
         code = fail(str(exc))
     except BrokenPipeError:

@@ -1,4 +1,5 @@
-"""What a folder lacks to be loaded as a project, said before asking the runtime.
+"""Which project a loading command (run, dev) means, and what the folder lacks to be one,
+said before asking the runtime.
 
 An empty folder, or a subfolder of a project, has no ``stream.py``: saying so (and how to
 make one, or point at the project) helps more than the runtime's hint about its ``.venv``.
@@ -6,8 +7,12 @@ make one, or point at the project) helps more than the runtime's hint about its 
 
 from __future__ import annotations
 
+import argparse
+import os
 from pathlib import Path
 from typing import Any
+
+from tatolab._control.source import StreamSource
 
 
 def needed_file(load: dict[str, Any]) -> str | None:
@@ -44,3 +49,22 @@ def project_problem(load: dict[str, Any], command: str) -> str | None:
                 f"Run `tatolab {command}` there, or `tatolab {command} --dir {above}`")
     return (f"there is no stream.py in {project}, so there is no stream to load here. "
             f"`tatolab new {project}` makes a project in this folder, or `--dir` points at a project elsewhere")
+
+
+class Hangup(Exception):
+    """The terminal closed (SIGHUP) or the command was told to end (SIGTERM)."""
+
+
+def load_request(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``load``/``dev`` request's arguments for this command line."""
+    source = StreamSource.of(os.path.abspath(args.dir or os.getcwd()), args.target, args.file, args.name)
+    # the stream compiles and runs with this command's environment (`CAMERA=/dev/video2 tatolab run`)
+    return {**source.args(), "env": dict(os.environ)}
+
+
+def add_load_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which stream to load: shared by run and dev."""
+    parser.add_argument("target", nargs="?", help="stream.py:name, file.py:name or package.module:name")
+    parser.add_argument("-f", "--file", help="a file with one @stream")
+    parser.add_argument("--dir", help="the project folder (default: this folder)")
+    parser.add_argument("--name", help="load the stream under another name")

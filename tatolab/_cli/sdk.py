@@ -26,7 +26,7 @@ from typing import Any
 from tatolab import __version__
 from tatolab._cli.output import fail
 from tatolab._cli.wheels import WheelError, pack_installed, pack_sdk, pack_tatolab
-from tatolab._runtime import paths
+from tatolab._control import paths
 
 SOURCES_HEADER = "[tool.uv.sources]"
 SOURCES_COMMENT = "# the runtime's own SDK (`tatolab sdk` keeps it): the package index's tatolab is a placeholder"

@@ -3,38 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 from typing import Any
 
 from tatolab import _records
-from tatolab._cli.client import Client
+from tatolab._control.client import Client
 from tatolab._cli.output import fail
-from tatolab._cli.project import project_problem
+from tatolab._cli.project import Hangup, add_load_arguments, load_request, project_problem
 from tatolab._words import counted
-
-
-class _Hangup(Exception):
-    pass
-
-
-def _load_args(args: argparse.Namespace) -> dict[str, Any]:
-    project = os.path.abspath(args.dir or os.getcwd())
-    # the stream compiles and runs with this command's environment (`CAMERA=/dev/video2 tatolab run`)
-    load: dict[str, Any] = {"project": project, "env": dict(os.environ)}
-    if args.target:
-        load["target"] = args.target
-    if args.file:
-        load["file"] = args.file
-    if args.name:
-        load["name"] = args.name
-    return load
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     client = Client()  # first: with no runtime, every command says so before anything else
-    load = _load_args(args)
+    load = load_request(args)
     problem = project_problem(load, "run")
     if problem:
         client.close()
@@ -48,7 +30,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
 
     def hang_up(*_: Any) -> None:
-        raise _Hangup()
+        raise Hangup()
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, hang_up)
@@ -64,7 +46,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 print(f"{name} stopped: {event.get('reason')}", flush=True)
                 return 1 if event.get("runtime_down") else 0
         return fail(f"the runtime went down; stream {name} is no longer running")
-    except (KeyboardInterrupt, _Hangup):
+    except (KeyboardInterrupt, Hangup):
         return 130
     finally:
         client.close()  # hanging up is what unloads an attached stream
@@ -84,28 +66,42 @@ def start_line(result: dict[str, Any]) -> str | None:
 
 def cmd_streams(args: argparse.Namespace) -> int:
     client = Client()
-    rows = client.request("streams")
+    listing = client.request("streams")
+    client.close()
+    rows = listing["streams"]
     print(format_streams_table(rows))
     failed = [row for row in rows if row["state"] == "failed"]
     if failed:
         print()
         for row in failed:
-            hint = row.get("hint") or f"`tatolab rm {row['name']}` forgets it."
+            hint = row.get("hint") or _fixes(row.get("fixes")) or f"`tatolab rm {row['name']}` forgets it."
             print(f"{row['name']} failed: {row.get('reason', 'unknown')}. {hint}")
-    troubled = client.request("troubled_nodes")
-    client.close()
+    troubled = listing["troubled"]
     if troubled:
         from tatolab._cli.inspect import trouble_lines
 
         print()
         for line in trouble_lines(troubled):
             print(line)
-    unwritten = Client().request("write_failures")
+    unwritten = listing["unwritten"]
     if unwritten:
         print()
         for line in write_failure_lines(unwritten):
             print(line)
     return 0
+
+
+def _fixes(fixes: list[dict[str, Any]] | None) -> str:
+    """A failed stream's fixes as commands: "`tatolab start cam` retries it, `tatolab rm cam` forgets it."."""
+    if not fixes:
+        return ""
+    from tatolab._cli.errors import command, fixes_in_turn
+    from tatolab._control.errors import Fix
+
+    steps = [Fix(f["op"], f["args"], f["does"]) for f in fixes]
+    if any(fix.op == "load" for fix in steps):  # a damaged record: forget it, then keep the stream again
+        return fixes_in_turn(steps) + "."
+    return ", ".join(f"{command(fix)} {fix.does}" for fix in steps) + "."
 
 
 def write_failure_lines(rows: list[dict[str, Any]]) -> list[str]:
@@ -138,14 +134,6 @@ def cmd_stop(args: argparse.Namespace) -> int:
     else:
         print(f"{args.name} stopped")
     return 0
-
-
-def add_load_arguments(parser: argparse.ArgumentParser) -> None:
-    """Which stream to load: shared by run and dev."""
-    parser.add_argument("target", nargs="?", help="stream.py:name, file.py:name or package.module:name")
-    parser.add_argument("-f", "--file", help="a file with one @stream")
-    parser.add_argument("--dir", help="the project folder (default: this folder)")
-    parser.add_argument("--name", help="load the stream under another name")
 
 
 def register(commands: Any) -> None:

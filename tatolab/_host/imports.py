@@ -1,7 +1,7 @@
 """The modules a node imports, told to the runtime as they are imported.
 
 `tatolab dev` keeps a node running across a reload only when none of the saved files can
-be one of its modules (tatolab/_runtime/reload.py), so the runtime must know every module
+be one of its modules (tatolab/_runtime/rules/reload.py), so the runtime must know every module
 the node's process imported, including those imported late, inside ``process()``. A finder
 at the front of ``sys.meta_path`` sees each import that is not already done (import
 statements and ``importlib.import_module`` alike) and lets the usual finders do the work.

@@ -12,7 +12,6 @@ runtime through the stdout and stderr pipes.
 from __future__ import annotations
 
 import faulthandler
-import importlib
 import io
 import json
 import logging
@@ -25,8 +24,10 @@ import traceback
 from typing import Any
 
 from tatolab import _records
+from tatolab._classpath import load_class
 from tatolab._host.imports import ImportReporter
 from tatolab._host.orphans import die_with_parent, guard_group
+from tatolab._host.spec import read_spec
 
 EXIT_CRASHED = 1
 EXIT_BAD_NODE = 3
@@ -150,14 +151,6 @@ class _Control:
         self._stop()  # stdin closed: the runtime is gone or wants us gone
 
 
-def _import_node_class(class_path: str) -> type:
-    module_name, _, qualname = class_path.partition(":")
-    obj: Any = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
 def import_from(project: str, sources: str | None) -> None:
     """Put the project's modules first on the import path: a kept stream's snapshot of them
     when there is one (the live files stay out of reach), else the project folder."""
@@ -174,7 +167,7 @@ def main() -> None:
     die_with_parent(int(parent) if parent else None)
     guard_group()
     first = sys.stdin.readline()
-    spec = json.loads(first) if first.strip() else {"op": "stop"}
+    spec = read_spec(first)
     if spec.get("op") == "stop":
         return  # stopped before it was given its node
     sink = _RecordSink(int(log_fd) if log_fd else None, spec["stream"], spec["node"])
@@ -191,7 +184,7 @@ def main() -> None:
     try:
         from tatolab._host.runner import NodeRunner
 
-        node_class = _import_node_class(spec["class"])
+        node_class = load_class(spec["class"])
         runner = NodeRunner(spec, node_class, sink)
         imports.flush()
     except Exception as exc:

@@ -9,6 +9,8 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+from tatolab._control.errors import ControlError, Fix
+from tatolab._control.source import StreamSource
 from tatolab._runtime.environment import stream_env
 from tatolab._runtime.starter import ProcessStarter
 from tatolab._runtime.starter import shared as shared_starter
@@ -16,39 +18,33 @@ from tatolab._runtime.starter import shared as shared_starter
 COMPILE_TIMEOUT_S = 60
 
 
-class CompileError(Exception):
-    pass
+class CompileError(ControlError):
+    """A stream that does not compile: the message holds the traceback where there is one."""
+
+    def __init__(self, message: str, **structured: Any) -> None:
+        structured.setdefault("code", "compile_failed")
+        super().__init__(message, **structured)
+
+
+def _sdk_fix(project: Path, does: str) -> Fix:
+    return Fix("sdk", {"project": str(project)}, does)
 
 
 def project_python(project: Path) -> Path:
     python = project / ".venv" / "bin" / "python"
     if not python.exists():
-        raise CompileError(f"{project} has no .venv/bin/python; `tatolab sdk {project}` creates it with "
-                           "this runtime's SDK (no package index needed)")
+        raise CompileError(f"{project} has no .venv/bin/python", code="no_sdk", fixes=[
+            _sdk_fix(project, "creates it with this runtime's SDK (no package index needed)")])
     return python
 
 
-async def compile_stream(
-    project: Path,
-    *,
-    target: str | None = None,
-    file: str | None = None,
-    name: str | None = None,
-    env: Mapping[str, str] | None = None,
-    starter: ProcessStarter | None = None,
-) -> dict[str, Any]:
+async def compile_stream(source: StreamSource, *, env: Mapping[str, str] | None = None,
+                         starter: ProcessStarter | None = None) -> dict[str, Any]:
     """The graph the project's stream function builds, run with ``env`` (the loading command's)."""
+    project = source.project
     python = project_python(project)
-    # "--opt=value": a value starting with "-" (`--name=-x`) is never read as an option
-    args = [f"--dir={project}"]
-    if target:
-        args.append(f"--target={target}")
-    if file:
-        args.append(f"--file={file}")
-    if name:
-        args.append(f"--name={name}")
-    process = await (starter or shared_starter()).start(python, "tatolab._compile", args, cwd=project, env=stream_env(env),
-                                           stdin=False)
+    process = await (starter or shared_starter()).start(python, "tatolab._compile", source.compile_options(),
+                                                        cwd=project, env=stream_env(env), stdin=False)
     try:
         out, err = await asyncio.wait_for(process.communicate(), COMPILE_TIMEOUT_S)
     except asyncio.TimeoutError:
@@ -66,10 +62,8 @@ async def compile_stream(
     missing = re.search(r"No module named '?(tatolab(?:\.\w+)*)(?!\w)", stderr)
     if missing:
         what = "has no tatolab" if missing.group(1) == "tatolab" else "has an older or another tatolab"
-        raise CompileError(
-            f"{project}/.venv {what} (no module {missing.group(1)}); `tatolab sdk {project}` installs "
-            "this runtime's SDK there (no package index needed)"
-        )
+        raise CompileError(f"{project}/.venv {what} (no module {missing.group(1)})", code="no_sdk", fixes=[
+            _sdk_fix(project, "installs this runtime's SDK there (no package index needed)")])
     try:
         result = json.loads(out.decode(errors="replace").strip().splitlines()[-1])
     except (ValueError, IndexError):

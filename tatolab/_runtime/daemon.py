@@ -14,9 +14,10 @@ from typing import Any
 from tatolab import __version__, _records
 from tatolab._safe_fs import UnsafePath, private_dir
 from tatolab._links import ring
-from tatolab._runtime import groups, paths, unwritten
-from tatolab._runtime.control import Runtime
-from tatolab._runtime.kept import KeptStreams, load_at_start
+from tatolab._control import paths, protocol
+from tatolab._runtime import groups, unwritten
+from tatolab._runtime.kept import KeptStreams
+from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.lock import MachineLock, RuntimeAlreadyRunning
 from tatolab._runtime.logs import RotatingJsonl
 from tatolab._runtime.server import ControlServer
@@ -81,7 +82,7 @@ async def serve(lock: MachineLock) -> None:
     asyncio.get_running_loop().set_exception_handler(server.exception_handler)
     old_umask = os.umask(0o177)
     try:
-        listener = await asyncio.start_unix_server(server.handle, path=str(sock_path), limit=16 * 1024 * 1024)
+        listener = await asyncio.start_unix_server(server.handle, path=str(sock_path), limit=protocol.MAX_LINE)
     finally:
         os.umask(old_umask)
     os.chmod(sock_path, 0o600)
@@ -92,7 +93,7 @@ async def serve(lock: MachineLock) -> None:
         loop.add_signal_handler(sig, stopping.set)
     say("info", f"tatolabd {__version__} running (pid {os.getpid()}), listening on {sock_path}",
         socket=str(sock_path), state=str(state))
-    loading = asyncio.create_task(load_at_start(runtime), name="load kept streams")
+    loading = asyncio.create_task(runtime.load_kept_at_start(), name="load kept streams")
     clean = False
     try:
         await stopping.wait()

@@ -12,7 +12,8 @@ from typing import Any, Callable
 
 from tatolab import __version__
 from tatolab._links import ring
-from tatolab._runtime.exposure import exposure_levels
+from tatolab._runtime.rules.exposure import exposure_levels
+from tatolab._runtime.rules.health import NodeState
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.streams import LoadedStream, link_key
 from tatolab._runtime.surfaces import is_builtin, pool_stats
@@ -38,7 +39,7 @@ def node_entry(node: dict[str, Any], process: NodeProcess | None) -> dict[str, A
         "builtin": is_builtin(node),
         "execution": node.get("execution", "reactive"),
         "pid": None,
-        "state": "stopped",
+        "state": NodeState.STOPPED,
         "restarts": 0,
         "last_error": None,
         "hung": False,

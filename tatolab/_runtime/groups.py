@@ -15,7 +15,8 @@ from pathlib import Path
 
 import psutil
 
-from tatolab._runtime import paths, unwritten
+from tatolab._control import paths
+from tatolab._runtime import unwritten
 
 
 def kill_group(pgid: int) -> None:

@@ -10,29 +10,26 @@ import asyncio
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
+from tatolab._control.source import StreamSource
 from tatolab._runtime.surfaces import is_builtin
 from tatolab._runtime import snapshots
 from tatolab._runtime.environment import stream_env
-from tatolab._runtime.crashes import Lifecycle, RunState, start_run
 from tatolab._runtime import unwritten
+from tatolab._runtime.rules.crashes import Lifecycle, RunState, start_run
 from tatolab._runtime.records import DamagedRecord, KeptRecord, RecordStore, write_json_atomically
 from tatolab._runtime.starter import ProcessStarter
 from tatolab._runtime.starter import shared as shared_starter
-from tatolab._runtime.streams import LoadedStream
-from tatolab._sdk.naming import as_argument
 from tatolab._words import counted
-
-if TYPE_CHECKING:
-    from tatolab._runtime.control import Runtime
 
 CHECK_TIMEOUT_S = 60
 _CHECK_MARK = "TATOLAB-NODE-CHECK "
 
-# Runs in the project's interpreter: can the node host start there, and does each node class import?
+# Runs in the project's interpreter: can the node host start there, and does each node class import
+# (as the node host imports it: tatolab/_classpath.py)?
 _CHECK_SCRIPT = r"""
-import importlib, json, sys
+import json, sys
 spec = json.loads(sys.stdin.readline())
 if spec["sources"]:  # import as the node host will: from the kept snapshot, not the live files
     sys.path[:] = [p for p in sys.path if p not in ("", spec["project"])]
@@ -40,14 +37,12 @@ sys.path.insert(0, spec["sources"] or spec["project"])
 problems = {}
 try:
     import tatolab._host.main
+    from tatolab._classpath import load_class
 except BaseException as exc:
     problems[""] = type(exc).__name__ + ": " + str(exc)
-for node, path in spec["classes"].items():
-    module, _, qualname = path.partition(":")
+for node, path in spec["classes"].items() if "" not in problems else ():
     try:
-        obj = importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
+        load_class(path)
     except BaseException as exc:
         problems[node] = type(exc).__name__ + ": " + str(exc)
 sys.stdout.flush()
@@ -168,12 +163,12 @@ class KeptStreams:
         """A new snapshot of ``project``'s modules for ``name`` (raises snapshots.SnapshotError)."""
         return snapshots.take(project, self.sources, name)
 
-    def keep(self, name: str, project: Path, python: Path, graph: dict[str, Any], *,
-             target: str | None, file: str | None, env: dict[str, str] | None, sources: Path) -> KeptRecord:
+    def keep(self, name: str, source: StreamSource, python: Path, graph: dict[str, Any], *,
+             env: dict[str, str] | None, sources: Path) -> KeptRecord:
         """Record a stream from `run -d` (replacing any record of that name) before it starts;
         the snapshot the replaced record used is removed once the new record is written."""
-        record = KeptRecord(name=name, project=str(project), python=str(python), graph=graph,
-                            target=target, file=file, env=env, sources=str(sources))
+        record = KeptRecord(name=name, project=str(source.project), python=str(python), graph=graph,
+                            target=source.target, file=source.file, env=env, sources=str(sources))
         self.lifecycle.forget(name)
         self.lifecycle.loading(name)
         self._write_marker()
@@ -207,18 +202,18 @@ class KeptStreams:
             if isinstance(record, DamagedRecord):
                 rows.append({"name": record.name, "state": "failed", "nodes": None,
                              "project": record.project or "-", "reason": record.reason,
-                             "hint": record.fix[0].upper() + record.fix[1:] + "."})
+                             "fixes": [{"op": f.op, "args": f.args, "does": f.does} for f in record.fixes]})
                 continue
             row = {"name": record.name, "state": record.state, "nodes": None, "project": record.project}
             if record.failed:
                 row["reason"] = record.failed
-                arg = as_argument(record.name)
-                row["hint"] = f"`tatolab start {arg}` retries it, `tatolab rm {arg}` forgets it."
+                row["fixes"] = [{"op": "start", "args": {"name": record.name}, "does": "retries it"},
+                                {"op": "rm", "args": {"name": record.name}, "does": "forgets it"}]
             rows.append(row)
         return rows
 
 
-def _strip(reason: str) -> str:
+def strip_reason(reason: str) -> str:
     return reason.strip().rstrip(".")
 
 
@@ -258,47 +253,14 @@ async def preflight(record: KeptRecord, starter: ProcessStarter | None = None) -
         return f"checking its node classes with {python} failed: {tail[0]}"
     problems: dict[str, str] = json.loads(lines[-1][len(_CHECK_MARK):])
     if "" in problems:
-        return (f"its project's .venv cannot run the node host ({_strip(problems[''])}); "
+        return (f"its project's .venv cannot run the node host ({strip_reason(problems[''])}); "
                 f"`tatolab sdk {project}` installs this runtime's SDK there")
     if problems:
         node, problem = sorted(problems.items())[0]
         more = f" (and {counted(len(problems) - 1, 'more node')})" if len(problems) > 1 else ""
         where = f"the copy of {project} kept at `run -d` ({record.sources})" if record.sources else str(project)
-        return f"node {node} ({classes[node]}) cannot be imported from {where}: {_strip(problem)}{more}"
+        return f"node {node} ({classes[node]}) cannot be imported from {where}: {strip_reason(problem)}{more}"
     return None
-
-
-async def start_kept(runtime: "Runtime", name: str, record: KeptRecord) -> LoadedStream | None:
-    """Load a kept stream from its record. On a load problem it is marked failed and
-    ``KeptLoadFailed`` is raised; returns None if the record changed meanwhile."""
-    kept = runtime.kept
-    if name in runtime.streams:
-        return runtime.streams[name]
-    kept.loading(name)
-    try:
-        problem = await preflight(record, runtime.starter)
-        async with runtime._load_lock:
-            if runtime.closing:
-                return None
-            current = kept.holder(name)
-            if not isinstance(current, KeptRecord) or current.stopped or current.project != record.project:
-                return None  # stopped, removed or replaced while it was being checked
-            if name in runtime.streams:
-                return runtime.streams[name]
-            if problem:
-                kept.mark_failed(current, _strip(problem))
-                raise KeptLoadFailed(name, _strip(problem))
-            stream = LoadedStream(name=name, project=Path(current.project), graph=current.graph, mode="kept",
-                                  env=current.env, sources=Path(current.sources) if current.sources else None)
-            try:
-                runtime.start_stream(stream, Path(current.python))
-            except Exception as exc:  # ControlError: its rings could not be made
-                kept.mark_failed(current, _strip(str(exc)))
-                raise KeptLoadFailed(name, _strip(str(exc))) from None
-        kept.loaded(name)
-        return stream
-    finally:
-        kept.not_loading(name)
 
 
 class KeptLoadFailed(Exception):
@@ -306,29 +268,3 @@ class KeptLoadFailed(Exception):
         super().__init__(reason)
         self.name = name
         self.reason = reason
-
-
-async def load_at_start(runtime: "Runtime") -> None:
-    """Load every kept stream that is neither stopped nor failed, one at a time (so a crash
-    while loading names the one stream being loaded); one that cannot load is marked failed
-    and the others still start."""
-    kept = runtime.kept
-    for record in kept.store.read_all():
-        if isinstance(record, DamagedRecord):
-            kept.say("error", f"kept stream {record.name} is skipped: {record.reason}. {record.fix}",
-                     stream=record.name)
-            continue
-        if record.stopped or record.failed:
-            continue
-        try:
-            stream = await start_kept(runtime, record.name, record)
-        except KeptLoadFailed:
-            continue  # already reported by mark_failed
-        except Exception as exc:  # a bug must not keep the other streams from starting
-            current = kept.holder(record.name)
-            if isinstance(current, KeptRecord):
-                kept.mark_failed(current, f"loading it failed: {exc!r}")
-            continue
-        if stream is not None:
-            kept.say("info", f"kept stream {record.name} loaded from its record "
-                     f"({counted(len(record.graph['nodes']), 'node')}, project {record.project})", stream=record.name)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tatolab import _records
-from tatolab._records import KEPT_FILES
+from tatolab._control import paths
 from tatolab._runtime import unwritten
 from tatolab._runtime.feed import WAITING_LIMIT, Feed
 from tatolab._safe_fs import UnsafePath, open_own_file
@@ -61,7 +61,7 @@ class RotatingJsonl:
     never raised; once writing works again, the log says how many records it lost.
     """
 
-    def __init__(self, path: Path, max_bytes: int | None = None, kept: int = KEPT_FILES) -> None:
+    def __init__(self, path: Path, max_bytes: int | None = None, kept: int = paths.LOG_FILES_KEPT) -> None:
         self.path = path
         self.max_bytes = max_bytes or max_file_bytes()
         self.kept = kept
@@ -135,8 +135,8 @@ class RotatingJsonl:
             os.close(self._fd)
             self._fd = None
         for index in range(self.kept - 1, 0, -1):
-            older = self.path.with_name(f"{self.path.name}.{index}")
-            newer = self.path if index == 1 else self.path.with_name(f"{self.path.name}.{index - 1}")
+            older = paths.rotated_log(self.path, index)
+            newer = self.path if index == 1 else paths.rotated_log(self.path, index - 1)
             if newer.exists():
                 os.replace(newer, older)
         self._open(truncate=True)
@@ -153,7 +153,7 @@ class RotatingJsonl:
 class StreamLog:
     def __init__(self, stream: str, project: Path | None) -> None:
         self.stream = stream
-        self.file = RotatingJsonl(project / ".streamlib" / "logs" / f"{stream}.jsonl") if project else None
+        self.file = RotatingJsonl(paths.stream_log(project, stream)) if project else None
         self._watchers: list[Feed] = []
         # what was said before the first watcher came (load-time warnings), replayed to it
         self._early: list[dict[str, Any]] | None = []

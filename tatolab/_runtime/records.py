@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from tatolab._safe_fs import create_private_file, private_dir
-from tatolab._sdk.errors import AddressError
-from tatolab._sdk.naming import as_argument, url_safe
+from tatolab._control.errors import ControlError, Fix
+from tatolab._errors import AddressError
+from tatolab._sdk.naming import url_safe
 from tatolab._words import counted
 
 RECORD_VERSION = 1
@@ -196,9 +197,15 @@ class DamagedRecord:
         return f"its record {self.path} is damaged and cannot be read ({self.problem})"
 
     @property
-    def fix(self) -> str:
-        where = self.project or "its project"
-        return f"`tatolab rm {as_argument(self.name)}` forgets it; then `tatolab run -d` in {where} keeps it again"
+    def fixes(self) -> list[Fix]:
+        """Forget the damaged record, then keep the stream again from its project (the CLI words
+        these as `tatolab rm <name>` and `tatolab run -d`: tatolab/_cli/errors.py)."""
+        return [Fix("rm", {"name": self.name}, "forgets it"),
+                Fix("load", {"mode": "kept", "project": self.project or "its project"}, "keeps it again")]
+
+    def refusal(self, what: str) -> ControlError:
+        """Why ``<name> cannot be <what>``, with the fixes."""
+        return ControlError(f"{self.name} cannot be {what}: {self.reason}", code="damaged_record", fixes=self.fixes)
 
 
 _PROJECT_IN_TEXT = re.compile(r'"project":\s*"((?:[^"\\]|\\.)*)"')

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
 import resource
 import time
 import traceback
 from typing import Any
 
-from tatolab._runtime import protocol
-from tatolab._runtime.control import ControlError, Runtime
+from tatolab._control import protocol
+from tatolab._control.errors import ControlError
+from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.ops import OPS, load_all
 
 
@@ -119,17 +119,16 @@ class ControlServer:
             args = request.get("args") or {}
             if not isinstance(args, dict):
                 raise protocol.ProtocolError("args must be a JSON object")
-            try:
-                inspect.signature(operation).bind(self.runtime, **args)
-            except TypeError as exc:
-                raise protocol.ProtocolError(f"bad arguments for {request['op']}: {exc}") from None
-            result = await operation(self.runtime, **args)
-        except (ControlError, protocol.ProtocolError) as exc:
-            await _send(writer, {"ok": False, "error": str(exc)})
+            result = await operation.function(self.runtime, **operation.check(args))
+        except ControlError as exc:
+            await _send(writer, {"ok": False, **exc.to_wire()})
+            return None
+        except protocol.ProtocolError as exc:
+            await _send(writer, {"ok": False, "code": "protocol", "error": str(exc)})
             return None
         except Exception as exc:  # a bug must not take the runtime down
             self.say("error", f"request failed: {exc}", traceback=traceback.format_exc())
-            await _send(writer, {"ok": False, "error": f"internal error in the runtime: {exc}"})
+            await _send(writer, {"ok": False, "code": "internal", "error": f"internal error in the runtime: {exc}"})
             return None
         if hasattr(result, "__aiter__"):
             first = await anext(result, None)  # the opening event carries the answer

@@ -1,27 +1,22 @@
-"""A loaded stream: its rings, its node processes, and how it starts and stops."""
+"""A loaded stream, as data: its graph, rings, node processes, wiring and log, and the names of
+its shared-memory files. Its nodes are started, restarted and stopped by nodes.py."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tatolab._host import status
 from tatolab._links import ring
-from tatolab._runtime import paths
-from tatolab._runtime.exposure import exposure_levels, set_level
-from tatolab._runtime.feed import Feed
+from tatolab._control import paths
+from tatolab._runtime.rules.exposure import exposure_levels, set_level
 from tatolab._runtime.logs import StreamLog
 from tatolab._runtime.starter import ProcessStarter
 from tatolab._runtime.supervisor import NodeProcess
-from tatolab._runtime import surfaces
-from tatolab._runtime.surfaces import is_builtin, python_for
 
 _instance_ids = itertools.count(1)
-READY_POLL_S = 0.01
 
 
 def link_key(link: dict[str, Any]) -> str:
@@ -84,101 +79,13 @@ class LoadedStream:
 
     @property
     def shm_prefix(self) -> str:
-        """Full path prefix of this stream's shared-memory files (in the user's own folder)."""
-        return f"{paths.shm_namespace()}-{self.instance}+"
+        return paths.stream_shm_prefix(paths.shm_namespace(), self.instance)
 
     def ring_base(self, node: str, port: str) -> str:
-        return f"{self.shm_prefix}{node}+{port}"
+        return paths.ring_base(self.shm_prefix, node, port)
 
     def status_path(self, node: str) -> str:
-        # "#" is never in a URL-safe name, so this cannot meet a ring file
-        return f"{self.shm_prefix}{node}#status"
-
-    def start(self, python: Path) -> None:
-        """Make every ring, then start every node at once (their processes start side by side)."""
-        self.started_ns = time.monotonic_ns()
-        self.log = self.log or StreamLog(self.name, self.project)
-        specs: dict[str, dict[str, Any]] = {}
-        for node in self.graph["nodes"]:
-            outputs = {}
-            for out in node["outputs"]:
-                base = self.ring_base(node["name"], out["port"])
-                ring.create_ring(base)
-                self.rings[(node["name"], out["port"])] = OutputRing(base)
-                outputs[out["port"]] = {"base": base}
-            status.create(self.status_path(node["name"]))
-            specs[node["name"]] = {
-                "stream": self.name,
-                "node": node["name"],
-                "class": node["class"],
-                "config": node.get("config") or {},
-                "execution": node.get("execution", "reactive"),
-                "interval_ms": node.get("interval_ms"),
-                "watchdog_ms": node.get("watchdog_ms"),
-                "memory_limit_mb": node.get("memory_limit_mb"),
-                "status": self.status_path(node["name"]),
-                "project": str(self.project),
-                "sources": str(self.sources) if self.sources is not None else None,
-                "inputs": {
-                    port["port"]: {"delivery_profile": port["delivery_profile"], "links": []}
-                    for port in node["inputs"]
-                },
-                "outputs": outputs,
-                "surfaces": paths.surface_pool(),
-                "builtin": is_builtin(node),
-            }
-        for link in self.graph["links"]:
-            source = link["from"]
-            if "address" in source:
-                # a remote output: wired when exposure between streams lands
-                self.waiting[link_key(link)] = "not wired yet"  # wiring.rewire decides, right after start
-                continue
-            out = self.rings[(source["node"], source["port"])]
-            target = specs[link["to"]["node"]]["inputs"][link["to"]["port"]]
-            wiring = LinkWiring(out.base, out.claim_reader())
-            self.wiring[link_key(link)] = wiring
-            target["links"].append(
-                {"key": link_key(link), "base": out.base, "reader_index": wiring.reader_index}
-            )
-        surfaces.acquire()  # after everything that can fail: stop() gives it back
-        for name, spec in specs.items():
-            process = NodeProcess(stream=self.name, spec=spec, python=python_for(spec, python),
-                                  project=self.project, log=self.log, env=self.env, starter=self.starter)
-            self.nodes[name] = process
-            process.start()
-
-    async def restart_nodes(self, graph: dict[str, Any], names: list[str]) -> None:
-        """Take ``graph`` (of the same shape: reload.same_shape) as this stream's, restarting only
-        the nodes ``names`` from the code on disk now; the others, and every ring, stay as they are.
-        Each named node's process ends before its successor starts."""
-        entries = {node["name"]: node for node in graph["nodes"]}
-        old = [self.nodes[name] for name in names]
-        await asyncio.gather(*(node.stop() for node in old))
-        self.graph = graph
-        for previous in old:
-            entry = entries[previous.name]
-            spec = dict(previous.spec, config=entry.get("config") or {}, watchdog_ms=entry.get("watchdog_ms"),
-                        memory_limit_mb=entry.get("memory_limit_mb"))
-            process = NodeProcess(stream=self.name, spec=spec, python=previous.python, project=self.project,
-                                  log=self.log, env=self.env, starter=self.starter)
-            self.nodes[previous.name] = process
-            process.start()
-
-    async def wait_ready(self, timeout: float, since_ns: int | None = None) -> dict[str, Any]:
-        """Wait until every node made its first ``process()`` call (a manual node: runs), the
-        stream ended, or ``timeout``; says how long the start took (from ``since_ns``, else from
-        the start of its nodes: compiling came before) and which nodes are not ready."""
-        deadline = time.monotonic() + timeout
-        while True:
-            ready = {name: node.ready_ns() for name, node in self.nodes.items()}
-            waiting = sorted(name for name, ns in ready.items() if not ns)
-            if not waiting or self.ended.is_set() or time.monotonic() >= deadline:
-                break
-            await asyncio.sleep(READY_POLL_S)
-        last = max((ns for ns in ready.values() if ns), default=0)
-        began = since_ns if since_ns is not None else self.started_ns
-        return {"start_ms": round((last - began) / 1e6, 1) if last else None,
-                "ready": len(ready) - len(waiting), "not_ready": waiting}
+        return paths.status_file(self.shm_prefix, node)
 
     # -- as the source of other streams' remote links (see wiring.py) ----------------------
 
@@ -203,60 +110,3 @@ class LoadedStream:
 
     def remote_links(self) -> dict[str, dict[str, Any]]:
         return {link_key(link): link for link in self.graph["links"] if "address" in link["from"]}
-
-    def bind_remote(self, key: str, wiring: LinkWiring) -> None:
-        """Wire a remote link: the reading node opens the source's ring from now on."""
-        link = self.remote_links()[key]
-        to = link["to"]
-        entry = {"key": key, "base": wiring.base, "reader_index": wiring.reader_index, "start": "now"}
-        process = self.nodes[to["node"]]  # the compiler checked that the link's node exists
-        links = process.spec["inputs"][to["port"]]["links"]
-        links[:] = [existing for existing in links if existing["key"] != key] + [entry]  # a restart reads this
-        process.send({"op": "add_link", "port": to["port"], "link": entry})
-        self.wiring[key] = wiring
-        self.waiting.pop(key, None)
-
-    def unbind_remote(self, key: str, reason: str) -> LinkWiring | None:
-        """Cut a remote link at once; it waits, with ``reason``, until it can be wired again."""
-        wiring = self.wiring.pop(key, None)
-        self.waiting[key] = reason
-        to = self.remote_links()[key]["to"]
-        process = self.nodes.get(to["node"])
-        if wiring is not None and process is not None:
-            links = process.spec["inputs"][to["port"]]["links"]
-            links[:] = [existing for existing in links if existing["key"] != key]
-            process.send({"op": "remove_link", "key": key})
-        return wiring
-
-    async def log_events(self, queue: Feed) -> Any:
-        """Log records as events until the stream ends, then one ``ended`` event."""
-        ended = asyncio.create_task(self.ended.wait())
-        record: asyncio.Task | None = None
-        try:
-            while True:
-                record = asyncio.create_task(queue.get())
-                done, _ = await asyncio.wait({record, ended}, return_when=asyncio.FIRST_COMPLETED)
-                if record in done:
-                    yield {"event": "log", "record": record.result()}
-                    continue
-                record.cancel()
-                while not queue.empty():
-                    yield {"event": "log", "record": queue.get_nowait()}
-                yield {"event": "ended", "reason": self.end_reason, "runtime_down": self.ended_by_runtime}
-                return
-        finally:
-            ended.cancel()
-            if record is not None:
-                record.cancel()
-
-    async def stop(self, reason: str, *, by_runtime: bool = False) -> None:
-        self.ended_by_runtime = by_runtime
-        await asyncio.gather(*(node.stop() for node in self.nodes.values()))
-        ring.reap(self.shm_prefix)
-        surfaces.release()
-        self.end_reason = reason
-        if self.log is not None:
-            self.log.say(f"stream {self.name} stopped: {reason}")
-        self.ended.set()
-        if self.log is not None:
-            self.log.close()

@@ -13,8 +13,11 @@ from typing import Any
 import psutil
 
 from tatolab import _records
+from tatolab._host import spec as host_spec
 from tatolab._host.status import NodeStatus
-from tatolab._runtime import groups, health
+from tatolab._runtime import groups
+from tatolab._runtime.rules import health
+from tatolab._runtime.rules.health import NodeState
 from tatolab._runtime.environment import stream_env
 from tatolab._runtime.logs import StreamLog
 from tatolab._runtime.starter import ProcessStarter, Started
@@ -44,7 +47,7 @@ def describe_exit(code: int) -> str:
 
 
 class NodeProcess:
-    def __init__(self, *, stream: str, spec: dict[str, Any], python: Path, project: Path, log: StreamLog,
+    def __init__(self, *, stream: str, spec: host_spec.HostSpec, python: Path, project: Path, log: StreamLog,
                  env: dict[str, str] | None = None, starter: ProcessStarter | None = None) -> None:
         self.stream = stream
         self.starter = starter or shared_starter()
@@ -54,7 +57,7 @@ class NodeProcess:
         self.python = python
         self.project = project
         self.log = log
-        self.state = "starting"
+        self.state = NodeState.STARTING
         self.restarts = 0
         self.last_error: str | None = None
         self.process: Started | None = None
@@ -107,11 +110,11 @@ class NodeProcess:
             self.status = NodeStatus(self.spec["status"])
         self._task = asyncio.create_task(self._supervise(), name=f"node {self.stream}/{self.name}")
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: host_spec.Message) -> None:
         """A control message for the running node (add or remove a link)."""
         process = self.process
         if process and process.stdin and process.returncode is None:
-            process.stdin.write((json.dumps(message) + "\n").encode())
+            process.stdin.write(host_spec.encode(message))
 
     async def stop(self) -> None:
         self._stopping = True
@@ -123,7 +126,7 @@ class NodeProcess:
         process = self.process
         if process is not None and process.returncode is None:
             try:
-                process.stdin.write(b'{"op":"stop"}\n')  # type: ignore[union-attr]
+                process.stdin.write(host_spec.encode(host_spec.STOP))  # type: ignore[union-attr]
                 process.stdin.close()  # type: ignore[union-attr]
             except (BrokenPipeError, ConnectionResetError, AttributeError):
                 pass
@@ -138,14 +141,14 @@ class NodeProcess:
             groups.kill_group(process.pid)  # whatever the node started ends with it
         task = self._task
         if task is not None:
-            if self.state == "restarting":
+            if self.state == NodeState.RESTARTING:
                 task.cancel()  # waiting out a backoff: nothing left to read
             # otherwise let it read what the node said last (teardown's output, a traceback)
             done, _ = await asyncio.wait({task}, timeout=PUMP_DRAIN_S)
             if not done:
                 task.cancel()
                 await asyncio.wait({task})
-        self.state = "stopped"
+        self.state = NodeState.STOPPED
         if self.status is not None:
             self.status.close()
             self.status = None
@@ -180,7 +183,7 @@ class NodeProcess:
             if delay:
                 await asyncio.sleep(delay)
             self.restarts += 1
-        self.state = "stopped"
+        self.state = NodeState.STOPPED
 
     async def _run_once(self) -> int:
         try:
@@ -190,7 +193,7 @@ class NodeProcess:
             return 127
         self.imports = None
         env = stream_env(self.env)
-        self.state = "starting"
+        self.state = NodeState.STARTING
         # Spawning is shielded: a stop() arriving meanwhile waits for the process and ends it,
         # rather than cancelling the spawn half-way and leaving a node nobody tracks.
         # A session of its own (the starter sees to it): the node leads a process group that ends with it.
@@ -210,10 +213,10 @@ class NodeProcess:
         process = self.process
         groups.remember(process.pid)
         try:
-            process.stdin.write((json.dumps(self.spec) + "\n").encode())  # type: ignore[union-attr]
+            process.stdin.write(host_spec.encode(self.spec))  # type: ignore[union-attr]
         except (BrokenPipeError, ConnectionResetError):
             pass  # it died at once: its exit says how
-        self.state = "running"
+        self.state = NodeState.RUNNING
         records = asyncio.create_task(self._pump_records(read_fd))
         out = asyncio.create_task(self._pump_lines(process.stdout, "info", "stdout"))
         err = asyncio.create_task(self._pump_lines(process.stderr, "warning", "stderr"))
@@ -239,28 +242,28 @@ class NodeProcess:
             await asyncio.sleep(health.POLL_S)
             if process.returncode is not None or self._stopping:
                 return
-            reason = None
+            verdict = None
             if self.status is not None:
-                reason = health.hung_reason(self.status.busy_since_ns(), time.monotonic_ns(), self.watchdog_ms)
-                if reason is not None:
+                verdict = health.hung(self.status.busy_since_ns(), time.monotonic_ns(), self.watchdog_ms)
+                if verdict is not None:
                     self.hangs += 1
-            if reason is None and self.memory_limit is not None:
+            if verdict is None and self.memory_limit is not None:
                 try:
                     rss = psutil.Process(process.pid).memory_info().rss
                 except psutil.Error:
                     rss = None
-                reason = health.over_memory_reason(rss, self.memory_limit)
-                if reason is not None:
+                verdict = health.over_memory(rss, self.memory_limit)
+                if verdict is not None:
                     self.memory_restarts += 1
-            if reason is None:
+            if verdict is None:
                 continue
-            self._kill_reason = reason
-            self.last_error = reason
+            self._kill_reason = verdict.reason
+            self.last_error = verdict.reason
             self.log.say(
-                f"node {self.name} of stream {self.stream} is {reason}; restarting it",
-                level="error", node=self.name, health=reason.split(":", 1)[0],
+                f"node {self.name} of stream {self.stream} is {verdict.reason}; restarting it",
+                level="error", node=self.name, health=verdict.trouble.value,
             )
-            if reason.startswith("hung"):
+            if verdict.trouble is health.Trouble.HUNG:
                 try:
                     process.send_signal(signal.SIGUSR1)  # its stacks go to stderr, so to the log
                     await asyncio.wait_for(asyncio.shield(process.exited), STACK_DUMP_WAIT_S)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tatolab._links import ring
-from tatolab._runtime import paths
+from tatolab._control import paths
 from tatolab._sdk.builtins import IMPLEMENTATIONS
 from tatolab._surfaces import pool
 

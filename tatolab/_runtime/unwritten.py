@@ -2,7 +2,7 @@
 said once when they start failing and once when they work again, never raised.
 
 A log line or a record that cannot be written must never end a node's supervisor, a stop
-or a start; `tatolab streams` lists what is being lost (the ``write_failures`` operation).
+or a start; `tatolab streams` lists what is being lost (in the ``streams`` operation's answer).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Watching a project for saves, for `tatolab dev`.
 
-Which paths count is a plain rule (``is_watched``, ``watched_dirs``); the watching itself
-is watchfiles. Each project folder is watched on its own, non-recursively, so ignored
-folders (a ``.venv`` holds thousands) never cost an inotify watch; a folder created later
-is picked up by walking the project again after each batch of changes.
+Which paths count is a plain rule (rules/saves.py); the watching itself is watchfiles. Each
+project folder is watched on its own, non-recursively, so ignored folders (a ``.venv`` holds
+thousands) never cost an inotify watch; a folder created later is picked up by walking the
+project again after each batch of changes.
 """
 
 from __future__ import annotations
@@ -16,10 +16,7 @@ from typing import AsyncIterator
 
 from watchfiles import Change, awatch
 
-IGNORED_DIRS = frozenset({".venv", ".git", "__pycache__", ".streamlib"})
-WATCHED_NAMES = frozenset({"pyproject.toml"})
-# Python, and GLSL a GlslPixelEffect reads from a file (path=...)
-WATCHED_SUFFIXES = (".py", ".glsl", ".frag")
+from tatolab._runtime.rules.saves import IGNORED_DIRS, is_watched
 
 # watchfiles yields a batch once STEP_MS pass without a *new* (kind, path) pair, so ten saves
 # of one file arrive as several batches; dev then waits for QUIET_MS without any batch, which
@@ -34,18 +31,6 @@ def _ignored_dir(path: str) -> bool:
     """A folder dev never looks into: the ignored names, and any other virtual environment."""
     name = os.path.basename(path)
     return name in IGNORED_DIRS or os.path.exists(os.path.join(path, "pyvenv.cfg"))
-
-
-def is_watched(project: Path, path: str) -> bool:
-    """True for a ``.py`` or shader file or ``pyproject.toml`` inside ``project``, outside ignored folders."""
-    try:
-        relative = Path(path).relative_to(project)
-    except ValueError:
-        return False
-    if any(part in IGNORED_DIRS for part in relative.parts[:-1]):
-        return False
-    name = relative.name
-    return name.endswith(WATCHED_SUFFIXES) or name in WATCHED_NAMES
 
 
 def watched_dirs(project: Path) -> list[str]:

@@ -10,10 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from tatolab._host import spec as host_spec
+from tatolab._host.spec import LinkSpec
 from tatolab._links.ring import RingError
-from tatolab._runtime.exposure import SourceView, resolve
+from tatolab._runtime.rules.exposure import SourceView, resolve
 from tatolab._runtime.streams import LinkWiring, LoadedStream
-from tatolab._sdk.errors import AddressError
+from tatolab._errors import AddressError
 from tatolab._sdk.naming import parse_address
 
 
@@ -56,18 +58,18 @@ def _rewire_link(reader: LoadedStream, key: str, link: dict[str, Any], streams: 
         if bound is not None and bound.base == ring.base:
             return  # already reading this very ring
         if bound is not None:
-            _release(streams, reader.unbind_remote(key, "rewiring"))
+            _release(streams, unbind_remote(reader, key, "rewiring"))
         try:
             index = ring.claim_reader()
         except RingError as exc:
             reader.waiting[key] = str(exc)
             say(f"link {key} waiting: {exc}", level="warning")
             return
-        reader.bind_remote(key, LinkWiring(ring.base, index))
+        bind_remote(reader, key, LinkWiring(ring.base, index))
         say(f"link {key} wired to {source.name} (project {source.project})")
         return
     if bound is not None:
-        _release(streams, reader.unbind_remote(key, decision.reason or "waiting"))
+        _release(streams, unbind_remote(reader, key, decision.reason or "waiting"))
         say(f"link {key} cut: {decision.reason}", level="warning")
     elif reader.waiting.get(key) != decision.reason:
         reader.waiting[key] = decision.reason or "waiting"
@@ -97,3 +99,28 @@ def _sayer(stream: LoadedStream) -> Callable[..., None]:
             stream.log.say(message, level=level)
 
     return say
+
+
+def bind_remote(reader: LoadedStream, key: str, wiring: LinkWiring) -> None:
+    """Wire a remote link: the reading node opens the source's ring from now on."""
+    link = reader.remote_links()[key]
+    to = link["to"]
+    entry: LinkSpec = {"key": key, "base": wiring.base, "reader_index": wiring.reader_index, "start": "now"}
+    process = reader.nodes[to["node"]]  # the compiler checked that the link's node exists
+    links = process.spec["inputs"][to["port"]]["links"]
+    links[:] = [existing for existing in links if existing["key"] != key] + [entry]  # a restart reads this
+    process.send(host_spec.add_link(to["port"], entry))
+    reader.wiring[key] = wiring
+    reader.waiting.pop(key, None)
+
+def unbind_remote(reader: LoadedStream, key: str, reason: str) -> LinkWiring | None:
+    """Cut a remote link at once; it waits, with ``reason``, until it can be wired again."""
+    wiring = reader.wiring.pop(key, None)
+    reader.waiting[key] = reason
+    to = reader.remote_links()[key]["to"]
+    process = reader.nodes.get(to["node"])
+    if wiring is not None and process is not None:
+        links = process.spec["inputs"][to["port"]]["links"]
+        links[:] = [existing for existing in links if existing["key"] != key]
+        process.send(host_spec.remove_link(key))
+    return wiring

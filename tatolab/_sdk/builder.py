@@ -6,7 +6,7 @@ import dataclasses
 import enum
 from typing import Any, Callable, TypeVar
 
-from tatolab._sdk.errors import AddressError, GraphError
+from tatolab._errors import AddressError, GraphError
 from tatolab._sdk.naming import Address, format_address, parse_address, url_safe
 from tatolab._sdk.nodes import describe_node, node_spec, plain_config
 

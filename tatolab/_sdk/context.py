@@ -8,8 +8,8 @@ from collections import deque
 from typing import Any, Callable, Protocol, TypeVar
 
 from tatolab import _bags
+from tatolab._errors import BagError, GraphError
 from tatolab._links.shm import RingError
-from tatolab._sdk.errors import BagError, GraphError
 
 T = TypeVar("T")
 
@@ -255,7 +255,6 @@ class RuntimeContextLimitedAccess:
         self.inputs = inputs
         self.outputs = outputs
         self.log = log
-        self.logger = log
 
     @property
     def time(self) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import unicodedata
 from typing import NamedTuple
 
-from tatolab._sdk.errors import AddressError
+from tatolab._errors import AddressError
 
 _ALLOWED = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-._~")
 # Names become file names (a kept stream's record, a ring in /dev/shm holds stream, node and

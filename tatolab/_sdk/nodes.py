@@ -12,7 +12,8 @@ from typing import Any, Callable, TypeVar
 import msgspec
 
 from tatolab import _bags
-from tatolab._sdk.errors import ConfigError, NodeDefinitionError
+from tatolab._classpath import class_path
+from tatolab._errors import ConfigError, NodeDefinitionError
 from tatolab._sdk.naming import url_safe
 
 C = TypeVar("C", bound=type)
@@ -163,14 +164,8 @@ def _define(
     name = cls.__qualname__
     inputs, outputs = _collect_ports(cls)
 
-    if execution is None:
-        execution = "reactive"
-        if not inputs:
-            raise NodeDefinitionError(
-                f"Node {name} has no inputs, so nothing would ever make it run. For a source, use "
-                '@node(execution="continuous", interval_ms=100) to call process() on a timer, '
-                'or @node(execution="manual") to drive it yourself from a thread or callback started in setup().'
-            )
+    chosen = execution is not None
+    execution = execution if chosen else "reactive"
     if execution not in EXECUTIONS:
         raise NodeDefinitionError(
             f"Node {name}: execution={execution!r} is not one Tatolab knows. "
@@ -179,8 +174,9 @@ def _define(
         )
     if execution == "reactive" and not inputs:
         raise NodeDefinitionError(
-            f'Node {name} is reactive but has no inputs, so nothing would ever make it run. Use '
-            '@node(execution="continuous", interval_ms=100) or @node(execution="manual") for a source.'
+            f"Node {name} {'is reactive but ' if chosen else ''}has no inputs, so nothing would ever make it run. "
+            'For a source, use @node(execution="continuous", interval_ms=100) to call process() on a timer, '
+            'or @node(execution="manual") to drive it yourself from a thread or callback started in setup().'
         )
     if execution == "continuous":
         if (
@@ -217,7 +213,7 @@ def _define(
     takes_config, config_type, optional = _config_signature(cls)
     doc = cls.__dict__.get("__doc__")
     spec = NodeSpec(
-        class_path=f"{cls.__module__}:{cls.__qualname__}",
+        class_path=class_path(cls),
         class_name=cls.__name__,
         doc=inspect.cleandoc(doc) if isinstance(doc, str) and doc.strip() else None,
         execution=execution,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from tatolab._runtime.control import ControlError
+from tatolab._control.errors import ControlError, Fix
 from tatolab._runtime.machine import machine_name
-from tatolab._sdk.errors import AddressError
+from tatolab._errors import AddressError
 from tatolab._sdk.naming import Address, format_address, parse_address
 
 
@@ -20,8 +20,9 @@ def local_address(address: str, command: str) -> Address:
     if where.machine is not None and where.machine != here:
         short = format_address(where._replace(machine=None))
         raise ControlError(
-            f"{address} is on machine {where.machine}, and `tatolab {command}` works on this machine ({here}); "
-            f"run `tatolab {command} {short}` on {where.machine} (ssh to it)"
+            f"{address} is on machine {where.machine}, and {command} works on this machine ({here})",
+            code="on_another_machine", fixes=[Fix(command, {"address": short}, f"on {where.machine}")],
+            details={"op": command, "address": address, "machine": where.machine, "here": here, "local": short},
         )
     return where
 

@@ -18,20 +18,57 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Literal, TypedDict
 
 from tatolab import _records
 from tatolab._runtime.compiler import CompileError, compile_stream
-from tatolab._runtime.control import ControlError, Runtime, open_project, request_env
+from tatolab._control.errors import ControlError
+from tatolab._control.operations import Events
+from tatolab._control.source import StreamSource
 from tatolab._runtime.feed import Feed
+from tatolab._runtime.runtime import Runtime, open_project, request_env
 from tatolab._runtime.ops import op
-from tatolab._runtime.reload import nodes_to_restart, same_shape
+from tatolab._runtime.rules.reload import nodes_to_restart, same_shape
+from tatolab._runtime.ops.streams import Ended, LogEvent, log_events
+from tatolab._runtime.rules.health import NodeState
 from tatolab._runtime.streams import LoadedStream
 from tatolab._runtime.watch import QUIET_MS, project_changes
 
 RELOAD_REASON = "replaced by the version just saved"
 SPAWN_WAIT_S = 2.0  # how long the `loaded` event waits to report when node processes were spawned
+
+
+class Reloaded(TypedDict):
+    event: Literal["loaded"]
+    name: str
+    project: str
+    nodes: int
+    reload: bool  # False for the first load
+    ts_ns: int
+    timings_ms: dict[str, float]  # replace, spawn, since_change
+
+
+class Change(TypedDict):
+    event: Literal["change"]
+    files: list[str]
+    ts_ns: int
+    first_seen_ns: int
+
+
+class Compiled(TypedDict):
+    event: Literal["compiled"]
+    ts_ns: int
+    compile_ms: float
+
+
+class Failed(TypedDict, total=False):
+    event: Literal["failed"]
+    error: str
+    code: str  # for a refusal (tatolab/_control/errors.py): its code, fixes and details
+    fixes: list[dict[str, Any]]
+    details: dict[str, Any]
+    running: str | None  # the name still running the previous version
+    ts_ns: int
 
 
 @op("dev")
@@ -42,9 +79,12 @@ async def dev(
     file: str | None = None,
     name: str | None = None,
     env: dict[str, str] | None = None,
-) -> AsyncIterator[dict[str, Any]]:
+) -> Events[Reloaded | Change | Compiled | Failed | LogEvent | Ended]:
+    """Load the stream in ``project`` attached, and load it again after every save of a ``.py`` file
+    or ``pyproject.toml`` (arguments as for ``load``). A save that does not compile or start is told
+    as ``failed`` and the previous version keeps running. Hanging up unloads the stream."""
     project_dir, _ = open_project(project)
-    session = DevSession(runtime, project_dir, {"target": target, "file": file, "name": name}, request_env(env))
+    session = DevSession(runtime, StreamSource.of(project_dir, target, file, name), request_env(env))
     session.start_watching()
     try:
         await session.first_load()  # a refused name ends dev here, as an error answer
@@ -55,10 +95,10 @@ async def dev(
 
 
 class DevSession:
-    def __init__(self, runtime: Runtime, project: Path, which: dict[str, Any], env: dict[str, str] | None) -> None:
+    def __init__(self, runtime: Runtime, source: StreamSource, env: dict[str, str] | None) -> None:
         self.runtime = runtime
-        self.project = project
-        self.which = which
+        self.source = source
+        self.project = source.project
         self.env = env  # the `tatolab dev` command's: every version compiles and runs with it
         self.stream: LoadedStream | None = None
         self.retiring: LoadedStream | None = None  # the version being replaced: its end is not dev's end
@@ -88,7 +128,7 @@ class DevSession:
         try:
             graph = await self._compile()
         except CompileError as exc:
-            self._say_failed(str(exc))
+            self._say_failed(exc)
         else:
             await self._swap_in(graph, time.monotonic_ns(), reload=False)
         self.tasks.append(asyncio.create_task(self._reload_loop(), name=f"dev reload {self.project}"))
@@ -150,7 +190,7 @@ class DevSession:
                 try:
                     graph = await compiling
                 except CompileError as exc:
-                    self._say_failed(str(exc))
+                    self._say_failed(exc)
                     continue
                 finally:
                     compiling = None
@@ -162,8 +202,7 @@ class DevSession:
             await _cancelled(compiling)  # dev ended mid-compile: no compile process is left behind
 
     async def _compile(self) -> dict[str, Any]:
-        return await compile_stream(self.project, env=self.env, starter=self.runtime.starter,
-                                    **{k: v for k, v in self.which.items() if v})
+        return await compile_stream(self.source, env=self.env, starter=self.runtime.starter)
 
     async def _swap_in(self, graph: dict[str, Any], detected_ns: int, *, reload: bool) -> None:
         old = self.stream
@@ -184,7 +223,7 @@ class DevSession:
                 self.out.put_nowait({"event": "ended", "reason": old.end_reason,
                                      "runtime_down": old.ended_by_runtime})
                 return
-            self._say_failed(str(exc))
+            self._say_failed(exc)
             return
         finally:
             self.retiring = None
@@ -206,7 +245,7 @@ class DevSession:
 
     async def _reload_in_place(self, stream: LoadedStream, graph: dict[str, Any], detected_ns: int) -> None:
         """The new version has the running one's shape: restart only the nodes that may run changed
-        code or config (reload.py), keep the others and every ring, and say which were kept."""
+        code or config (rules/reload.py), keep the others and every ring, and say which were kept."""
         imports = {name: node.imports for name, node in stream.nodes.items()}
         restart = nodes_to_restart(stream.graph, graph, self.unapplied, imports)
         kept = [name for name in stream.nodes if name not in restart]
@@ -218,7 +257,7 @@ class DevSession:
                 self.out.put_nowait({"event": "ended", "reason": stream.end_reason,
                                      "runtime_down": stream.ended_by_runtime})
                 return
-            self._say_failed(str(exc))
+            self._say_failed(exc)
             return
         self.unapplied = []
         if stream.log is not None:
@@ -240,16 +279,17 @@ class DevSession:
             },
         })
 
-    def _say_failed(self, error: str) -> None:
+    def _say_failed(self, error: str | ControlError) -> None:
         running = self.stream.name if self.stream is not None and not self.stream.ended.is_set() else None
-        self.out.put_nowait({"event": "failed", "error": error, "running": running, "ts_ns": time.monotonic_ns()})
+        said = error.to_wire() if isinstance(error, ControlError) else {"error": error}
+        self.out.put_nowait({"event": "failed", **said, "running": running, "ts_ns": time.monotonic_ns()})
 
     async def _follow(self, stream: LoadedStream) -> None:
         """Forward the stream's log; its end ends dev unless a newer version replaced it."""
         assert stream.log is not None
         queue = stream.log.watch()
         try:
-            async for event in stream.log_events(queue):
+            async for event in log_events(stream, queue):
                 replaced = stream is self.retiring or stream is not self.stream
                 if event["event"] == "log":
                     if not (replaced and event["record"].get("node") is None):
@@ -273,7 +313,7 @@ async def _spawned(stream: LoadedStream) -> int:
     """When every node process of ``stream`` has been spawned (for the timings in ``loaded``)."""
     deadline = time.monotonic() + SPAWN_WAIT_S
     while time.monotonic() < deadline:
-        if all(node.process is not None or node.state != "starting" for node in stream.nodes.values()):
+        if all(node.process is not None or node.state is not NodeState.STARTING for node in stream.nodes.values()):
             break
         await asyncio.sleep(0.002)
     return time.monotonic_ns()

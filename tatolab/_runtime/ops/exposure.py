@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal, TypedDict
 
-from tatolab._runtime.control import ControlError, Runtime
-from tatolab._runtime.exposure import LEVELS, set_level
+from tatolab._runtime.runtime import Runtime
+from tatolab._runtime.rules.exposure import set_level
 from tatolab._runtime.ops import op
 from tatolab._runtime.ops.addresses import local_address, no_output
 from tatolab._runtime.records import KeptRecord
-from tatolab._sdk.errors import AddressError
+from tatolab._errors import AddressError
 from tatolab._sdk.naming import format_address, parse_address
 
 
+class Exposed(TypedDict):
+    address: str
+    level: str
+    kept: bool  # recorded in the kept stream's record too
+    cut: list[str]  # streams whose links to it were cut
+
+
 @op("expose")
-async def expose(runtime: Runtime, address: str, level: str = "private") -> dict[str, Any]:
-    if level not in LEVELS:
-        raise ControlError(f"exposure level must be one of {', '.join(LEVELS)}, not {level!r}")
+async def expose(runtime: Runtime, address: str, level: Literal["internal", "private", "public"] = "private") -> Exposed:
+    """Change who may read the output at ``address`` (``<stream>/<node>/<port>``): internal (its own
+    stream), private (every stream on this machine) or public; links that may no longer read it are cut."""
     where = local_address(address, "expose")
     short = format_address(where._replace(machine=None))
     stream = runtime.streams.get(where.stream)

@@ -1,17 +1,18 @@
-"""Seeing inside: the live graph, tapping an output, where a stream's log is, node trouble."""
+"""Seeing inside: the live graph and tapping an output."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Literal, TypedDict
 
-import msgspec
 
+from tatolab import _bags
+from tatolab._control.errors import ControlError
+from tatolab._control.operations import Events
 from tatolab._links.aio import AsyncRingReader
 from tatolab._links.ring import RingError, RingReader
-from tatolab._runtime import health, unwritten
-from tatolab._runtime.control import ControlError, Runtime
-from tatolab._runtime.graph import build_graph, node_entry
+from tatolab._runtime.graph import build_graph
+from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.ops import op
 from tatolab._runtime.ops.addresses import local_address, no_output
 from tatolab._runtime.streams import LoadedStream, OutputRing
@@ -30,40 +31,11 @@ def _row(runtime: Runtime, name: str) -> dict[str, Any]:
 
 @op("graph")
 async def graph(runtime: Runtime, stream: str | None = None) -> dict[str, Any]:
+    """The live graph of every stream, or of ``stream``: nodes, links and their counters (docs/graph.md)."""
     rows = runtime.list_streams()
     if stream is not None:
         _row(runtime, stream)
     return build_graph(runtime.streams, rows, only=stream)
-
-
-@op("troubled_nodes")
-async def troubled_nodes(runtime: Runtime) -> list[dict[str, Any]]:
-    """Nodes that crashed, restarted or hang, for the lines under ``tatolab streams``."""
-    found = []
-    for stream in runtime.streams.values():
-        for node in stream.graph["nodes"]:
-            process = stream.nodes.get(node["name"])
-            if process is None:
-                continue
-            entry = node_entry(node, process)
-            if health.is_trouble(entry):
-                found.append({"stream": stream.name, **{k: entry[k] for k in ("name", "state", "restarts", "last_error", "hung")}})
-    return found
-
-
-@op("write_failures")
-async def write_failures(runtime: Runtime) -> list[dict[str, Any]]:
-    """Files the runtime could not write (a full disk, no descriptor left) and how much was lost."""
-    return unwritten.report()
-
-
-@op("stream_log")
-async def stream_log(runtime: Runtime, stream: str) -> dict[str, Any]:
-    """Where ``stream`` writes its log; the CLI reads the files itself."""
-    row = _row(runtime, stream)
-    if not row.get("project"):
-        raise ControlError(f"stream {stream} has no project folder, so it has no log file")
-    return {"name": row["name"], "project": row["project"], "log": f"{row['project']}/.streamlib/logs/{row['name']}.jsonl"}
 
 
 def preview(value: Any) -> Any:
@@ -85,7 +57,7 @@ def preview(value: Any) -> Any:
 
 def describe_bag(payload: bytes) -> Any:
     try:
-        return preview(msgspec.msgpack.decode(payload))
+        return preview(_bags.decode(payload))
     except (ValueError, RecursionError):
         return preview(payload)  # not msgpack (or nested too deep to show): the raw bytes
 
@@ -101,18 +73,41 @@ def _find_output(runtime: Runtime, address: str) -> tuple[LoadedStream, OutputRi
     return stream, out, f"{stream.name}/{where.node}/{where.port}"
 
 
+class Tapping(TypedDict):
+    event: Literal["tapping"]
+    address: str
+    profile: str
+    reader: int
+
+
+class Bag(TypedDict):
+    event: Literal["bag"]
+    n: int
+    ts_ns: int
+    size: int
+    bag: Any  # the bag made fit for one JSON line (bytes as length and a hex preview)
+
+
+class TapEnd(TypedDict):
+    event: Literal["end"]
+    got: int
+    reason: Literal["count", "timeout", "stream stopped"]
+    dropped: int
+
+
 @op("tap")
 async def tap(
     runtime: Runtime,
     address: str,
     count: int | None = None,
     timeout: float | None = 10.0,
-    profile: str = "newest",
-) -> AsyncIterator[dict[str, Any]]:
-    if profile not in ("newest", "ordered"):
-        raise ControlError(f'a tap reads as "newest" or "ordered", not {profile!r}')
+    profile: Literal["newest", "ordered"] = "newest",
+) -> Events[Tapping | Bag | TapEnd]:
+    """Read the bags the output at ``address`` writes, without slowing it: ``newest`` the latest each
+    time (skipping), ``ordered`` every bag in order until lapped; until ``count`` bags or ``timeout``
+    seconds (None: no limit). It reads through a reader record of its own, released when it ends."""
     if count is not None and count < 1:
-        raise ControlError(f"--count must be 1 or more, not {count}")
+        raise ControlError(f"count must be 1 or more, not {count}", code="bad_value", details={"argument": "count"})
     stream, out, name = _find_output(runtime, address)
     try:
         index = out.claim_reader()
@@ -141,6 +136,15 @@ async def _tap(
     The ring is read on the reader's own thread (AsyncRingReader), never on the event loop."""
     loop = asyncio.get_running_loop()
     bags = AsyncRingReader(reader)
+    released = False
+
+    async def release() -> None:
+        nonlocal released
+        if not released:
+            released = True
+            await bags.close()
+            out.release(index)
+
     try:
         yield {"event": "tapping", "address": name, "profile": reader.profile, "reader": index}
         got = 0
@@ -168,7 +172,7 @@ async def _tap(
         end = {"event": "end", "got": got, "reason": reason, "dropped": bags.dropped}
         if error:
             end["error"] = error
+        await release()  # before the end is told, so a `graph` right after no longer lists the tap
         yield end
     finally:
-        await bags.close()
-        out.release(index)
+        await release()

@@ -1,4 +1,8 @@
-"""Talking to the runtime over its socket, for the CLI."""
+"""Talking to the runtime over its socket: ``Client`` blocks (the CLI), ``AsyncClient`` awaits (MCP).
+
+Both speak only to a runtime of this user (SO_PEERCRED), and raise ``ControlError`` (a code,
+a message and fixes as data) for a refusal; how it reads is the caller's (the CLI's errors.py).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +11,14 @@ import socket
 import struct
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, AsyncIterator, Iterator
 
-from tatolab._runtime import paths, protocol
+from tatolab._control import paths, protocol
+from tatolab._control.errors import ControlError
 from tatolab._safe_fs import owner_name
+
+if TYPE_CHECKING:
+    import asyncio
 
 TIMEOUT_ENV = "TATOLAB_CLI_TIMEOUT_S"
 ANSWER_TIMEOUT_S = 60.0  # a request's answer (a load compiles the stream first)
@@ -28,6 +36,10 @@ class NoRuntime(Exception):
 
 class RequestFailed(Exception):
     pass
+
+
+class Refused(RequestFailed, ControlError):
+    """The runtime refused the request: a ControlError (code, message, fixes) from its answer."""
 
 
 class NoAnswer(RequestFailed):
@@ -116,7 +128,7 @@ class Client:
             raise RuntimeGone(unsent)
         answer = protocol.decode(line)
         if not answer.get("ok"):
-            raise RequestFailed(answer.get("error", "the runtime refused the request"))
+            raise Refused.from_wire(answer)  # the CLI renders its fixes (tatolab/_cli/errors.py)
         return answer.get("result")
 
     def next_message(self) -> dict[str, Any] | None:
@@ -140,5 +152,60 @@ class Client:
         try:
             self.file.close()
             self.sock.close()
+        except OSError:
+            pass
+
+
+class AsyncClient:
+    """The runtime's socket for an asyncio program (an MCP server): the same checks and messages
+    as ``Client``; a refusal raises ``ControlError`` with its code and fixes as data."""
+
+    def __init__(self, path: Path, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.path = path
+        self.reader = reader
+        self.writer = writer
+
+    @classmethod
+    async def connect(cls, path: Path | None = None) -> "AsyncClient":
+        import asyncio  # here: the blocking CLI never loads asyncio
+
+        path = path or paths.socket_path()
+        try:
+            reader, writer = await asyncio.open_unix_connection(str(path), limit=protocol.MAX_LINE)
+        except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
+            raise NoRuntime(path) from None
+        sock = writer.get_extra_info("socket")
+        pid, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+        if uid != os.getuid():
+            writer.close()
+            raise NotYourRuntime(path, pid, uid)
+        return cls(path, reader, writer)
+
+    async def request(self, op: str, **args: Any) -> Any:
+        """Send one request and return its answer; for an operation that talks, ``events()`` follows."""
+        self.writer.write(protocol.encode({"op": op, "args": args}))
+        await self.writer.drain()
+        answer = await self.next_message()
+        if answer is None:
+            raise RequestFailed("the runtime closed the connection before answering")
+        if not answer.get("ok"):
+            raise Refused.from_wire(answer)
+        return answer.get("result")
+
+    async def next_message(self) -> dict[str, Any] | None:
+        try:
+            line = await self.reader.readline()
+        except (OSError, ValueError):
+            return None
+        return protocol.decode(line) if line else None
+
+    async def events(self) -> AsyncIterator[dict[str, Any]]:
+        while (message := await self.next_message()) is not None:
+            yield message
+
+    async def close(self) -> None:
+        self.writer.close()
+        try:
+            await self.writer.wait_closed()
         except OSError:
             pass

@@ -6,6 +6,9 @@ does the polling and the killing.
 
 from __future__ import annotations
 
+import enum
+from dataclasses import dataclass
+
 DEFAULT_WATCHDOG_MS = 10_000  # reactive and continuous nodes; manual ones drive themselves
 CRASH_LOOP_AFTER = 3  # this many exits in a row without a stable run: the node is "crashed"
 POLL_S = 0.25  # how often the supervisor reads a node's status and memory
@@ -21,6 +24,32 @@ def restart_delay_s(crash_streak: int) -> float:
     if crash_streak <= 1:
         return 0.0
     return min(FIRST_BACKOFF_S * 2 ** (crash_streak - 2), MAX_BACKOFF_S)
+
+
+class NodeState(str, enum.Enum):
+    """What a node is doing, as `tatolab graph` and `streams` say it (the value is the word shown)."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    RESTARTING = "restarting"  # its process ended and is being started again
+    CRASHED = "crashed"  # it ended CRASH_LOOP_AFTER times in a row; still retried, at the longest backoff
+    STOPPED = "stopped"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Trouble(enum.Enum):
+    HUNG = "hung"
+    OVER_MEMORY = "over its memory limit"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Why a running node must be restarted: the kind of trouble, and the words for it."""
+
+    trouble: Trouble
+    reason: str  # starts with the trouble's value: "hung: process() has not returned for ..."
 
 
 def watchdog_limit_ms(execution: str, declared: float | None) -> float | None:
@@ -43,38 +72,39 @@ def busy_ms(busy_since_ns: int, now_ns: int) -> float | None:
     return (now_ns - busy_since_ns) / 1e6
 
 
-def hung_reason(busy_since_ns: int, now_ns: int, limit_ms: float | None) -> str | None:
-    """Why the node counts as hung (``"hung: ..."``), or None while it is within its watchdog."""
+def hung(busy_since_ns: int, now_ns: int, limit_ms: float | None) -> Verdict | None:
+    """The node is hung, or None while it is within its watchdog."""
     if limit_ms is None:
         return None
     busy = busy_ms(busy_since_ns, now_ns)
     if busy is None or busy <= limit_ms:
         return None
-    return (
+    return Verdict(Trouble.HUNG, (
         f"hung: process() has not returned for {busy / 1000:.1f} s, longer than its watchdog "
         f"of {limit_ms / 1000:g} s (raise it with @node(watchdog_ms=...) if such calls are expected)"
-    )
+    ))
 
 
-def over_memory_reason(rss_bytes: int | None, limit_bytes: int | None) -> str | None:
-    """Why the node is over its memory limit (``"over its memory limit: ..."``), or None."""
+def over_memory(rss_bytes: int | None, limit_bytes: int | None) -> Verdict | None:
+    """The node is over its memory limit, or None."""
     if limit_bytes is None or rss_bytes is None or rss_bytes <= limit_bytes:
         return None
-    return (
+    return Verdict(Trouble.OVER_MEMORY, (
         f"over its memory limit: it uses {rss_bytes / 2**20:.0f} MB, more than "
         f"memory_limit_mb={limit_bytes / 2**20:g}"
-    )
+    ))
 
 
-def state_after_exit(crash_streak: int) -> str:
+def state_after_exit(crash_streak: int) -> NodeState:
     """The state of a node whose process ended and will be started again.
 
     ``restarting`` while it is coming back; ``crashed`` once it has ended ``CRASH_LOOP_AFTER``
     times in a row without a stable run (it is still retried, at the longest backoff).
     """
-    return "crashed" if crash_streak >= CRASH_LOOP_AFTER else "restarting"
+    return NodeState.CRASHED if crash_streak >= CRASH_LOOP_AFTER else NodeState.RESTARTING
 
 
 def is_trouble(node: dict) -> bool:
     """Whether ``tatolab streams`` should mention this node (from its ``graph`` entry)."""
-    return node.get("state") in ("restarting", "crashed") or bool(node.get("restarts")) or bool(node.get("hung"))
+    return (node.get("state") in (NodeState.RESTARTING, NodeState.CRASHED) or bool(node.get("restarts"))
+            or bool(node.get("hung")))

@@ -1,9 +1,11 @@
 """The control protocol: one JSON object per line over the runtime's Unix socket.
 
 A request is ``{"op": NAME, "args": {...}}``. The runtime answers with one
-``{"ok": true, "result": ...}`` or ``{"ok": false, "error": MESSAGE}``. An attached
-load keeps the connection open after its answer and sends ``{"event": ...}`` lines
-until the stream ends; closing the connection unloads the stream.
+``{"ok": true, "result": ...}`` or a refusal ``{"ok": false, "code": CODE, "error": MESSAGE,
+"fixes": [{"op", "args", "does"}], "details": {...}}`` (errors.py). An operation that talks
+(an attached load, dev, tap, logs) keeps the connection open after its answer and sends
+``{"event": ...}`` lines until it ends; closing the connection ends it (an attached stream
+is unloaded). ``operations`` lists every operation with its JSON Schemas (operations.py).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-MAX_LINE = 16 * 1024 * 1024
+MAX_LINE = 16 * 1024 * 1024  # the longest line either side reads (the server's and clients' limit)
 
 
 class ProtocolError(Exception):

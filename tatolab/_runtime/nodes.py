@@ -1,0 +1,108 @@
+"""A loaded stream's node processes: started from the stream's graph, restarted in part by a dev
+reload, and stopped, each one supervised by a NodeProcess (supervisor.py). The stream itself
+(streams.py) is the data they work on; the Runtime calls these under its load lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from tatolab._host import spec as host_spec
+from tatolab._host import status
+from tatolab._links import ring
+from tatolab._control import paths
+from tatolab._runtime import surfaces
+from tatolab._runtime.logs import StreamLog
+from tatolab._runtime.streams import LinkWiring, LoadedStream, OutputRing, link_key
+from tatolab._runtime.supervisor import NodeProcess
+from tatolab._runtime.surfaces import is_builtin, python_for
+
+READY_POLL_S = 0.01
+
+
+def start_nodes(stream: LoadedStream, python: Path) -> None:
+    """Make every ring, then start every node at once (their processes start side by side)."""
+    stream.started_ns = time.monotonic_ns()
+    stream.log = stream.log or StreamLog(stream.name, stream.project)
+    specs: dict[str, host_spec.HostSpec] = {}
+    for node in stream.graph["nodes"]:
+        outputs: dict[str, host_spec.OutputSpec] = {}
+        for out in node["outputs"]:
+            base = stream.ring_base(node["name"], out["port"])
+            ring.create_ring(base)
+            stream.rings[(node["name"], out["port"])] = OutputRing(base)
+            outputs[out["port"]] = {"base": base}
+        status.create(stream.status_path(node["name"]))
+        specs[node["name"]] = host_spec.node_spec(
+            stream.name, node, project=str(stream.project), status=stream.status_path(node["name"]),
+            sources=str(stream.sources) if stream.sources is not None else None, outputs=outputs,
+            surfaces=paths.surface_pool(), builtin=is_builtin(node))
+    for link in stream.graph["links"]:
+        source = link["from"]
+        if "address" in source:
+            # a remote output: wired when exposure between streams lands
+            stream.waiting[link_key(link)] = "not wired yet"  # wiring.rewire decides, right after start
+            continue
+        out = stream.rings[(source["node"], source["port"])]
+        target = specs[link["to"]["node"]]["inputs"][link["to"]["port"]]
+        wiring = LinkWiring(out.base, out.claim_reader())
+        stream.wiring[link_key(link)] = wiring
+        target["links"].append(
+            {"key": link_key(link), "base": out.base, "reader_index": wiring.reader_index}
+        )
+    surfaces.acquire()  # after everything that can fail: stop_nodes gives it back
+    for name, spec in specs.items():
+        process = NodeProcess(stream=stream.name, spec=spec, python=python_for(spec, python), project=stream.project,
+                              log=stream.log, env=stream.env, starter=stream.starter)
+        stream.nodes[name] = process
+        process.start()
+
+async def restart_nodes(stream: LoadedStream, graph: dict[str, Any], names: list[str]) -> None:
+    """Take ``graph`` (of the same shape: reload.same_shape) as this stream's, restarting only
+    the nodes ``names`` from the code on disk now; the others, and every ring, stay as they are.
+    Each named node's process ends before its successor starts."""
+    entries = {node["name"]: node for node in graph["nodes"]}
+    old = [stream.nodes[name] for name in names]
+    await asyncio.gather(*(node.stop() for node in old))
+    stream.graph = graph
+    for previous in old:
+        entry = entries[previous.name]
+        spec = dict(previous.spec, config=entry.get("config") or {}, watchdog_ms=entry.get("watchdog_ms"),
+                    memory_limit_mb=entry.get("memory_limit_mb"))
+        process = NodeProcess(stream=stream.name, spec=spec, python=previous.python, project=stream.project,
+                              log=stream.log, env=stream.env, starter=stream.starter)
+        stream.nodes[previous.name] = process
+        process.start()
+
+async def wait_ready(stream: LoadedStream, timeout: float, since_ns: int | None = None) -> dict[str, Any]:
+    """Wait until every node made its first ``process()`` call (a manual node: runs), the
+    stream ended, or ``timeout``; says how long the start took (from ``since_ns``, else from
+    the start of its nodes: compiling came before) and which nodes are not ready."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ready = {name: node.ready_ns() for name, node in stream.nodes.items()}
+        waiting = sorted(name for name, ns in ready.items() if not ns)
+        if not waiting or stream.ended.is_set() or time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(READY_POLL_S)
+    last = max((ns for ns in ready.values() if ns), default=0)
+    began = since_ns if since_ns is not None else stream.started_ns
+    return {"start_ms": round((last - began) / 1e6, 1) if last else None,
+            "ready": len(ready) - len(waiting), "not_ready": waiting}
+
+
+async def stop_nodes(stream: LoadedStream, reason: str, *, by_runtime: bool = False) -> None:
+    """Stop every node, reap the stream's rings, and say it ended (what its watchers wait for)."""
+    stream.ended_by_runtime = by_runtime
+    await asyncio.gather(*(node.stop() for node in stream.nodes.values()))
+    ring.reap(stream.shm_prefix)
+    surfaces.release()
+    stream.end_reason = reason
+    if stream.log is not None:
+        stream.log.say(f"stream {stream.name} stopped: {reason}")
+    stream.ended.set()
+    if stream.log is not None:
+        stream.log.close()

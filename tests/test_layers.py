@@ -1,0 +1,75 @@
+"""The package's floors: each room imports only from its own floor or below, and no modules import
+each other in a circle (docs/architecture.md shows the same layout)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "tatolab"
+
+FLOORS = {  # room -> floor; a room may import its own floor and the ones below
+    "_errors": 1, "_classpath": 1, "_words": 1, "_records": 1, "_safe_fs": 1, "__init__": 1,
+    "_bags": 2, "_links": 2,
+    "_sdk": 3, "_control": 3,
+    "stream": 4, "_compile": 4, "_host": 4, "_builtins": 4,
+    "_runtime": 5,
+    "_cli": 6, "_mcp": 6,
+}
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports() -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module)
+                names |= {f"{node.module}.{alias.name}" for alias in node.names}
+        found[_module(path)] = {n for n in names if n.startswith("tatolab")}
+    modules = set(found)
+    return {m: {n for n in names if n in modules and n != m} for m, names in found.items()}
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_every_import_goes_to_the_same_floor_or_below():
+    rooms = {_room(m) for m in _imports()}
+    assert rooms <= set(FLOORS), f"rooms with no floor yet: {rooms - set(FLOORS)}; give each one in FLOORS"
+    upward = [f"{m} -> {n}" for m, names in _imports().items() for n in names
+              if FLOORS[_room(n)] > FLOORS[_room(m)]]
+    assert upward == []
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    graph = _imports()
+    for package in {m.rsplit(".", 1)[0] for m in graph}:  # a module imports its package's __init__ freely
+        graph.setdefault(package, set())
+    state: dict[str, int] = {}
+    circles = []
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for name in sorted(graph[module]):
+            if name in module.split(".")[0:1] or module.startswith(name + "."):
+                continue  # a package's own __init__
+            if state.get(name) == 1:
+                circles.append(path[path.index(name):] + [name])
+            elif name not in state:
+                visit(name, path + [name])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert circles == []
