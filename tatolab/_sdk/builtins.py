@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
-from tatolab._sdk.nodes import node
+from tatolab._sdk.nodes import BUILTIN_ATTR, implementation_of, node
 
 C = TypeVar("C", bound=type)
 
-BUILTIN_ATTR = "__tatolab_builtin__"
+__all__ = ["GlslPixelEffect", "TestPatternSource", "builtin", "implementation_of"]
+
 IMPLEMENTATIONS = "tatolab._builtins."  # the only modules a built-in node's class may name
 
 
@@ -28,11 +29,6 @@ def builtin(implementation: str) -> Callable[[C], C]:
         return cls
 
     return mark
-
-
-def implementation_of(cls: type) -> str | None:
-    value = cls.__dict__.get(BUILTIN_ATTR)
-    return value if isinstance(value, str) else None
 
 
 PATTERNS = ("bars", "ramp")

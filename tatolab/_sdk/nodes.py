@@ -116,11 +116,18 @@ def node_spec(cls: Any) -> NodeSpec:
     raise NodeDefinitionError(f"add() takes a node class, like add(MotionDetector), not {name}.")
 
 
+BUILTIN_ATTR = "__tatolab_builtin__"  # set by tatolab._sdk.builtins.builtin on a built-in's description
+
+
+def implementation_of(cls: type) -> str | None:
+    """The ``module:Class`` a built-in node's description names (None for any other node)."""
+    value = cls.__dict__.get(BUILTIN_ATTR)
+    return value if isinstance(value, str) else None
+
+
 def describe_node(cls: type) -> dict[str, Any]:
     """The node's entry in the compiled graph, without ``name`` and ``config`` (the builder adds those)."""
     spec = node_spec(cls)
-    from tatolab._sdk.builtins import implementation_of  # builtins imports this module
-
     implementation = implementation_of(cls)
     described = {
         "class": implementation or spec.class_path,
