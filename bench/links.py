@@ -1,6 +1,6 @@
 """Links side by side: the Tatolab ring, pyzmq over ipc, multiprocessing.Queue.
 
-    .venv/bin/python bench/links.py [--quick]
+    .venv/bin/python bench/links.py [--quick] [--write]
 
 Measures, between two Python processes (spawned), for ~100-byte msgpack bags:
 one-way latency p50/p99 at 1 kHz, bags/s with the writer flat out (as received by the
@@ -8,7 +8,9 @@ reader; the ring reader with read_many and, for comparison, one read() per bag),
 ring reader gets when the writer is paced at 200k bags/s, 8 MB payloads/s through the
 ring (published, and copied out with read_into and with read), ring writer cost with
 1 vs 4 readers (asleep between bags at 2 kHz, and keeping up with a busy 25 kHz link),
-and the CPU an idle ring reader uses. Prints a table, then one JSON line.
+and the CPU an idle ring reader uses; and what a node's write costs, encode included
+(ctx.outputs.write against pyzmq's send(encode(bag)), both flat out). Prints a table,
+then one JSON line. --write measures only the write path's figures.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tatolab._links import shm  # noqa: E402
 from tatolab._links.ring import RingReader, RingWriter, create_ring, reap  # noqa: E402
+from tatolab._sdk.context import OutputPort, Outputs  # noqa: E402
 
 SPAWN = multiprocessing.get_context("spawn")
 SHM = shm.private_folder()  # the user's own folder: rings refuse a folder others can write
@@ -74,6 +77,15 @@ def _sender_put(kind: str, addr):
         sock.connect(addr)
         return sock.send
     return addr.put
+
+
+def _node_put(kind: str, raw_put):
+    """put(bag), encoding too: for the ring the node API itself (ctx.outputs.write: the bag
+    check, msgpack, the ring), for pyzmq send(msgspec.msgpack.encode(bag))."""
+    if kind == "ring":
+        write = Outputs("bench", {"out": OutputPort("out", raw_put.__self__)}).write
+        return lambda bag: write("out", bag)
+    return lambda bag: raw_put(_encode(bag))
 
 
 def _make_link(kind: str, slot_size: int = 16 * 1024, slot_count: int = 128):
@@ -188,17 +200,19 @@ def latency(kind: str, samples: int) -> tuple[float, float]:
     return lat[len(lat) // 2] / 1e3, lat[int(len(lat) * 0.99)] / 1e3
 
 
-def throughput(kind: str, seconds: float, payload: bytes, *, mode: str = "throughput",
-               rate: float | None = None, **ring_shape) -> tuple[float, float, int]:
+def throughput(kind: str, seconds: float, payload, *, mode: str = "throughput",
+               rate: float | None = None, node: bool = False, **ring_shape) -> tuple[float, float, int]:
     """(bags/s the reader received, bags/s the writer published, bags the reader dropped),
-    the writer flat out, or paced at `rate` bags/s (busy-waiting, so the pace is kept)."""
+    the writer flat out, or paced at `rate` bags/s (busy-waiting, so the pace is kept).
+    With `node`, `payload` is a bag (a dict) that every put encodes."""
     addr = _make_link(kind, **ring_shape)
     proc, ctl = _start_receiver(kind, mode, addr)
-    put = _sender_put(kind, addr)
+    raw_put = _sender_put(kind, addr)
+    put = _node_put(kind, raw_put) if node else raw_put
     start = time.monotonic_ns()
     end = start + int(seconds * 1e9)
     sent = 0
-    batch = 64 if len(payload) < 1 << 20 else 1
+    batch = 64 if node or len(payload) < 1 << 20 else 1
     clock = time.monotonic_ns
     period = int(1e9 * batch / rate) if rate else 0
     due = start
@@ -214,7 +228,7 @@ def throughput(kind: str, seconds: float, payload: bytes, *, mode: str = "throug
             while clock() < due:
                 pass
     sent_rate = sent / ((time.monotonic_ns() - start) / 1e9)
-    put(STOP)
+    raw_put(STOP)
     if not ctl.poll(120):
         raise RuntimeError(f"{kind} throughput receiver did not report")
     count, last, dropped = ctl.recv()
@@ -303,9 +317,71 @@ def reap_dead_runs() -> None:
                 reap(f"{SHM}/tatolab-bench-{pid}-")
 
 
+NODE_BAG = {"seq": 1, "ts": 0, "pad": "x" * 68}  # what _bag encodes, as a node writes it
+
+
+def node_write(repeats: int) -> dict:
+    """The write path a node pays, encode included, writer flat out: ctx.outputs.write(port,
+    bag) into a ring (read with read_many, as the node host does) against pyzmq's
+    send(msgspec.msgpack.encode(bag)); ns per write from the writer's rate, and bags/s
+    received. Each pair runs back to back, so both see the same load."""
+    ring, zmq_ = [], []
+    for _ in range(repeats):
+        ring.append(throughput("ring", 1.0, NODE_BAG, mode="batch", node=True))
+        zmq_.append(throughput("pyzmq", 1.0, NODE_BAG, node=True))
+    med = statistics.median
+    return {
+        "node_write_ns": round(1e9 / med(x[1] for x in ring)),
+        "node_write_received_per_s": round(med(x[0] for x in ring)),
+        "pyzmq_send_encode_ns": round(1e9 / med(x[1] for x in zmq_)),
+        "pyzmq_send_encode_received_per_s": round(med(x[0] for x in zmq_)),
+    }
+
+
+def _print_node_write(n: dict) -> None:
+    print(f"node-level write, encode included, writer flat out: ctx.outputs.write {n['node_write_ns']:,} ns/bag "
+          f"({n['node_write_received_per_s']:,}/s received); pyzmq send(encode(bag)) "
+          f"{n['pyzmq_send_encode_ns']:,} ns/bag ({n['pyzmq_send_encode_received_per_s']:,}/s received)")
+
+
+def write_only(repeats: int) -> None:
+    """`--write`: only what the write path's targets are measured by (flat-out bags/s
+    against pyzmq, node-level write cost, busy-link writer cost with 1 and 4 readers)."""
+    small = _bag(0)
+    med = statistics.median
+    try:
+        rate = {k: [throughput(k, 1.0, small) for _ in range(repeats)] for k in ("ring", "pyzmq")}
+        batched = [throughput("ring", 1.0, small, mode="batch") for _ in range(repeats)]
+        node = node_write(repeats)
+        busy1 = writer_cost(1, 20000, period_s=BUSY_PERIOD_S, busy=True)
+        busy4 = writer_cost(4, 20000, period_s=BUSY_PERIOD_S, busy=True)
+    finally:
+        reap(PREFIX)
+    out = {
+        "tatolab_bags_per_s": round(med(x[0] for x in batched)),
+        "tatolab_sent_per_s": round(med(x[1] for x in batched)),
+        "tatolab_bags_per_s_read": round(med(x[0] for x in rate["ring"])),
+        "tatolab_sent_per_s_read": round(med(x[1] for x in rate["ring"])),
+        "pyzmq_bags_per_s": round(med(x[0] for x in rate["pyzmq"])),
+        "pyzmq_sent_per_s": round(med(x[1] for x in rate["pyzmq"])),
+        **node,
+        "writer_cost_busy_1_reader_ns": round(busy1), "writer_cost_busy_4_readers_ns": round(busy4),
+        "writer_cost_busy_ratio_4_vs_1": round(busy4 / busy1, 2),
+    }
+    print(f"flat out, pre-encoded bags, median of {repeats}: ring {out['tatolab_bags_per_s']:,}/s received with "
+          f"read_many ({out['tatolab_sent_per_s']:,}/s sent), {out['tatolab_bags_per_s_read']:,}/s with read(); "
+          f"pyzmq {out['pyzmq_bags_per_s']:,}/s ({out['pyzmq_sent_per_s']:,}/s sent)")
+    _print_node_write(node)
+    print(f"ring writer cost, busy link: {busy1:,.0f} ns/write with 1 reader, {busy4:,.0f} ns with 4 "
+          f"(ratio {busy4 / busy1:.2f})")
+    print(json.dumps(out))
+
+
 def main() -> None:
     reap_dead_runs()
     quick = "--quick" in sys.argv
+    if "--write" in sys.argv:
+        return write_only(1 if quick else 3)
     repeats = 1 if quick else 3
     samples = 500 if quick else 2000
     kinds = ["ring", "pyzmq", "mpqueue"]
@@ -315,6 +391,7 @@ def main() -> None:
         lat = {k: [latency(k, samples) for _ in range(repeats)] for k in kinds}
         rate = {k: [throughput(k, 1.0, small) for _ in range(repeats)] for k in kinds}
         batched = [throughput("ring", 1.0, small, mode="batch") for _ in range(repeats)]
+        node = node_write(repeats)
         paced = [throughput("ring", PACED_SECONDS, small, mode="batch", rate=PACED_RATE) for _ in range(repeats)]
         frame = b"\x5a" * (8 * 1000 * 1000)
         shape = {"slot_size": 8 << 20, "slot_count": 8}
@@ -349,6 +426,7 @@ def main() -> None:
         label = names[k] + (" read()" if k == "ring" else "")
         print(f"{label:22}{p50[k]:>10.1f}{p99[k]:>10.1f}{bps[k]:>12,.0f}{sent[k]:>12,.0f}")
     print("(received/s: bags the reader got; the ring never blocks its writer, so a slower reader drops)")
+    _print_node_write(node)
     print(f"ring, writer paced at {PACED_RATE:,}/s: {paced_sent:,.0f}/s sent, {paced_recv:,.0f}/s received "
           f"with read_many, {paced_drop:.1f}% dropped")
     print(f"8 MB payloads through the ring: {frames_sent:,.0f}/s published by the writer; one ordered reader "
@@ -373,6 +451,7 @@ def main() -> None:
         "pyzmq_bags_per_s": round(bps["pyzmq"]),
         "mpqueue_p50_us": round(p50["mpqueue"], 1), "mpqueue_p99_us": round(p99["mpqueue"], 1),
         "mpqueue_bags_per_s": round(bps["mpqueue"]),
+        **node,
         "frames_8mb_per_s": round(frames_sent),
         "frames_8mb_received_per_s": round(frames_recv),
         "frames_8mb_received_per_s_read": round(frames_recv_bytes),

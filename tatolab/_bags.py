@@ -18,7 +18,7 @@ T = TypeVar("T")
 
 _SCALARS = frozenset({str, int, float, bool, type(None), bytes, bytearray, memoryview})
 _MAX_DEPTH = 64
-_encoder = msgspec.msgpack.Encoder()
+_encode = msgspec.msgpack.Encoder().encode
 _decoder = msgspec.msgpack.Decoder(dict)
 
 
@@ -34,16 +34,33 @@ _lenient_encoder = msgspec.msgpack.Encoder(enc_hook=_as_base_type)
 ALLOWED = "numbers, strings, booleans, None, bytes, lists and nested dicts with string keys"
 
 
-def encode(bag: dict[str, Any], *, node: str, port: str) -> bytes:
+def encode(bag: dict[str, Any], node: str, port: str) -> bytes:
     """Check ``bag`` holds only what a bag may hold, and pack it as msgpack."""
-    if type(bag) is not dict or not _fits_dict(bag, 0):
-        # Slow path: say what is wrong, or accept subclasses (a str subclass key, numpy.float64)
-        # that msgspec packs as their base type.
-        problem = _explain(bag, node, port)
-        if problem:
-            raise BagError(problem)
-        return _lenient_encoder.encode(bag)
-    return _encoder.encode(bag)
+    # The fast walk of the top level is written out here: a node writes mostly flat bags,
+    # and one call less is a fifth of the check's cost.
+    if type(bag) is dict:
+        for key, item in bag.items():
+            if type(key) is not str:
+                break
+            kind = type(item)
+            if kind in _SCALARS:
+                continue
+            if kind is dict:
+                if not _fits_dict(item, 1):
+                    break
+            elif kind is list or kind is tuple:
+                if not _fits_seq(item, 1):
+                    break
+            else:
+                break
+        else:
+            return _encode(bag)
+    # Slow path: say what is wrong, or accept subclasses (a str subclass key, numpy.float64)
+    # that msgspec packs as their base type.
+    problem = _explain(bag, node, port)
+    if problem:
+        raise BagError(problem)
+    return _lenient_encoder.encode(bag)
 
 
 def decode(data: bytes | bytearray | memoryview) -> dict[str, Any]:

@@ -516,3 +516,59 @@ def test_readers_that_sleep_between_bags_are_always_woken(base):
     proc.join(10)
     assert (timeouts, read, dropped) == (0, n, 0)
     w.close()
+
+
+def test_threads_may_share_a_writer(base):
+    """A manual node's threads write to one output: each write is whole, numbered once,
+    and none is lost (the writer takes its own lock; the node API holds none)."""
+    import sys
+    import threading
+
+    create_ring(base, slot_size=256, slot_count=4096)
+    w = RingWriter(base)
+    r = RingReader(base, 0, "ordered")
+    numbers: list[int] = []
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
+
+    def writes(t: int) -> None:
+        for i in range(500):
+            numbers.append(w.write(_bag(t * 1000 + i)))
+
+    try:
+        threads = [threading.Thread(target=writes, args=(t,)) for t in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert sorted(numbers) == list(range(1, 2001))
+    got = []
+    while batch := r.read_many(256):
+        got += [_check(p) for p, _ in batch]
+    assert sorted(got) == sorted(t * 1000 + i for t in range(4) for i in range(500))
+    assert (r.read_count, r.dropped) == (2000, 0)
+    r.close()
+    w.close()
+
+
+def test_last_write_ns_is_the_last_bags_publish_time(base, monkeypatch):
+    create_ring(base, slot_size=1024, slot_count=4)
+    w = RingWriter(base)
+    r = RingReader(base, 0, "ordered")
+    assert read_counters(base)["last_write_ns"] == 0  # nothing written yet
+    for seq in range(1, 7):  # round the ring once and a half
+        w.write(_bag(seq))
+    got = r.read_many()
+    assert read_counters(base)["last_write_ns"] == got[-1][1]
+    w.write(b"x" * 4096)  # grows: a new generation
+    big_ns = r.read_many()[-1][1]
+    assert read_counters(base)["last_write_ns"] == big_ns
+    monkeypatch.setattr(ring, "_SHRINK_AFTER_S", 0.0)
+    monkeypatch.setattr(ring, "_SHRINK_CHECK_NS", 0)
+    assert w.relax()  # back to the normal size, no bag in that generation yet
+    assert read_counters(base)["generation"] == 2
+    assert read_counters(base)["last_write_ns"] == big_ns
+    r.close()
+    w.close()

@@ -62,6 +62,9 @@ def full_fence() -> None:
     compare-exchange (3.13), i.e. `lock cmpxchg` / `lock xadd`, and on x86-64 every
     locked instruction drains the store buffer: a full barrier. ~0.15 us, against
     ~1.5-2.5 us for the futex wake syscall it lets the writer skip.
+
+    RingWriter.write does not call this: it takes a lock of its own for every write (so
+    threads may share a writer), and that lock's release is the same barrier.
     """
     _fence_acquire()
     _fence_release()

@@ -15,7 +15,8 @@ TATOLAB_LINK_MEMORY_MB, default 2048 MiB) and kept in the header across generati
 File layout (all integers little-endian u64 unless said):
 
     0      header: magic, version, generation, slot_size, slot_count, write_seq,
-           last_write_ns, moved, base_seq, slot_stride, slots_offset,
+           last_write_ns (the last bag's time when this generation was made; a bag's
+           own time is its slot's publish_ns), moved, base_seq, slot_stride, slots_offset,
            normal_slot_size, normal_slot_count (the size generation 0 was made with),
            max_bytes (the most the ring's file may take)
     128    futex word (u32), bumped after every publish and when the ring moves
@@ -40,27 +41,37 @@ Waking: a writer calls FUTEX_WAKE only when some sleepers byte is set (a wake sy
 costs ~2 us even with nobody waiting). The handshake is Dekker's:
 
     reader: sleepers[i] = 1; futex_wait(word, w)    (kernel: smp_mb, then load word)
-    writer: word += 1;       full_fence(); load sleepers; wake if any is set
+    writer: word += 1;       release its lock;      load sleepers; wake if any is set
 
 The kernel documents a full barrier in futex_wait between queueing the waiter and
 loading the word (hb_waiters_inc + smp_mb, kernel/futex/waitwake.c), so the reader's
-flag store precedes its load of the word; the writer's full_fence orders its word store
-before its flag load. Both stores precede both loads, so at least one side sees the
-other: either the kernel sees the new word and the wait returns at once, or the writer
-sees the flag and wakes. A reader killed while asleep leaves its byte set; the writer
-then just keeps calling wake (the old cost), harming nobody. Readers on a busy link
-(bags less than _SPIN_GAP_NS apart) poll briefly before sleeping, so they rarely sleep
-and the writer rarely pays for a wake.
+flag store precedes its load of the word. On the writer's side the barrier is the
+release of the writer's own lock (taken for every write, so threads of one node may share
+a writer): releasing a CPython lock is an atomic read-modify-write (sem_post's
+`lock cmpxchg` in 3.11, PyMutex's compare-exchange in 3.13), and on x86-64 every locked
+instruction drains the store buffer, so the word store is visible before the sleepers
+load (see futex.full_fence). Both stores precede both loads, so at least one side sees
+the other: either the kernel sees the new word and the wait returns at once, or the
+writer sees the flag and wakes. A reader killed while asleep leaves its byte set; the
+writer then just keeps calling wake (the old cost), harming nobody. Readers on a busy
+link (bags less than _SPIN_GAP_NS apart) poll briefly before sleeping, so they rarely
+sleep and the writer rarely pays for a wake.
 """
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import os
+import threading
 import time
 
 from . import shm
-from .futex import fence, full_fence, futex_wait, futex_waitv, futex_wake, word_at
+from .futex import NEEDS_FENCE, fence, futex_wait, futex_waitv, futex_wake, word_at
+
+# RingWriter.write leaves out the fence() calls (no-ops on x86-64, the only machine futex.py
+# accepts): ~30 ns each on a path that costs a few hundred.
+assert not NEEDS_FENCE, "RingWriter.write needs fences on this machine"
 from .shm import RingError
 
 __all__ = [
@@ -105,7 +116,8 @@ _MAX_TRIES = 1000
  _H_SLOTS_OFF, _NORMAL_SLOT_SIZE, _NORMAL_SLOT_COUNT, _MAX_BYTES) = range(14)
 _FUTEX_OFF = 128
 _SLEEPERS_OFF = 192
-_NO_SLEEPERS = bytes(MAX_READERS)
+# The sleepers line as 8 u64 words: comparing two 'Q' views of 8 items is ~4x cheaper than 64 bytes.
+_NO_SLEEPERS = memoryview(bytes(MAX_READERS)).cast("Q")
 # A reader whose last two bags were published less than _SPIN_GAP_NS apart polls for up
 # to _SPIN_NS (yielding the CPU between looks) before it sleeps. Slower links sleep at
 # once, so an idle or 1 kHz reader costs no extra CPU.
@@ -120,6 +132,7 @@ _SLOT_HEADER = 64
 _R_PID, _R_READ, _R_DROPPED, _R_LAST_READ_NS, _R_ACTIVE, _R_NEXT, _R_BAD, _R_GEN = range(8)
 
 _OPEN_RETRY_S = 2.0
+_clock = time.monotonic_ns
 
 
 class BagTooLarge(ValueError):
@@ -174,7 +187,7 @@ def _file_size(slot_size: int, slot_count: int) -> int:
 
 def _make_generation(
     base: str, gen: int, slot_size: int, slot_count: int, seq: int, table: bytes | None,
-    normal: tuple[int, int] | None = None, max_bytes: int = 0,
+    normal: tuple[int, int] | None = None, max_bytes: int = 0, last_ns: int = 0,
 ) -> None:
     """Write generation `gen` completely under a temporary name, then rename it into place,
     so nobody ever opens a half-made file."""
@@ -194,7 +207,7 @@ def _make_generation(
                 q[_SLOT_SIZE] = slot_size
                 q[_SLOT_COUNT] = slot_count
                 q[_WRITE_SEQ] = seq
-                q[_LAST_WRITE_NS] = 0
+                q[_LAST_WRITE_NS] = last_ns
                 q[_MOVED] = 0
                 q[_BASE_SEQ] = seq
                 q[_STRIDE] = stride
@@ -249,6 +262,7 @@ class _Gen:
             )
         self.word, self.addr = word_at(self.mm, _FUTEX_OFF)
         self.sleepers = self.mv[_SLEEPERS_OFF:_SLEEPERS_OFF + MAX_READERS]
+        self.sleepers_q = self.sleepers.cast("Q")
 
     def record_q(self, index: int) -> int:
         return (_TABLE_OFF + index * _RECORD_BYTES) // 8
@@ -261,6 +275,7 @@ class _Gen:
         self.word = None
         sleepers = getattr(self, "sleepers", None)  # absent when the header was refused
         if sleepers is not None:
+            self.sleepers_q.release()
             sleepers.release()
         self.q.release()
         self.mv.release()
@@ -332,10 +347,16 @@ def reap(prefix: str) -> int:
 
 
 class RingWriter:
-    """The one writer of a ring. Never waits for, or looks at, its readers."""
+    """The one writer of a ring. Never waits for, or looks at, its readers.
+
+    Threads may share it: each write holds the writer's lock for the few hundred
+    nanoseconds of the copy (never while waiting for anything)."""
 
     def __init__(self, base: str) -> None:
         self.base = base
+        self._lock = threading.Lock()
+        self._acquire = self._lock.acquire
+        self._release = self._lock.release
         self._attach(_open_latest(base))
 
     def _attach(self, g: _Gen) -> None:
@@ -345,12 +366,17 @@ class RingWriter:
         self._slot_size = g.slot_size
         self._count = g.count
         self._seq = g.q[_WRITE_SEQ]
-        # q index of each slot's header, so the write path does no arithmetic beyond one add
-        self._slots = [g.slots_q + i * g.stride_q for i in range(g.count)]
-        self._i = self._seq % g.count
+        # Each slot's header words (seq, length, publish_ns) and payload offset, in the order
+        # the writer fills them from the next bag on: the write path does no arithmetic.
+        slots = []
+        for i in range(g.count):
+            h = g.slots_q + i * g.stride_q
+            slots.append((h, h + 1, h + 2, (h << 3) + _SLOT_HEADER))
+        start = self._seq % g.count
+        self._slots = itertools.cycle(slots[start:] + slots[:start])
         self._word = g.word
         self._addr = g.addr
-        self._sleepers = g.sleepers
+        self._sleepers = g.sleepers_q
         # While the ring is grown every bag takes the slow path (`_fits` = -1), which counts
         # the small ones and moves back to the normal size; otherwise only bags that do not fit.
         self._grown = (g.slot_size, g.count) != g.normal
@@ -370,31 +396,31 @@ class RingWriter:
 
     def write(self, payload: bytes) -> int:
         """Publish one bag and wake every sleeping reader; returns its sequence number."""
-        n = len(payload)
-        if n > self._fits:
-            payload, n = self._resize_for(payload)
-        s = self._seq + 1
-        q = self._q
-        h = self._slots[self._i]
-        q[h] = 2 * s - 1
-        fence()
-        ts = time.monotonic_ns()
-        q[h + 1] = n
-        q[h + 2] = ts
-        off = (h << 3) + _SLOT_HEADER
-        self._mv[off:off + n] = payload
-        fence()
-        q[h] = 2 * s
-        q[_WRITE_SEQ] = s
-        q[_LAST_WRITE_NS] = ts
-        self._seq = s
-        i = self._i + 1
-        self._i = 0 if i == self._count else i
-        word = self._word
-        word.value += 1
-        full_fence()  # the word store before the sleepers load: see the module docstring
-        if self._sleepers != _NO_SLEEPERS:
-            futex_wake(self._addr)
+        self._acquire()
+        try:
+            n = len(payload)
+            if n > self._fits:
+                payload, n = self._resize_for(payload)
+            s = self._seq + 1
+            q = self._q
+            h, h_len, h_ns, off = next(self._slots)
+            q[h] = 2 * s - 1  # (no fence() calls here: see the import)
+            ts = _clock()
+            q[h_len] = n
+            q[h_ns] = ts
+            self._mv[off:off + n] = payload
+            q[h] = 2 * s
+            q[_WRITE_SEQ] = s  # (last_write_ns is the slot's publish_ns: see read_counters)
+            self._seq = s
+            self._word.value += 1
+            sleepers, addr = self._sleepers, self._addr
+        finally:
+            self._release()  # also the barrier between the word store and the sleepers load
+        try:
+            if sleepers != _NO_SLEEPERS:
+                futex_wake(addr)
+        except ValueError:
+            pass  # another thread moved the ring meanwhile (and woke every reader of this one)
         return s
 
     def _resize_for(self, payload):
@@ -446,7 +472,8 @@ class RingWriter:
         bag. True when it moved."""
         if not self._grown or time.monotonic_ns() - self._last_big_ns < _SHRINK_AFTER_S * 1e9:
             return False
-        return self._shrink_if_safe()
+        with self._lock:
+            return self._grown and self._shrink_if_safe()
 
     def _grow(self, n: int) -> None:
         limit = self._g.max_bytes
@@ -469,7 +496,7 @@ class RingWriter:
         old = self._g
         table = bytes(old.mv[_TABLE_OFF:_TABLE_OFF + _TABLE_BYTES])
         _make_generation(self.base, old.gen + 1, slot_size, count, seq=self._seq, table=table,
-                         normal=old.normal, max_bytes=old.max_bytes)
+                         normal=old.normal, max_bytes=old.max_bytes, last_ns=_last_publish_ns(old))
         self._attach(_Gen(_gen_path(self.base, old.gen + 1)))
         old.q[_MOVED] = 1
         old.bump_and_wake()
@@ -479,11 +506,11 @@ class RingWriter:
 
     def close(self) -> None:
         """Unmap the ring (the files stay: the runtime removes them)."""
-        if self._g is not None:
-            self._q = self._mv = self._word = self._sleepers = None
-            self._slots = []
-            self._g.close()
-            self._g = None
+        with self._lock:
+            if self._g is not None:
+                self._q = self._mv = self._word = self._sleepers = self._slots = None
+                self._g.close()
+                self._g = None
 
 
 class RingReader:
@@ -864,6 +891,21 @@ def _open_for_runtime(base: str) -> _Gen:
     raise RingError(f"no ring file for {base} (reaped while it was being read?)")
 
 
+def _last_publish_ns(g: _Gen) -> int:
+    """When the last bag was published: its slot's publish_ns (the writer does not spend a
+    store per bag on the header's last_write_ns, which holds the time a generation began with)."""
+    q = g.q
+    for _ in range(3):
+        ws = q[_WRITE_SEQ]
+        if ws <= g.base_seq:
+            break  # no bag in this generation yet
+        h = g.slots_q + ((ws - 1) % g.count) * g.stride_q
+        ts = q[h + 2]
+        if q[h] == 2 * ws:  # read after ts: a writer already on this slot has changed it
+            return ts
+    return q[_LAST_WRITE_NS]
+
+
 def read_counters(base: str) -> dict:
     """The ring's live counters, as the runtime shows them."""
     g = _open_for_runtime(base)
@@ -882,7 +924,7 @@ def read_counters(base: str) -> dict:
                 )
         return {
             "write_seq": q[_WRITE_SEQ],
-            "last_write_ns": q[_LAST_WRITE_NS],
+            "last_write_ns": _last_publish_ns(g),
             "slot_size": g.slot_size,
             "slot_count": g.count,
             "generation": g.gen,

@@ -12,6 +12,7 @@ from tatolab._errors import BagError, GraphError
 from tatolab._links.shm import RingError
 
 T = TypeVar("T")
+_encode = _bags.encode
 
 
 class _Reader(Protocol):
@@ -198,7 +199,8 @@ class OutputPort:
     def __init__(self, name: str, writer: _Writer) -> None:
         self.name = name
         self.writer = writer
-        self.lock = threading.Lock()  # manual nodes may write from their own threads
+        self.write = writer.write  # the hot path's one lookup; the ring writer takes its own lock
+        self.lock = threading.Lock()  # held by the node host around housekeeping (relax)
 
 
 class Outputs:
@@ -208,23 +210,22 @@ class Outputs:
 
     def write(self, port: str, bag: Any) -> None:
         """Send ``bag`` on ``port``. Never waits for readers."""
-        target = self._ports.get(port)
-        if target is None:
+        try:
+            target = self._ports[port]
+        except KeyError:
             known = ", ".join(sorted(self._ports)) or "none"
             raise GraphError(
                 f"node {self._node} has no output port {port!r}; its outputs are: {known}"
-            )
+            ) from None
         as_bag = getattr(bag, "_tatolab_bag", None)  # a VideoFrame sends the bag that names it
         if as_bag is not None:
             bag = as_bag()
-        payload = _bags.encode(bag, node=self._node, port=port)
-        with target.lock:
-            try:
-                target.writer.write(payload)
-            except BagError:
-                raise
-            except ValueError as exc:  # the ring refuses what it cannot carry
-                raise BagError(f"node {self._node} port {port}: {exc}") from None
+        try:
+            target.write(_encode(bag, self._node, port))
+        except BagError:
+            raise
+        except ValueError as exc:  # the ring refuses what it cannot carry
+            raise BagError(f"node {self._node} port {port}: {exc}") from None
 
 
 class NodeLogger:
