@@ -10,16 +10,21 @@ from tatolab._sdk.builder import (
     stream,
 )
 from tatolab._sdk.context import RuntimeContextLimitedAccess
+from tatolab._sdk.builtins import GlslPixelEffect, TestPatternSource
 from tatolab._sdk.nodes import node
+from tatolab._surfaces.frame import VideoFrame
 
 __all__ = [
     "Exposure",
+    "GlslPixelEffect",
     "InputRef",
     "NodeHandle",
     "OutputRef",
     "RemoteOutputRef",
     "RuntimeContextLimitedAccess",
     "StreamBuilder",
+    "TestPatternSource",
+    "VideoFrame",
     "node",
     "stream",
 ]

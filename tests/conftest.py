@@ -9,7 +9,7 @@ import pytest
 from harness import LIVE, REPO, Runtime
 from other_user import other_user, shared_dir  # noqa: F401  (fixtures for any test module)
 
-SLOW_FIXTURES = {"runtime", "project_venv"}
+SLOW_FIXTURES = {"runtime", "project_venv", "video_venv"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -26,6 +26,19 @@ def project_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv.EnvBuilder(with_pip=True).create(path)
     subprocess.run(
         [str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(REPO)],
+        check=True,
+    )
+    return path
+
+
+@pytest.fixture(scope="session")
+def video_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project environment with tatolab and numpy (for frame.cpu()), as `uv add numpy` makes."""
+    path = tmp_path_factory.mktemp("video-venv") / "venv"
+    venv.EnvBuilder(with_pip=True).create(path)
+    subprocess.run(
+        [str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(REPO),
+         "numpy"],
         check=True,
     )
     return path

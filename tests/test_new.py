@@ -24,8 +24,8 @@ def new(runtime_env: dict, *args: str, cwd=None) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("flag, record", [((), "tick"), (("--test-pattern",), "frame")])
-def test_new_then_dev_runs_the_project(runtime, tmp_path, flag, record):
+@pytest.mark.parametrize("flag, record, nodes", [((), "tick", "1 node"), (("--test-pattern",), "frame", "2 nodes")])
+def test_new_then_dev_runs_the_project(runtime, tmp_path, flag, record, nodes):
     project = tmp_path / "my-stream"
     made = new(runtime.env, str(project), *flag)
     assert made.returncode == 0, made.stderr
@@ -38,11 +38,15 @@ def test_new_then_dev_runs_the_project(runtime, tmp_path, flag, record):
     dev = runtime.popen_cli("dev", cwd=project)
     log = project / ".streamlib" / "logs" / "my_stream.jsonl"
     try:
-        wait_for(lambda: any(r["message"] == record for r in read_jsonl(log)), timeout=30, what=f"{record} records")
+        found = wait_for(lambda: [r for r in read_jsonl(log) if r["message"] == record], timeout=30,
+                         what=f"{record} records")
+        if flag:  # the test pattern's frames, read with numpy (installed offline beside the SDK)
+            assert found[0]["fields"]["width"] == 640 and found[0]["fields"]["brightness"] > 0, found[0]
+            assert '"numpy"' in (project / "pyproject.toml").read_text()
     finally:
         dev.send_signal(signal.SIGINT)
         out, err = dev.communicate(timeout=20)
-    assert "my_stream running attached (1 node" in out, err
+    assert f"my_stream running attached ({nodes}" in out, err
     wait_for(lambda: runtime.stream_names() == [], what="the stream to unload")
 
 

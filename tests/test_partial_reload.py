@@ -39,6 +39,15 @@ def test_only_nodes_whose_modules_or_config_changed_restart():
     assert nodes_to_restart(GRAPH, changed, [], IMPORTS) == ["b"]
 
 
+def test_a_node_restarts_when_a_file_its_config_names_is_saved():
+    graph = copy.deepcopy(GRAPH)
+    graph["nodes"][1]["config"] = {"path": "shaders/tint.glsl"}  # a GlslPixelEffect reads it at start
+    assert nodes_to_restart(graph, graph, ["/home/you/p/shaders/tint.glsl"], IMPORTS) == ["b"]
+    assert nodes_to_restart(graph, graph, ["/home/you/p/shaders/other.glsl"], IMPORTS) == []
+    graph["nodes"][1]["config"] = {"source": "vec4 effect(vec4 c, vec2 uv) {\n return c;\n}"}
+    assert nodes_to_restart(graph, graph, ["/home/you/p/shaders/tint.glsl"], IMPORTS) == []
+
+
 def test_a_new_shape_is_a_whole_new_version():
     assert same_shape(GRAPH, copy.deepcopy(GRAPH))
     for change in (

@@ -3,6 +3,7 @@ on a folder without `.venv` or with another tatolab, and folders that are not pr
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -153,3 +154,20 @@ def test_the_readmes_install_line_puts_tatolab_and_tatolabd_on_path(tmp_path):
         assert (tmp_path / "bin" / command).exists(), installed.stderr
     version = subprocess.run([str(tmp_path / "bin" / "tatolab"), "--version"], capture_output=True, text=True)
     assert version.stdout.strip() == f"tatolab {tatolab.__version__}"
+
+
+def test_sdk_on_the_tutorials_motion_watcher_installs_numpy_offline_and_it_runs(runtime, tmp_path):
+    project = tmp_path / "motion-watcher"
+    shutil.copytree(REPO / "examples" / "motion-watcher", project, ignore=shutil.ignore_patterns(".venv", ".streamlib"))
+    made = tatolab_cli(runtime, "sdk", str(project), offline=True)
+    assert made.returncode == 0, made.stderr
+    assert subprocess.run([str(project / ".venv" / "bin" / "python"), "-c", "import numpy"]).returncode == 0
+
+    def detector_read() -> int:
+        answer = runtime.cli("graph", "--stream", "motion_watcher")
+        if answer.returncode != 0:
+            return 0
+        nodes = json.loads(answer.stdout)["streams"][0]["nodes"]
+        return sum(port["read"] for n in nodes if n["name"] == "detector" for port in n["inputs"])
+
+    run_until(runtime, project, lambda: detector_read() > 5, "frames read by the detector (numpy in its .venv)")

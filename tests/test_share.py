@@ -214,8 +214,8 @@ def _tutorial_project(name: str, root: Path, venv: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_the_tutorial_streams_keep_logging_across_a_runtime_crash(runtime, project_venv, tmp_path):
-    watcher = _tutorial_project("motion-watcher", tmp_path, project_venv)
+def test_the_tutorial_streams_keep_logging_across_a_runtime_crash(runtime, project_venv, video_venv, tmp_path):
+    watcher = _tutorial_project("motion-watcher", tmp_path, video_venv)  # its detector reads frame.cpu()
     log = _tutorial_project("motion-log", tmp_path, project_venv)
     kept = runtime.cli("run", "-d", cwd=watcher, check=True)
     assert kept.stdout.strip() == f"motion_watcher kept (project {watcher})"

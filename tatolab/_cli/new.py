@@ -43,6 +43,10 @@ TEMPLATES = {
 }
 
 
+# what a template's nodes import beside tatolab, installed from the runtime's own environment
+ALSO_INSTALLED = {"test_pattern": ("numpy",)}
+
+
 def function_name(folder: str) -> str:
     """A Python identifier for the stream function, from the project folder's name."""
     ascii_name = unicodedata.normalize("NFKD", folder).encode("ascii", "ignore").decode().lower()
@@ -58,6 +62,7 @@ def render(kind: str, folder: str, sdk_wheel: Path = Path("tatolab.whl")) -> dic
         "sources_comment": SOURCES_COMMENT,
         "tatolab_source": uv_source_line(sdk_wheel),
         "function": function_name(folder),
+        "more_dependencies": "".join(f', "{name}"' for name in ALSO_INSTALLED.get(kind, ())),
         "project": re.sub(r"[^A-Za-z0-9._-]+", "-", folder).strip("-.") or "my-stream",
         "version": __version__,
         "python": f"{sys.version_info.major}.{sys.version_info.minor}",
@@ -99,7 +104,7 @@ def cmd_new(args: argparse.Namespace) -> int:
     print(f"creating {target / '.venv'} with tatolab {__version__} (offline, from the runtime's own install)",
           flush=True)
     try:
-        install_sdk(target)
+        install_sdk(target, also=ALSO_INSTALLED.get("test_pattern" if args.test_pattern else "basic", ()))
     except (WheelError, subprocess.CalledProcessError, OSError) as exc:
         return fail(f"could not create {target / '.venv'}: {exc}; the project files are written, so "
                     f"`tatolab sdk {target}` finishes it once that is fixed")
@@ -117,8 +122,6 @@ def register(commands: Any) -> None:
     new.add_argument("dir", help="the project folder to create (it may exist, but not hold these files)")
     new.add_argument(
         "--test-pattern", action="store_true",
-        help="start from a source node that sends a moving test pattern (a bar sweeping over a ramp, "
-             "30 frames a second, as bags holding the pixels as bytes). Built-in video nodes such as "
-             "TestPatternSource are not in this version yet, so the pattern is a plain Python node",
-    )
+        help="start from the built-in TestPatternSource (colour bars and a moving square, 30 frames a "
+             "second) and a Python node that reads its frames")
     new.set_defaults(func=cmd_new)

@@ -19,12 +19,13 @@ import subprocess
 import tempfile
 import venv
 import zipfile
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from tatolab import __version__
 from tatolab._cli.output import fail
-from tatolab._cli.wheels import WheelError, pack_sdk, pack_tatolab
+from tatolab._cli.wheels import WheelError, pack_installed, pack_sdk, pack_tatolab
 from tatolab._control import paths
 
 SOURCES_HEADER = "[tool.uv.sources]"
@@ -92,8 +93,9 @@ def _has_pip(python: Path) -> bool:
                           capture_output=True).returncode == 0
 
 
-def install_sdk(project: Path) -> None:
-    """``project/.venv`` (created if missing) holding this runtime's SDK, without a package index."""
+def install_sdk(project: Path, also: tuple[str, ...] = ()) -> None:
+    """``project/.venv`` (created if missing) holding this runtime's SDK, without a package index,
+    and the distributions named in ``also`` (numpy for frame.cpu()) as the runtime has them."""
     venv_dir = project / ".venv"
     python = venv_dir / "bin" / "python"
     if not python.exists():
@@ -113,6 +115,32 @@ def install_sdk(project: Path) -> None:
              "--find-links", wheel_dir, f"tatolab=={__version__}"],
             check=True, stdin=subprocess.DEVNULL,
         )
+        wanted = [name for name in also if not _has(python, name)]
+        if wanted:
+            try:
+                for name in wanted:
+                    pack_installed(name, Path(wheel_dir))
+            except metadata.PackageNotFoundError as exc:
+                raise WheelError(f"{exc.name} is not installed beside the runtime; install tatolab[runtime]") from None
+            subprocess.run(
+                [str(python), "-m", "pip", "install", "--quiet", "--no-index", "--disable-pip-version-check",
+                 "--no-deps", "--find-links", wheel_dir, *wanted],
+                check=True, stdin=subprocess.DEVNULL,
+            )
+
+
+def _has(python: Path, name: str) -> bool:
+    return subprocess.run([str(python), "-c", f"import {name}"], stdin=subprocess.DEVNULL,
+                          capture_output=True).returncode == 0
+
+
+def wanted_by(pyproject: Path) -> tuple[str, ...]:
+    """numpy, when the project's pyproject.toml depends on it (video nodes reading frame.cpu())."""
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except OSError:
+        return ()
+    return ("numpy",) if re.search(r"""["']numpy\b""", text) else ()
 
 
 def cmd_sdk(args: argparse.Namespace) -> int:
@@ -122,7 +150,7 @@ def cmd_sdk(args: argparse.Namespace) -> int:
     print(f"installing tatolab {__version__} into {project / '.venv'} (offline, from the runtime's own install)",
           flush=True)
     try:
-        install_sdk(project)
+        install_sdk(project, also=wanted_by(project / "pyproject.toml"))
         wheel = keep_sdk_wheel()
     except (WheelError, subprocess.CalledProcessError, OSError) as exc:
         return fail(f"could not install the SDK into {project / '.venv'}: {exc}")

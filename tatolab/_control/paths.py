@@ -65,6 +65,11 @@ def shm_namespace(state: Path | None = None, *, make_folder: bool = True) -> str
     return str(folder / f"tatolab-{digest}")
 
 
+def surface_pool() -> str:
+    """The runtime's surface pool (its control file; each slot's pixels in ``<this>-<slot>``)."""
+    return f"{shm_namespace()}+surfaces"
+
+
 def stream_shm_prefix(namespace: str, instance: int) -> str:
     """Prefix of one loaded stream's files (each load of a stream is a new instance)."""
     return f"{namespace}-{instance}+"

@@ -177,7 +177,8 @@ def main() -> None:
         sys.stderr = _LineWriter(sink, sys.stderr, "warning", "stderr")
     imports = ImportReporter(sink.send)
     imports.install()
-    import_from(spec["project"], spec.get("sources"))
+    if not spec.get("builtin"):  # a built-in runs the runtime's code: nothing of the project's shadows it
+        import_from(spec["project"], spec.get("sources"))
     os.chdir(spec["project"])
 
     try:

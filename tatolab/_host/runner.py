@@ -8,6 +8,7 @@ from typing import Any
 from tatolab._host.status import open_for_node
 from tatolab._links.ring import RingError, RingReader, RingWriter, wait_any
 from tatolab._sdk.nodes import create
+from tatolab._surfaces import pool as surfaces
 from tatolab._sdk.context import (
     InputPort,
     Inputs,
@@ -49,6 +50,7 @@ class NodeRunner:
             outputs=Outputs(self.name, outputs),
             log=self.log,
         )
+        surfaces.configure(spec.get("surfaces"))  # where VideoFrame finds the runtime's pool
         self.instance = create(node_class, spec.get("config"), node=self.name)
         self.status = open_for_node(spec.get("status"))  # the runtime's watchdog reads it
 

@@ -44,11 +44,13 @@ HostSpec = TypedDict("HostSpec", {
     "sources": Union[str, None],  # a kept stream's copy of the project's modules
     "inputs": dict[str, InputSpec],
     "outputs": dict[str, OutputSpec],
+    "surfaces": Union[str, None],  # the runtime's surface pool, where VideoFrame finds frames
+    "builtin": bool,  # a built-in node: the runtime's own code, run by the runtime's interpreter
 })
 
 
 def node_spec(stream: str, node: dict[str, Any], *, project: str, status: str | None, sources: str | None,
-              outputs: dict[str, OutputSpec]) -> HostSpec:
+              outputs: dict[str, OutputSpec], surfaces: str | None = None, builtin: bool = False) -> HostSpec:
     """The spec of ``node`` (its entry in the compiled graph), its inputs not linked yet."""
     return HostSpec({
         "stream": stream,
@@ -65,6 +67,8 @@ def node_spec(stream: str, node: dict[str, Any], *, project: str, status: str | 
         "inputs": {port["port"]: {"delivery_profile": port["delivery_profile"], "links": []}
                    for port in node["inputs"]},
         "outputs": outputs,
+        "surfaces": surfaces,
+        "builtin": builtin,
     })
 
 

@@ -599,6 +599,14 @@ class RingReader:
         q[r + _R_READ] = self.read_count
         q[r + _R_NEXT] = self._next
 
+    def count_dropped(self) -> None:
+        """The last bag read named a frame already gone (its surface reused): dropped, not read."""
+        self.read_count -= 1
+        self.dropped += 1
+        q, r = self._q, self._r
+        q[r + _R_READ] = self.read_count
+        q[r + _R_DROPPED] = self.dropped
+
     def count_bad(self) -> None:
         """The last bag read did not decode: it counts as bad, not read."""
         self.read_count -= 1

@@ -17,6 +17,7 @@ from tatolab._runtime.rules.exposure import exposure_levels
 from tatolab._runtime.rules.health import NodeState
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.streams import LoadedStream, link_key
+from tatolab._runtime.surfaces import is_builtin, pool_stats
 from tatolab._runtime.supervisor import NodeProcess
 
 GRAPH_VERSION = 1
@@ -36,6 +37,7 @@ def node_entry(node: dict[str, Any], process: NodeProcess | None) -> dict[str, A
     entry: dict[str, Any] = {
         "name": node["name"],
         "kind": node["class"],
+        "builtin": is_builtin(node),
         "execution": node.get("execution", "reactive"),
         "pid": None,
         "state": NodeState.STOPPED,
@@ -204,5 +206,6 @@ def build_graph(
         "version": GRAPH_VERSION,
         "runtime": {"name": machine_name(), "version": __version__, "pid": os.getpid()},
         "now_ns": now_ns,
+        "surfaces": pool_stats(),
         "streams": entries,
     }

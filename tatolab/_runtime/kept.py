@@ -10,13 +10,13 @@ import asyncio
 import json
 import os
 from pathlib import Path
-from typing import Any, Callable
-
 from dataclasses import replace
+from typing import Any, Callable
 
 from tatolab._control.errors import Fix, Reason
 from tatolab._control.source import StreamSource
 from tatolab._control.words import render
+from tatolab._runtime.surfaces import is_builtin
 from tatolab._runtime import snapshots
 from tatolab._runtime.environment import stream_env
 from tatolab._runtime import unwritten
@@ -239,7 +239,9 @@ async def preflight(record: KeptRecord, starter: ProcessStarter | None = None) -
         return Reason(f"the copy of its project's modules kept for it ({record.sources}) is gone", code="sources_gone",
                       fixes=(Fix("load", {"mode": "kept", "project": str(project)}, "to keep it again"),),
                       details={"sources": record.sources})
-    classes = {node["name"]: node["class"] for node in record.graph["nodes"] if node.get("class")}
+    # built-in nodes run in the runtime's own interpreter, not the project's: nothing to check there
+    classes = {node["name"]: node["class"] for node in record.graph["nodes"]
+               if node.get("class") and not is_builtin(node)}
     try:
         process = await (starter or shared_starter()).start(python, "-c", [_CHECK_SCRIPT], cwd=project,
                                                            env=stream_env(record.env))

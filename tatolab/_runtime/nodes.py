@@ -16,9 +16,11 @@ from tatolab._control.words import render
 from tatolab._host import spec as host_spec
 from tatolab._host import status
 from tatolab._links import ring
+from tatolab._runtime import surfaces
 from tatolab._runtime.logs import StreamLog
 from tatolab._runtime.streams import LinkWiring, LoadedStream, OutputRing, link_key
 from tatolab._runtime.supervisor import NodeProcess
+from tatolab._runtime.surfaces import is_builtin, python_for
 
 READY_POLL_S = 0.01
 
@@ -59,7 +61,8 @@ def start_nodes(stream: LoadedStream, python: Path) -> None:
         status.create(paths.status_file(prefix, node["name"]))
         specs[node["name"]] = host_spec.node_spec(
             stream.name, node, project=str(stream.project), status=paths.status_file(prefix, node["name"]),
-            sources=str(stream.sources) if stream.sources is not None else None, outputs=outputs)
+            sources=str(stream.sources) if stream.sources is not None else None, outputs=outputs,
+            surfaces=paths.surface_pool(), builtin=is_builtin(node))
     for link in stream.graph["links"]:
         source = link["from"]
         if "address" in source:
@@ -73,9 +76,10 @@ def start_nodes(stream: LoadedStream, python: Path) -> None:
         target["links"].append(
             {"key": link_key(link), "base": out.base, "reader_index": wiring.reader_index}
         )
+    surfaces.acquire()  # after everything that can fail: stop_nodes gives it back
     for name, spec in specs.items():
-        process = NodeProcess(stream=stream.name, spec=spec, python=python, project=stream.project, log=stream.log,
-                              env=stream.env, starter=stream.starter)
+        process = NodeProcess(stream=stream.name, spec=spec, python=python_for(spec, python), project=stream.project,
+                              log=stream.log, env=stream.env, starter=stream.starter)
         stream.nodes[name] = process
         process.start()
 
@@ -126,6 +130,7 @@ async def stop_nodes(stream: LoadedStream, reason: Reason | str, *, by_runtime: 
     stream.ended_by_runtime = by_runtime
     await asyncio.gather(*(node.stop() for node in stream.nodes.values()))
     ring.reap(paths.loaded_stream_prefix(stream.instance))
+    surfaces.release()
     stream.end_reason = reason if isinstance(reason, Reason) else Reason(reason)
     if stream.log is not None:  # a log is read by a person: the cause in the CLI's words, by the one renderer
         stream.log.say(f"stream {stream.name} stopped: {render(stream.end_reason)}")

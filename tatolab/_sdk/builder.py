@@ -142,7 +142,7 @@ class StreamBuilder:
             key: entry[key]
             for key in ("name", "class", "doc", "config", "execution", "interval_ms", "inputs", "outputs")
         }
-        for key in ("watchdog_ms", "memory_limit_mb"):  # only when the node sets them
+        for key in ("builtin", "watchdog_ms", "memory_limit_mb"):  # only when the node sets them
             if key in entry:
                 self._nodes[node_name][key] = entry[key]
         self._classes[node_name] = node

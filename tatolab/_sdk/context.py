@@ -69,6 +69,7 @@ class InputPort:
         self.name = name
         self.profile = profile
         self.links: dict[str, _Link] = {}
+        self.stale = 0  # video bags whose surface was already reused when read
         self._on_broken = on_broken
         self._on_bad = on_bad
 
@@ -141,6 +142,14 @@ class InputPort:
         chosen.pending = None
         return payload, chosen
 
+    def gone(self, link: _Link) -> None:
+        """The bag last taken from ``link`` named a frame whose surface was reused before this
+        reader got to it: the reader fell behind, so it counts as dropped, like a lapped bag."""
+        self.stale += 1
+        count = getattr(link.reader, "count_dropped", None)
+        if count is not None:
+            count()
+
     def bad(self, link: _Link, exc: BaseException) -> None:
         """The bag last taken from ``link`` did not decode: count it on the link, tell the host."""
         link.reader.count_bad()
@@ -163,6 +172,7 @@ class Inputs:
             raise GraphError(
                 f"node {self._node} has no input port {port!r}; its inputs are: {known}"
             )
+        from_bag = getattr(into, "_tatolab_from_bag", None)
         while True:
             got = source.take()
             if got is None:
@@ -173,10 +183,16 @@ class Inputs:
             except (ValueError, RecursionError) as exc:  # garbage, not a dict, nested too deep
                 source.bad(link, exc)
                 continue  # skipped and counted; the node goes on with the next bag
-            break
-        if into is None:
-            return bag
-        return _bags.convert(bag, into, node=self._node, port=port)
+            if into is None:
+                return bag
+            if from_bag is None:
+                return _bags.convert(bag, into, node=self._node, port=port)
+            try:
+                return from_bag(bag)
+            except ValueError as exc:  # a frame reused before this reader got to it: skip it, counted
+                if not isinstance(bag, dict) or "surface_id" not in bag:
+                    raise BagError(f"node {self._node} port {port}: {exc}") from None
+                source.gone(link)
 
 
 class OutputPort:
@@ -192,7 +208,7 @@ class Outputs:
         self._node = node
         self._ports = ports
 
-    def write(self, port: str, bag: dict[str, Any]) -> None:
+    def write(self, port: str, bag: Any) -> None:
         """Send ``bag`` on ``port``. Never waits for readers."""
         try:
             target = self._ports[port]
@@ -201,6 +217,9 @@ class Outputs:
             raise GraphError(
                 f"node {self._node} has no output port {port!r}; its outputs are: {known}"
             ) from None
+        as_bag = getattr(bag, "_tatolab_bag", None)  # a VideoFrame sends the bag that names it
+        if as_bag is not None:
+            bag = as_bag()
         try:
             target.write(_encode(bag, self._node, port))
         except BagError:

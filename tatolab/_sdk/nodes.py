@@ -116,17 +116,29 @@ def node_spec(cls: Any) -> NodeSpec:
     raise NodeDefinitionError(f"add() takes a node class, like add(MotionDetector), not {name}.")
 
 
+BUILTIN_ATTR = "__tatolab_builtin__"  # set by tatolab._sdk.builtins.builtin on a built-in's description
+
+
+def implementation_of(cls: type) -> str | None:
+    """The ``module:Class`` a built-in node's description names (None for any other node)."""
+    value = cls.__dict__.get(BUILTIN_ATTR)
+    return value if isinstance(value, str) else None
+
+
 def describe_node(cls: type) -> dict[str, Any]:
     """The node's entry in the compiled graph, without ``name`` and ``config`` (the builder adds those)."""
     spec = node_spec(cls)
+    implementation = implementation_of(cls)
     described = {
-        "class": spec.class_path,
+        "class": implementation or spec.class_path,
         "doc": spec.doc,
         "execution": spec.execution,
         "interval_ms": spec.interval_ms,
         "inputs": [{"port": p.name, "delivery_profile": p.delivery_profile} for p in spec.inputs],
         "outputs": [{"port": p.name} for p in spec.outputs],
     }
+    if implementation is not None:
+        described["builtin"] = True  # run by the runtime's own interpreter
     # Present only when the node sets them: the runtime applies its defaults otherwise.
     if spec.watchdog_ms is not None:
         described["watchdog_ms"] = spec.watchdog_ms

@@ -8,7 +8,9 @@ and exposures. Then a node is kept only when nothing it runs can have changed:
   ``tatolab/_host/imports.py``), and no saved file could be one of them: a saved
   ``pkg/name.py`` or ``pkg/name/__init__.py`` matches any imported module whose last
   part is ``name`` (so a new file that would shadow an imported module counts too), and
-- ``pyproject.toml`` was not saved (its dependencies may have changed).
+- ``pyproject.toml`` was not saved (its dependencies may have changed), and
+- no saved file is one its config names (a string in its config that is the file's path in
+  the project, such as a GlslPixelEffect's ``path``: the node reads it at start).
 Every other node restarts from the new code; when in doubt, a node restarts.
 """
 
@@ -44,6 +46,20 @@ def saved_names(files: Iterable[str]) -> set[str] | None:
     return names
 
 
+def _names_a_saved_file(config: Any, files: Iterable[str]) -> bool:
+    if not isinstance(config, dict):
+        return False
+    named = {PurePath(value).as_posix().lstrip("./") for value in config.values()
+             if isinstance(value, str) and value and "\n" not in value}
+    if not named:
+        return False
+    for file in files:
+        path = PurePath(file).as_posix()
+        if any(path == name or path.endswith("/" + name) for name in named):
+            return True
+    return False
+
+
 def nodes_to_restart(old: dict[str, Any], new: dict[str, Any], files: Iterable[str],
                      imports: dict[str, set[str] | None]) -> list[str]:
     """The nodes of ``new`` to restart, given the files saved since the running version loaded
@@ -59,6 +75,7 @@ def nodes_to_restart(old: dict[str, Any], new: dict[str, Any], files: Iterable[s
             or imported is None
             or any(before[name].get(key) != node.get(key) for key in RESTART_KEYS)
             or any(module.rpartition(".")[2] in saved for module in imported)
+            or _names_a_saved_file(node.get("config"), files)
         ):
             restart.append(name)
     return restart

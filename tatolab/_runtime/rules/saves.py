@@ -6,11 +6,12 @@ from pathlib import Path
 
 IGNORED_DIRS = frozenset({".venv", ".git", "__pycache__", ".streamlib"})
 WATCHED_NAMES = frozenset({"pyproject.toml"})
-WATCHED_SUFFIX = ".py"
+# Python, and GLSL a GlslPixelEffect reads from a file (path=...)
+WATCHED_SUFFIXES = (".py", ".glsl", ".frag")
 
 
 def is_watched(project: Path, path: str) -> bool:
-    """True for a ``.py`` file or ``pyproject.toml`` inside ``project``, outside ignored folders."""
+    """True for a ``.py`` or shader file or ``pyproject.toml`` inside ``project``, outside ignored folders."""
     try:
         relative = Path(path).relative_to(project)
     except ValueError:
@@ -18,4 +19,4 @@ def is_watched(project: Path, path: str) -> bool:
     if any(part in IGNORED_DIRS for part in relative.parts[:-1]):
         return False
     name = relative.name
-    return name.endswith(WATCHED_SUFFIX) or name in WATCHED_NAMES
+    return name.endswith(WATCHED_SUFFIXES) or name in WATCHED_NAMES

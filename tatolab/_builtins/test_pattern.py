@@ -1,0 +1,109 @@
+"""TestPatternSource: colour bars and a moving square, paced by the monotonic clock."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import traceback
+from typing import Any
+
+import numpy as np
+
+from tatolab._sdk import builtins as described
+from tatolab._sdk.builtins import TestPatternConfig
+from tatolab._sdk.nodes import node
+from tatolab._surfaces.frame import VideoFrame
+from tatolab._surfaces.pool import PoolExhausted
+
+BARS = (  # RGB, left to right
+    (255, 255, 255), (255, 255, 0), (0, 255, 255), (0, 255, 0),
+    (255, 0, 255), (255, 0, 0), (0, 0, 255), (0, 0, 0),
+)
+
+
+def band_top(height: int) -> int:
+    """The first row of the band under the bars, where the square moves."""
+    return height * 7 // 8
+
+
+def background(config: TestPatternConfig) -> np.ndarray:
+    w, h = config.width, config.height
+    image = np.zeros((h, w, 4), dtype=np.uint8)
+    image[..., 3] = 255
+    top = band_top(h)
+    if config.pattern == "bars":
+        for k, rgb in enumerate(BARS):
+            image[:top, k * w // 8:(k + 1) * w // 8, :3] = rgb
+    else:  # ramp: black to white, left to right
+        image[:top, :, :3] = np.linspace(0, 255, w, dtype=np.float32).round().astype(np.uint8)[None, :, None]
+    return image
+
+
+def square_at(index: int, width: int, height: int) -> tuple[int, int, int]:
+    """(left, top, size) of the moving square in frame ``index``."""
+    size = max(1, height - band_top(height))
+    travel = max(1, width - size)
+    step = max(1, width // 120)  # about two seconds across at 60 fps
+    return (index * step) % travel, band_top(height), size
+
+
+@node(execution="manual")
+class TestPatternSource:
+    __doc__ = described.TestPatternSource.__doc__
+    __test__ = False
+
+    @node.output()
+    def video(self) -> dict: ...
+
+    def __init__(self, config: TestPatternConfig) -> None:
+        self.config = config
+        self.image = background(config)
+        self.stopping = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.dropped = 0
+
+    def setup(self, ctx: Any) -> None:
+        self.thread = threading.Thread(target=self._run, args=(ctx,), name="test-pattern", daemon=True)
+        self.thread.start()
+
+    def teardown(self, ctx: Any) -> None:
+        self.stopping.set()
+        if self.thread is not None:
+            self.thread.join(timeout=2)
+
+    def _run(self, ctx: Any) -> None:
+        try:
+            self._frames(ctx)
+        except BaseException as exc:  # the node ends, and the runtime restarts it
+            ctx.log.error(f"test pattern failed: {type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+            os._exit(1)
+
+    def _frames(self, ctx: Any) -> None:
+        period_ns = int(1e9 / self.config.fps)
+        w, h = self.config.width, self.config.height
+        index = 0
+        next_ns = time.monotonic_ns()
+        while not self.stopping.is_set():
+            try:
+                frame = VideoFrame.allocate(w, h, "rgba8")
+            except PoolExhausted as exc:
+                self.dropped += 1
+                if self.dropped == 1 or self.dropped % 100 == 0:
+                    ctx.log.warning(f"frame dropped: {exc}", dropped=self.dropped)
+            else:
+                pixels = frame.cpu(writable=True)
+                pixels[...] = self.image
+                left, top, size = square_at(index, w, h)
+                pixels[top:top + size, left:left + size, :3] = 255
+                frame.fields["frame_index"] = index
+                ctx.outputs.write("video", frame)
+                del frame, pixels
+            index += 1
+            next_ns += period_ns
+            now = time.monotonic_ns()
+            if next_ns < now - period_ns:  # fell behind by more than a frame: skip ahead, not burst
+                next_ns = now
+            delay = next_ns - now
+            if delay > 0:
+                self.stopping.wait(delay / 1e9)

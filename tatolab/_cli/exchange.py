@@ -1,0 +1,106 @@
+"""`tatolab exchange`: save the frames a video output carries (or one surface) as exact PNGs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tatolab._control.client import Client
+from tatolab._cli.output import fail
+from tatolab._surfaces import png
+from tatolab._surfaces import pool as surfaces
+from tatolab._surfaces.frame import VideoFrame
+from tatolab._words import counted
+
+
+def save(frame: VideoFrame, path: Path) -> None:
+    if frame.format != "rgba8":
+        raise ValueError(f"frame {frame.surface_id} is {frame.format}; exchange saves rgba8 frames")
+    filtered = png.rows(frame.width, frame.height, frame._memory())
+    frame.release()  # the pixels are copied: the surface goes back before the slow part
+    data = png.encode(frame.width, frame.height, filtered)
+    partial = path.with_name(path.name + ".part")
+    partial.write_bytes(data)
+    os.replace(partial, path)
+
+
+def _by_id(client: Client, surface_id: str, out: Path) -> int:
+    answer = client.request("exchange", surface_id=surface_id)
+    surfaces.configure(answer["pool"])
+    try:
+        frame = VideoFrame.open(surface_id)
+    except surfaces.SurfaceError as exc:
+        return fail(f"{exc}. `tatolab tap <stream>/<node>/<port> --count 1` shows a current surface_id")
+    path = out / f"surface-{surface_id.replace('#', '-')}.png"
+    save(frame, path)
+    print(path, flush=True)
+    return 0
+
+
+def _from_output(client: Client, address: str, count: int, timeout: float | None, out: Path) -> int:
+    # bags until --count frames are saved: one reused before it was read does not count
+    opened = client.request("exchange", address=address, count=None, timeout=timeout)
+    name = opened["address"]
+    surfaces.configure(opened["pool"])
+    saved = stale = 0
+    started = time.monotonic()
+    for event in client.events():
+        kind = event.get("event")
+        if kind == "bag":
+            bag: Any = event["bag"]
+            if not isinstance(bag, dict) or "surface_id" not in bag:
+                keys = ", ".join(sorted(bag)) if isinstance(bag, dict) else type(bag).__name__
+                return fail(f"{name} carries no video: its bags name no surface_id (they hold: {keys}). "
+                            "`tatolab tap` shows them")
+            try:
+                frame = VideoFrame.open(bag)
+            except surfaces.SurfaceError:
+                stale += 1  # reused before we got to it: the next bag is newer anyway
+                continue
+            path = out / f"{name.replace('/', '-')}-{frame.timestamp_ns}.png"
+            save(frame, path)
+            saved += 1
+            print(path, flush=True)
+            if saved >= count:
+                print(f"exchange: saved {counted(saved, 'frame')} from {name} in "
+                      f"{time.monotonic() - started:.1f} s", file=sys.stderr)
+                return 0
+        elif kind == "end":
+            line = f"exchange: saved {counted(saved, 'frame')} from {name} in {time.monotonic() - started:.1f} s"
+            if stale:
+                line += f"; {counted(stale, 'frame')} had been reused before they could be read"
+            print(line, file=sys.stderr)
+            return 1
+    return fail("the runtime went away during the exchange")
+
+
+def cmd_exchange(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    if not out.is_dir():
+        return fail(f"--out {out} is not a folder; make it first (mkdir -p {out})")
+    if args.count < 1:
+        return fail(f"--count must be 1 or more, not {args.count}")
+    client = Client()
+    try:
+        if "#" in args.target:
+            return _by_id(client, args.target, out)
+        return _from_output(client, args.target, args.count, args.timeout or None, out)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        client.close()
+
+
+def register(commands: Any) -> None:
+    exchange = commands.add_parser(
+        "exchange", help="save the frames a video output carries as PNGs, with no window needed")
+    exchange.add_argument("target", help="<stream>/<node>/<port>, or a surface_id such as 3#17")
+    exchange.add_argument("--out", default=".", help="the folder to write PNGs to (default: here)")
+    exchange.add_argument("--count", type=int, default=1, help="how many frames to save (default 1)")
+    exchange.add_argument("--timeout", type=float, default=10.0,
+                          help="stop after this many seconds (default 10; 0: never)")
+    exchange.set_defaults(func=cmd_exchange)

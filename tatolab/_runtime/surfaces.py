@@ -1,0 +1,67 @@
+"""The runtime's side of frames: its surface pool, and which interpreter runs a built-in node."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from tatolab._links import ring
+from tatolab._control import paths
+from tatolab._sdk.builtins import IMPLEMENTATIONS
+from tatolab._surfaces import pool
+
+
+def _setting(name: str, default: int) -> int:
+    try:
+        return max(1, int(os.environ.get(name, "")))
+    except ValueError:
+        return default
+
+
+_users = 0  # loaded streams: the pool exists while there is one
+
+
+def acquire() -> None:
+    """A stream is starting: make the pool if it is the first (sized by TATOLAB_SURFACE_SLOTS and
+    TATOLAB_SURFACE_BUDGET_MB), so its frames have somewhere to live."""
+    global _users
+    if _users == 0:
+        slots = min(_setting("TATOLAB_SURFACE_SLOTS", pool.DEFAULT_SLOTS), 1024)
+        budget = _setting("TATOLAB_SURFACE_BUDGET_MB", pool.DEFAULT_BUDGET_BYTES >> 20) << 20
+        ring.reap(paths.surface_pool())  # one left by a runtime that died
+        pool.create(paths.surface_pool(), slots=slots, budget_bytes=budget)
+    _users += 1
+
+
+def release() -> None:
+    """A stream stopped, its nodes gone: the last one takes the pool and its memory away."""
+    global _users
+    _users = max(0, _users - 1)
+    if _users == 0:
+        ring.reap(paths.surface_pool())
+
+
+def pool_stats() -> dict[str, Any] | None:
+    """Size and in-use counts for the graph (None when the pool is not there)."""
+    try:
+        handle = pool.Pool(paths.surface_pool())
+    except (OSError, pool.SurfaceError):
+        return None
+    try:
+        return handle.stats()
+    finally:
+        handle.dispose()
+
+
+def is_builtin(node: dict[str, Any]) -> bool:
+    """A built-in node: marked so by the SDK and naming code that ships with the runtime.
+
+    A graph is written by the project's own Python, so a mark on any other class is ignored:
+    the runtime's interpreter runs only its own code."""
+    return bool(node.get("builtin")) and str(node.get("class", "")).startswith(IMPLEMENTATIONS)
+
+
+def python_for(spec: dict[str, Any], project_python: Path) -> Path:
+    return Path(sys.executable) if spec.get("builtin") else project_python
