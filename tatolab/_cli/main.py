@@ -29,6 +29,7 @@ COMMAND_MODULES = {
     "kept": ("start", "rm"),
     "expose": ("expose",),
     "service": ("service",),
+    "mcp": ("mcp",),
 }
 
 

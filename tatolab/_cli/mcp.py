@@ -1,0 +1,19 @@
+"""`tatolab mcp`: serve the runtime's operations to an agent over MCP on stdin/stdout."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from tatolab._mcp.server import main  # here: the other commands never load the MCP SDK
+
+    return main()
+
+
+def register(commands: Any) -> None:
+    mcp = commands.add_parser(
+        "mcp", help="serve this machine's runtime to an agent over MCP on stdin/stdout "
+                    "(`claude mcp add tatolab -- tatolab mcp`)")
+    mcp.set_defaults(func=cmd_mcp)
