@@ -177,3 +177,23 @@ def test_with_no_runtime_every_tool_says_so_and_the_session_serves_once_one_star
             assert streams["streams"] == []
 
     asyncio.run(session())
+
+
+@pytest.mark.slow
+def test_a_stream_run_attached_is_unloaded_when_the_mcp_session_ends(runtime, project_venv, tmp_path):
+    folder = project(tmp_path, project_venv)
+
+    async def session() -> None:
+        async with asyncio.timeout(120), mcp_session(runtime, tmp_path) as s:
+            error, text, started = await s.call("run_stream", project=str(folder), mode="attached")
+            assert not error, text
+            assert started["name"] == "counting"
+            error, text, streams = await s.call("list_streams")
+            assert not error, text
+            assert [(row["name"], row["state"]) for row in streams["streams"]] == [("counting", "attached")]
+            error, text, tapped = await s.call("tap", address="counting/counter/counts", count=2, timeout=20)
+            assert not error and tapped["end"]["got"] == 2, text
+
+    asyncio.run(session())
+    wait_for(lambda: runtime.stream_names() == [], timeout=30, what="the attached stream to be unloaded")
+    wait_for(lambda: runtime.node_pids() == [], timeout=30, what="its nodes to stop")

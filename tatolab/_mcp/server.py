@@ -124,6 +124,33 @@ async def _logs(args: dict[str, Any]) -> dict[str, Any]:
     return {"stream": opened.get("stream"), "log": opened.get("log"), "records": records}
 
 
+class Attached:
+    """The streams this session runs attached: each holds a connection open (reading its log, which
+    `logs` also reads); hanging up when the session ends unloads them."""
+
+    def __init__(self) -> None:
+        self.held: list[tuple[AsyncClient, asyncio.Task[None]]] = []
+
+    async def load(self, args: dict[str, Any]) -> Any:
+        client, loaded = await _ask("load", args)
+        self.held.append((client, asyncio.create_task(self._drain(client))))
+        return loaded
+
+    @staticmethod
+    async def _drain(client: AsyncClient) -> None:
+        async for _ in client.events():
+            pass
+
+    async def hang_up(self) -> None:
+        for client, reading in self.held:
+            reading.cancel()
+            await client.close()
+        self.held.clear()
+
+
+ATTACHED = Attached()
+
+
 async def call(name: str, arguments: dict[str, Any]) -> Any:
     """The result of tool ``name``, or Failed with the CLI's words."""
     tool = BY_NAME.get(name)
@@ -137,6 +164,8 @@ async def call(name: str, arguments: dict[str, Any]) -> Any:
         return await _tap(args)
     if tool.op == "logs":
         return await _logs(args)
+    if tool.op == "load" and args["mode"] == "attached":
+        return await ATTACHED.load(args)
     client, result = await _ask(tool.op, args)
     await client.close()
     return result
@@ -159,8 +188,11 @@ def make_server() -> Server[Any]:
 
 async def serve() -> None:
     server = make_server()
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    try:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+    finally:
+        await ATTACHED.hang_up()
 
 
 def main() -> int:

@@ -38,10 +38,11 @@ TOOLS: tuple[Tool, ...] = (
     Tool("logs", "logs", "observe", fixed={"follow": False},
          limits={"tail": {"type": "integer", "minimum": 1, "maximum": LOGS_MAX, "default": 50}},
          note=f"Here: never follows; ``tail`` is at most {LOGS_MAX} (default 50)."),
-    Tool("run_stream", "load", "manage", fixed={"mode": "kept"}, hidden=("env",),
-         note="Here it is always kept: the runtime runs it until `stop_stream` or `remove_stream`, "
-              "across restarts too. ``project`` is a folder path (absolute, or relative to where "
-              "`tatolab mcp` runs)."),
+    Tool("run_stream", "load", "manage", hidden=("env",),
+         limits={"mode": {"enum": ["kept", "attached"], "default": "kept"}},
+         note="Here kept is the default: the runtime runs it until `stop_stream` or `remove_stream`, "
+              "across restarts too; attached, it runs until this MCP session ends. ``project`` is a "
+              "folder path (absolute, or relative to where `tatolab mcp` runs)."),
     Tool("stop_stream", "stop", "manage"),
     Tool("start_stream", "start", "manage"),
     Tool("remove_stream", "rm", "manage"),
