@@ -197,3 +197,18 @@ def test_a_stream_run_attached_is_unloaded_when_the_mcp_session_ends(runtime, pr
     asyncio.run(session())
     wait_for(lambda: runtime.stream_names() == [], timeout=30, what="the attached stream to be unloaded")
     wait_for(lambda: runtime.node_pids() == [], timeout=30, what="its nodes to stop")
+
+
+def test_each_tool_takes_its_operations_arguments_less_what_it_fixes():
+    from tatolab._mcp.tools import BY_NAME, description, input_schema
+    from tatolab._runtime.ops import OPS, load_all
+
+    load_all()
+    assert set(TOOLS) == set(BY_NAME) and all(BY_NAME[t].op in OPS for t in TOOLS)
+    tap = input_schema(BY_NAME["tap"], OPS["tap"].schema())
+    assert tap["required"] == ["address"] and tap["properties"]["count"]["maximum"] == 50
+    logs = input_schema(BY_NAME["logs"], OPS["logs"].schema())
+    assert "follow" not in logs["properties"] and logs["required"] == ["stream"]
+    run = input_schema(BY_NAME["run_stream"], OPS["load"].schema())
+    assert "env" not in run["properties"] and run["properties"]["mode"]["default"] == "kept"
+    assert description(BY_NAME["stop_stream"], OPS["stop"].schema()).startswith("Unload stream `name`")
