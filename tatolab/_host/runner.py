@@ -128,8 +128,7 @@ class NodeRunner:
         """Idle: a ring grown for big bags that stopped goes back to its normal size."""
         for port in self.outputs.values():
             if port.writer.grown:
-                with port.lock:  # manual nodes may be writing from their own threads
-                    port.writer.relax()
+                port.writer.relax()  # under the writer's own lock: manual nodes may be writing meanwhile
 
     def _drain_control(self, control: Any) -> None:
         while not control.messages.empty():

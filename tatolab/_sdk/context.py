@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import deque
 from typing import Any, Callable, Protocol, TypeVar
@@ -200,7 +199,6 @@ class OutputPort:
         self.name = name
         self.writer = writer
         self.write = writer.write  # the hot path's one lookup; the ring writer takes its own lock
-        self.lock = threading.Lock()  # held by the node host around housekeeping (relax)
 
 
 class Outputs:
