@@ -219,6 +219,23 @@ def make_project(path: Path, venv: Path, files: dict[str, str]) -> Path:
     return path
 
 
+def one_node_files(name: str, cls: str, code: str) -> dict[str, str]:
+    """A project of one stream ``name`` holding one node, class ``cls`` in ``nodes/<name>.py``."""
+    stream = (
+        "from tatolab.stream import StreamBuilder, stream\n"
+        f"from nodes.{name} import {cls}\n\n\n"
+        f"@stream\ndef {name}(stream_builder: StreamBuilder) -> None:\n    stream_builder.add({cls})\n"
+    )
+    return {"stream.py": stream, "nodes/__init__.py": "", f"nodes/{name}.py": code}
+
+
+def graph_node(runtime: Runtime, stream: str, name: str) -> dict:
+    """The node's entry in `graph`, or {} while the stream has not listed it yet (still loading)."""
+    g = json.loads(runtime.cli("graph", "--stream", stream, check=True).stdout)
+    nodes = [n for s in g["streams"] for n in s["nodes"] if n["name"] == name]
+    return nodes[0] if nodes else {}
+
+
 def read_jsonl(path: Path) -> list[dict]:
     if not path.exists():
         return []

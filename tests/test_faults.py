@@ -13,7 +13,7 @@ import time
 import psutil
 import pytest
 
-from harness import Runtime, make_project, read_jsonl, wait_for
+from harness import Runtime, graph_node, make_project, one_node_files, read_jsonl, wait_for
 
 HELPER_NODE = """
 import os, subprocess
@@ -33,22 +33,6 @@ class Spawner:
     def process(self, ctx) -> None:
         ctx.outputs.write("out", {"pid": os.getpid()})
 """
-
-
-def one_node_files(name: str, cls: str, code: str) -> dict[str, str]:
-    stream = (
-        "from tatolab.stream import StreamBuilder, stream\n"
-        f"from nodes.{name} import {cls}\n\n\n"
-        f"@stream\ndef {name}(stream_builder: StreamBuilder) -> None:\n    stream_builder.add({cls})\n"
-    )
-    return {"stream.py": stream, "nodes/__init__.py": "", f"nodes/{name}.py": code}
-
-
-def graph_node(runtime: Runtime, stream: str, name: str) -> dict:
-    """The node's entry in `graph`, or {} while the stream has not listed it yet (still loading)."""
-    g = json.loads(runtime.cli("graph", "--stream", stream, check=True).stdout)
-    nodes = [n for s in g["streams"] for n in s["nodes"] if n["name"] == name]
-    return nodes[0] if nodes else {}
 
 
 def alive(pid: int) -> bool:
@@ -95,7 +79,6 @@ def test_a_node_helper_does_not_outlive_a_killed_runtime(tmp_path, project_venv)
         runtime.stop()
     assert runtime.leftover_processes() == []
     assert all(not alive(h) for _, h in helpers(project))
-
 
 
 def test_a_node_group_whose_guard_is_gone_is_ended_by_the_next_runtime(tmp_path, project_venv):

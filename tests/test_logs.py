@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import Runtime, make_project, read_jsonl, wait_for
+from harness import Runtime, make_project, one_node_files, read_jsonl, wait_for
 
 from tatolab._control.errors import ControlError
 from tatolab._control.paths import log_files
@@ -66,20 +66,12 @@ class Flood:
 """
 
 
-def files(name: str, cls: str, code: str) -> dict[str, str]:
-    stream = (
-        "from tatolab.stream import StreamBuilder, stream\n"
-        f"from nodes.{name} import {cls}\n\n\n"
-        f"@stream\ndef {name}(stream_builder: StreamBuilder) -> None:\n    stream_builder.add({cls})\n"
-    )
-    return {"stream.py": stream, "nodes/__init__.py": "", f"nodes/{name}.py": code}
-
 RECORD_KEYS = {"ts_ns", "time", "level", "stream", "node", "message", "fields"}
 
 
 @pytest.mark.slow
 def test_prints_logs_native_output_and_the_crash_all_become_records_naming_the_node(runtime, project_venv, tmp_path):
-    project = make_project(tmp_path / "chatty", project_venv, files("chatty", "Chatty", CHATTY))
+    project = make_project(tmp_path / "chatty", project_venv, one_node_files("chatty", "Chatty", CHATTY))
     log = project / ".streamlib" / "logs" / "chatty.jsonl"
     run = runtime.popen_cli("run", cwd=project)
     try:
@@ -137,7 +129,7 @@ class Interleaved:
 
 @pytest.mark.slow
 def test_a_nodes_prints_and_records_keep_the_order_they_were_written_in(runtime, project_venv, tmp_path):
-    project = make_project(tmp_path / "interleaved", project_venv, files("interleaved", "Interleaved", INTERLEAVED))
+    project = make_project(tmp_path / "interleaved", project_venv, one_node_files("interleaved", "Interleaved", INTERLEAVED))
     log = project / ".streamlib" / "logs" / "interleaved.jsonl"
     run = runtime.popen_cli("run", cwd=project)
     try:
@@ -154,7 +146,7 @@ def test_a_nodes_prints_and_records_keep_the_order_they_were_written_in(runtime,
 
 @pytest.mark.slow
 def test_logs_reads_filters_and_shows_json(runtime, project_venv, tmp_path):
-    project = make_project(tmp_path / "chatty", project_venv, files("chatty", "Chatty", CHATTY))
+    project = make_project(tmp_path / "chatty", project_venv, one_node_files("chatty", "Chatty", CHATTY))
     log = project / ".streamlib" / "logs" / "chatty.jsonl"
     run = runtime.popen_cli("run", cwd=project)
     try:
@@ -185,7 +177,7 @@ def _reader(pipe, into: queue.Queue) -> None:
 
 @pytest.mark.slow
 def test_logs_follow_shows_a_record_within_a_second(runtime, project_venv, tmp_path):
-    project = make_project(tmp_path / "chatty", project_venv, files("chatty", "Chatty", CHATTY))
+    project = make_project(tmp_path / "chatty", project_venv, one_node_files("chatty", "Chatty", CHATTY))
     run = runtime.popen_cli("run", cwd=project)
     follow = None
     try:
@@ -226,7 +218,7 @@ def small_log_runtime(tmp_path: Path):
 @pytest.mark.slow
 def test_a_log_file_never_grows_past_its_limit(small_log_runtime, project_venv, tmp_path):
     runtime = small_log_runtime
-    project = make_project(tmp_path / "flood", project_venv, files("flood", "Flood", FLOOD))
+    project = make_project(tmp_path / "flood", project_venv, one_node_files("flood", "Flood", FLOOD))
     log = project / ".streamlib" / "logs" / "flood.jsonl"
     run = runtime.popen_cli("run", cwd=project)
     sizes = []
