@@ -1,34 +1,12 @@
-"""Built-in nodes as the SDK carries them: ports, config type with defaults, docstring.
-
-Their code ships with the runtime's install (``tatolab._builtins``) and runs in processes the
-runtime starts from its own interpreter, so a project's ``.venv`` needs nothing heavy to use
-them. ``@builtin`` records which implementation the graph names.
-"""
+"""Video built-ins as the SDK carries them: TestPatternSource and GlslPixelEffect."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any
 
-from tatolab._sdk.nodes import BUILTIN_ATTR, implementation_of, node
-
-C = TypeVar("C", bound=type)
-
-__all__ = ["GlslPixelEffect", "TestPatternSource", "builtin", "implementation_of"]
-
-IMPLEMENTATIONS = "tatolab._builtins."  # the only modules a built-in node's class may name
-
-
-def builtin(implementation: str) -> Callable[[C], C]:
-    """Mark a node description as built in, run by ``implementation`` (``module:Class``)."""
-    if not implementation.startswith(IMPLEMENTATIONS):
-        raise ValueError(f"a built-in node's implementation lives in {IMPLEMENTATIONS}*, not {implementation}")
-
-    def mark(cls: C) -> C:
-        setattr(cls, BUILTIN_ATTR, implementation)
-        return cls
-
-    return mark
+from tatolab._sdk.builtins.marks import builtin
+from tatolab._sdk.nodes import node
 
 
 PATTERNS = ("bars", "ramp")
