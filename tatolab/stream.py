@@ -10,18 +10,25 @@ from tatolab._sdk.builder import (
     stream,
 )
 from tatolab._sdk.context import RuntimeContextLimitedAccess
+from tatolab._sdk.audio import AudioBlock
 from tatolab._sdk.builtins import GlslPixelEffect, TestPatternSource
+from tatolab._sdk.builtins import MicrophoneSource, OpusDecoder, OpusEncoder, SpeakerSink
 from tatolab._sdk.nodes import node
 from tatolab._surfaces.frame import VideoFrame
 
 __all__ = [
+    "AudioBlock",
     "Exposure",
     "GlslPixelEffect",
     "InputRef",
+    "MicrophoneSource",
     "NodeHandle",
+    "OpusDecoder",
+    "OpusEncoder",
     "OutputRef",
     "RemoteOutputRef",
     "RuntimeContextLimitedAccess",
+    "SpeakerSink",
     "StreamBuilder",
     "TestPatternSource",
     "VideoFrame",

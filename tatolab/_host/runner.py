@@ -16,7 +16,9 @@ from tatolab._sdk.context import (
     OutputPort,
     Outputs,
     RuntimeContextLimitedAccess,
+    ShapedInputPort,
 )
+from tatolab._sdk.audio import AudioShape
 
 IDLE_WAKE_S = 0.25  # how often a waiting node looks at control messages
 BAD_BAG_LOG_S = 1.0  # after its first BAD_BAGS_LOGGED, a link's bad bags are logged at most this often
@@ -34,9 +36,15 @@ class NodeRunner:
         self.log = NodeLogger(sink.emit)
         self._bad_logged: dict[str, tuple[float, int, int]] = {}  # link key -> (when logged, unlogged, logged)
         for port, port_spec in spec.get("inputs", {}).items():
-            self.inputs[port] = InputPort(
-                port, port_spec["delivery_profile"], on_broken=self._link_broken, on_bad=self._bad_bag
-            )
+            if port_spec.get("audio"):
+                self.inputs[port] = ShapedInputPort(
+                    port, port_spec["delivery_profile"], AudioShape.parse(port_spec["audio"], f"input {port}"),
+                    on_broken=self._link_broken, on_bad=self._bad_bag, on_audio=self._audio_news,
+                )
+            else:
+                self.inputs[port] = InputPort(
+                    port, port_spec["delivery_profile"], on_broken=self._link_broken, on_bad=self._bad_bag
+                )
             for link in port_spec.get("links", []):
                 self._add_link(port, link)
         outputs = {
@@ -101,6 +109,17 @@ class NodeRunner:
             "Every bag written with ctx.outputs.write decodes, so something else wrote to this link",
             link=key, port=port, bad=since,
         )
+
+    def _audio_news(self, port: str, key: str, what: str) -> None:
+        """A shaped audio input started its windows again (a gap, a change of format)."""
+        now = time.monotonic()
+        last, since, logged = self._bad_logged.get("audio " + key, (0.0, 0, 0))
+        since += 1
+        if logged >= BAD_BAGS_LOGGED and now - last < BAD_BAG_LOG_S:
+            self._bad_logged["audio " + key] = (last, since, logged)
+            return
+        self._bad_logged["audio " + key] = (now, 0, logged + 1)
+        self.log.warning(f"{self._where(port, key)}: {what}", link=key, port=port, audio_resets=since)
 
     def _remove_link(self, key: str) -> None:
         for port in self.inputs.values():

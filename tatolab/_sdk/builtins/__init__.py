@@ -6,6 +6,16 @@ them. ``@builtin`` (in ``marks``) records which implementation the graph names. 
 family of nodes (video here; window, camera, codecs, recording, audio beside it), re-exported here.
 """
 
+from tatolab._sdk.builtins.audio import (
+    MicrophoneConfig,
+    MicrophoneSource,
+    OpusDecoder,
+    OpusDecoderConfig,
+    OpusEncoder,
+    OpusEncoderConfig,
+    SpeakerConfig,
+    SpeakerSink,
+)
 from tatolab._sdk.builtins.marks import IMPLEMENTATIONS, builtin, implementation_of
 from tatolab._sdk.builtins.video import (
     GlslPixelEffect,
@@ -16,6 +26,14 @@ from tatolab._sdk.builtins.video import (
 
 __all__ = [
     "IMPLEMENTATIONS",
+    "MicrophoneConfig",
+    "MicrophoneSource",
+    "OpusDecoder",
+    "OpusDecoderConfig",
+    "OpusEncoder",
+    "OpusEncoderConfig",
+    "SpeakerConfig",
+    "SpeakerSink",
     "GlslPixelEffect",
     "GlslPixelEffectConfig",
     "TestPatternConfig",
