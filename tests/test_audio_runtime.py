@@ -154,8 +154,8 @@ class Tone:
         start = ctx.time
         open("start", "w").write(str(start))
         samples = np.stack([mono, mono], axis=1)
-        for at in range(0, 96000, 480):
-            ctx.outputs.write("audio", AudioBlock(samples[at:at + 480], 48000, start + at * NS // 48000))
+        for at in range(0, 96000, 960):  # 100 bags: all still in the ring (128) when the encoder starts late
+            ctx.outputs.write("audio", AudioBlock(samples[at:at + 960], 48000, start + at * NS // 48000))
 '''
 
 DECODED = '''
