@@ -2,8 +2,10 @@
 
 PortAudio reaches it through ALSA's pulse plugin (libasound2-plugins), which follows
 ``PULSE_SERVER``: a process given ``env`` sees the ALSA devices ``pulse`` and ``default``, whose
-input is the sine source and whose output is the null sink. ``record`` reads what the sink
-played from its monitor with parec. The server is ended when the ``with`` block ends.
+output is the null sink ``speaker`` and whose input is the sine: a tone played (module-sine) into
+a second null sink, ``room``, heard through its monitor. (module-sine-source would do too, but it
+hands over two seconds at a time; a monitor delivers every few milliseconds, as a microphone
+does.) ``record`` reads what ``speaker`` played from its monitor with parec. ``stop`` ends the server.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 from harness import wait_for
 
 SINK = "speaker"
-SOURCE = "mic"
+ROOM = "room"
 
 
 class Pulse:
@@ -40,8 +42,9 @@ class Pulse:
         script.write_text(
             "load-module module-native-protocol-unix auth-anonymous=1\n"
             f"load-module module-null-sink sink_name={SINK} rate={self.sink_rate} channels=2\n"
-            f"load-module module-sine-source source_name={SOURCE} rate={self._source_rate} frequency={self.tone_hz}\n"
-            f"set-default-sink {SINK}\nset-default-source {SOURCE}\n"
+            f"load-module module-null-sink sink_name={ROOM} rate={self._source_rate} channels=1\n"
+            f"load-module module-sine sink={ROOM} frequency={self.tone_hz}\n"
+            f"set-default-sink {SINK}\nset-default-source {ROOM}.monitor\n"
         )
         env = dict(os.environ, HOME=str(self.folder / "home"), PULSE_RUNTIME_PATH=str(self.folder / "run"),
                    PULSE_STATE_PATH=str(self.folder / "state"), XDG_RUNTIME_DIR=str(self.folder / "run"))
@@ -97,7 +100,8 @@ def available() -> str | None:
     return None
 
 
-def tail_seconds(path: Path, rate: int, seconds: float) -> np.ndarray:
+def recorded(path: Path) -> np.ndarray:
+    """What ``record`` has written so far."""
     raw = path.read_bytes()
     data = np.frombuffer(raw[:len(raw) - len(raw) % 4], dtype=np.float32)  # parec may be mid-sample
-    return data[-int(rate * seconds):] if len(data) >= int(rate * seconds) else np.zeros(0, np.float32)
+    return data

@@ -10,7 +10,7 @@ from tatolab._errors import BagError, GraphError, NodeDefinitionError
 from tatolab._sdk.audio import AudioBlock, AudioShape
 from tatolab._sdk.context import InputPort, Inputs, ShapedInputPort
 from tatolab._sdk.nodes import describe_node, node
-from tatolab._sdk.shaping import GAP_TOLERANCE_NS, AudioShaper
+from tatolab._sdk.shaping import FILL_AFTER_NS, AudioShaper
 from tatolab.stream import AudioBlock as PublicAudioBlock
 
 NS = 1_000_000_000
@@ -163,17 +163,28 @@ def test_s16_out_and_mono_to_stereo_upmix():
     assert np.array_equal(both[:, 0], both[:, 1]) and np.max(both) == pytest.approx(16384, abs=2)
 
 
-def test_a_gap_or_a_format_change_starts_the_windows_again_and_says_so():
+def test_a_short_gap_is_filled_with_silence_a_long_one_or_a_format_change_starts_again_and_says_so():
     said: list[str] = []
     shaper = AudioShaper(AudioShape.parse(SPEECH, "test"), said.append)
     first = feed(shaper, tone(48000, 1.0, 440), 48000, 0, [480])
     assert first[-1].first_sample_timestamp_ns < NS
-    jitter = shaper.push(AudioBlock(tone(48000, 0.01, 440), 48000, NS + GAP_TOLERANCE_NS // 2))
+    jitter = shaper.push(AudioBlock(tone(48000, 0.01, 440), 48000, NS + FILL_AFTER_NS * 3 // 4))
     assert said == [] and all(b.first_sample_timestamp_ns < NS + 20_000_000 for b in jitter)
+
+    # samples lost: 100 ms of silence keeps the windows on time
+    resume = NS + 10_000_000 + 100_000_000
+    across = feed(shaper, tone(48000, 0.2, 440), 48000, resume, [480])
+    assert said == ["a gap of 100.0 ms in the audio: filled with silence"] and shaper.resets == 0
+    windows = first + jitter + across
+    assert [b.first_sample_timestamp_ns for b in windows] == [k * 20_000_000 for k in range(len(windows))]
+    joined = np.concatenate([b.samples[:, 0] for b in windows])
+    silent = np.flatnonzero(np.abs(joined[16000:]) < 1e-3)  # after the first second
+    assert 1600 - 50 <= len(silent) <= 1600 + 50  # 100 ms at 16 kHz, give or take the resampler's edges
+    said.clear()
 
     later = 5 * NS
     after_gap = feed(shaper, tone(48000, 0.5, 440), 48000, later, [480])
-    assert len(said) == 1 and "a gap of 3990.0 ms" in said[0] and f"start again at {later} ns" in said[0]
+    assert len(said) == 1 and "a gap of 3690.0 ms" in said[0] and f"start again at {later} ns" in said[0]
     assert [b.first_sample_timestamp_ns for b in after_gap[:3]] == [later, later + 20_000_000, later + 40_000_000]
 
     changed = 6 * NS

@@ -251,13 +251,30 @@ def test_opus_encoder_and_decoder_built_ins_round_trip_a_tone(runtime, video_ven
 # -- the machine's audio: a private PulseAudio -----------------------------------------------------
 
 @pytest.fixture
-def private_pulse(tmp_path: Path):
+def private_pulse(tmp_path: Path):  # asked for before `runtime`, so it outlives the stream's nodes
     why = pulse.available()
     if why:
         pytest.skip(why)
     server = pulse.Pulse(tmp_path / "pa", sink_rate=44100, tone_hz=440, source_rate=48000).start()
     yield server
     server.stop()
+
+
+def unbroken(sound: np.ndarray, rate: int) -> tuple | None:
+    """(the last quarter second of ``sound`` loud in every 10 ms of it,) within its last two seconds, or None."""
+    size, step = rate // 4, rate // 100
+    top = len(sound) - len(sound) % step
+    for end in range(top, max(size - 1, top - 2 * rate), -step):
+        part = sound[end - size:end]
+        if min(np.sqrt(np.mean(part[k:k + step] ** 2)) for k in range(0, size, step)) > 0.1:
+            return (part,)
+    return None
+
+
+def peak_hz(sound: np.ndarray, rate: int) -> float:
+    """The loudest frequency, to a quarter of a hertz (the spectrum zero-padded to 4 s)."""
+    spectrum = np.abs(np.fft.rfft(sound * np.hanning(len(sound)), n=4 * rate))
+    return float(np.fft.rfftfreq(4 * rate, 1 / rate)[np.argmax(spectrum)])
 
 
 STAMPS = '''
@@ -278,7 +295,7 @@ class Stamps:
 '''
 
 
-def test_microphone_to_speaker_plays_the_tone_the_microphone_hears(runtime, video_venv, tmp_path, private_pulse):
+def test_microphone_to_speaker_plays_the_tone_the_microphone_hears(private_pulse, runtime, video_venv, tmp_path):
     project = make_project(tmp_path / "loop", video_venv, {
         "stream.py": '''
             from tatolab.stream import MicrophoneSource, SpeakerSink, StreamBuilder, stream
@@ -288,7 +305,7 @@ def test_microphone_to_speaker_plays_the_tone_the_microphone_hears(runtime, vide
             @stream
             def loop(stream_builder: StreamBuilder) -> None:
                 mic = stream_builder.add(MicrophoneSource, name="mic", config={"sample_rate": 48000, "channels": 1})
-                speaker = stream_builder.add(SpeakerSink, name="speaker")
+                speaker = stream_builder.add(SpeakerSink, name="speaker", config={"latency_ms": 100})
                 stamps = stream_builder.add(Stamps, name="stamps")
                 stream_builder.connect(mic.output("audio"), speaker.input("audio"))
                 stream_builder.connect(mic.output("audio"), stamps.input("audio"))
@@ -300,11 +317,11 @@ def test_microphone_to_speaker_plays_the_tone_the_microphone_hears(runtime, vide
     with private_pulse.record(tmp_path / "played.f32") as played:
         runtime.popen_cli("run", cwd=project, env={**runtime.env, **private_pulse.env})
         # a second of sound at the sink (the tone through mic, link and speaker, resampled 48 -> 44.1 kHz)
-        heard = wait_for(lambda: (lambda tail: tail if len(tail) and np.sqrt(np.mean(tail ** 2)) > 0.1 else None)(
-            pulse.tail_seconds(played, rate, 1.0)), timeout=60, what="a second of sound at the null sink")
-    spectrum = np.abs(np.fft.rfft(heard * np.hanning(len(heard))))
-    peak = np.fft.rfftfreq(len(heard), 1 / rate)[np.argmax(spectrum)]
-    assert abs(peak - 440) <= 2, f"the sink played {peak:.1f} Hz"
+        # a quarter of a second of unbroken sound at the sink: the tone through mic, link and speaker,
+        # resampled 48 -> 44.1 kHz (on a loaded machine the speaker may underrun now and then)
+        (heard,) = wait_for(lambda: unbroken(pulse.recorded(played), rate), timeout=60,
+                         what="a quarter of a second of unbroken sound at the null sink")
+    assert abs(peak_hz(heard, rate) - 440) <= 1, f"the sink played {peak_hz(heard, rate):.1f} Hz"
 
     stamps = read_jsonl(project / "stamps.jsonl")
     assert {(s["rate"], s["channels"]) for s in stamps} == {(48000, 1)}
@@ -322,8 +339,8 @@ def test_microphone_to_speaker_plays_the_tone_the_microphone_hears(runtime, vide
     assert isinstance(speaker["metrics"].get("underruns", 0), int)
 
 
-def test_a_missing_microphone_is_refused_by_name_with_the_devices_there_are(runtime, video_venv, tmp_path,
-                                                                           private_pulse):
+def test_a_missing_microphone_is_refused_by_name_with_the_devices_there_are(private_pulse, runtime, video_venv,
+                                                                           tmp_path):
     project = make_project(tmp_path / "nomic", video_venv, {
         "stream.py": '''
             from tatolab.stream import MicrophoneSource, SpeakerSink, StreamBuilder, stream
@@ -337,9 +354,47 @@ def test_a_missing_microphone_is_refused_by_name_with_the_devices_there_are(runt
         ''',
     })
     runtime.popen_cli("run", cwd=project, env={**runtime.env, **private_pulse.env})
+    wait_for(lambda: runtime.cli("graph", "--stream", "nomic").returncode == 0, timeout=60, what="stream nomic listed")
     error = wait_for(lambda: (graph_node(runtime, "nomic", "mic").get("last_error") or {}), timeout=60,
                      what="the microphone's error")
     text = json.dumps(error)
     assert "there is no input device named 'Studio Mic 7'" in text
     assert "'pulse'" in text and "'default'" in text and "config device=" in text
     assert graph_node(runtime, "nomic", "speaker")["state"] == "running"  # the rest goes on
+
+
+def test_a_speaker_whose_audio_stops_counts_one_underrun_and_keeps_running(private_pulse, runtime, video_venv,
+                                                                          tmp_path):
+    project = make_project(tmp_path / "dry", video_venv, {
+        "stream.py": '''
+            from tatolab.stream import SpeakerSink, StreamBuilder, stream
+            from nodes.tone import Tone
+
+
+            @stream
+            def dry(stream_builder: StreamBuilder) -> None:
+                tone = stream_builder.add(Tone, name="tone")
+                speaker = stream_builder.add(SpeakerSink, name="speaker")
+                stream_builder.connect(tone.output("audio"), speaker.input("audio"))
+        ''',
+        "nodes/__init__.py": "",
+        "nodes/tone.py": TONE,
+    })
+    with private_pulse.record(tmp_path / "played.f32") as played:
+        runtime.popen_cli("run", cwd=project, env={**runtime.env, **private_pulse.env})
+        wait_for(lambda: runtime.cli("graph", "--stream", "dry").returncode == 0, timeout=60, what="stream dry listed")
+        # two seconds of tone, then nothing: the queue runs dry once
+        speaker = wait_for(lambda: (lambda n: n if n.get("metrics", {}).get("underruns") else None)(
+            graph_node(runtime, "dry", "speaker")), timeout=60, what="the speaker's underrun counted")
+        rate = private_pulse.sink_rate
+        # the sink played the two seconds, and then silence (parec hands the monitor's audio over in chunks)
+
+        def tone_then_silence() -> tuple | None:
+            sound = pulse.recorded(played)
+            loud = np.flatnonzero(np.abs(sound) > 0.05)
+            return (loud[0], loud[-1]) if len(loud) and len(sound) - loud[-1] > rate // 10 else None
+
+        first, last = wait_for(tone_then_silence, timeout=30, what="the tone and the silence after it at the null sink")
+    assert speaker["metrics"]["underruns"] == 1
+    assert speaker["state"] == "running" and speaker["restarts"] == 0 and speaker["last_error"] is None
+    assert (last - first) / rate == pytest.approx(2.0, abs=0.05)

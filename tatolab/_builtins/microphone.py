@@ -25,13 +25,16 @@ from tatolab._sdk.nodes import node
 
 NS = 1_000_000_000
 RESYNC_NS = 20_000_000
+MAX_AGE_S = 10.0
 
 
 def first_sample_ns(now_ns: int, frames: int, rate: int, current: float, adc: float) -> int:
     """The monotonic time of a callback's first sample: from PortAudio's ADC time when it gives
     one that makes sense, else from the callback's own time less the block's length."""
     age = current - adc
-    if current > 0 and adc > 0 and 0 <= age < 1.0:
+    # PortAudio through PulseAudio may hand over seconds of audio at once, each block with its
+    # own (older) capture time: ages up to MAX_AGE_S are real
+    if current > 0 and adc > 0 and 0 <= age < MAX_AGE_S:
         return now_ns - int(age * NS)
     return now_ns - frames * NS // rate
 
@@ -103,7 +106,8 @@ class MicrophoneSource:
                 os._exit(1)
 
         self.stream = sd.InputStream(device=device["index"], samplerate=rate, channels=channels, dtype=dtype,
-                                     blocksize=blocksize, callback=captured, finished_callback=finished)
+                                     blocksize=blocksize, latency="low", callback=captured,
+                                     finished_callback=finished)
         self.stream.start()
         ctx.log.info(f"node {ctx.node}: capturing from {device['name']!r} at {rate} Hz, {channels} channel(s)",
                      device=device["name"], sample_rate=rate, channels=channels)

@@ -4,14 +4,18 @@ The input is shaped (tatolab/_sdk/shaping.py) to the device's rate and channels,
 that arrives plays. Blocks wait in a queue that the device's callback drains; playing starts once
 ``latency_ms`` is queued. When the queue runs dry the device plays silence, the underrun is
 counted (``metrics.underruns`` in ``tatolab graph``) and playing starts again once the queue
-holds ``latency_ms`` again. A queue that grows past ``latency_ms`` plus ``MAX_BEHIND_MS`` (a
-producer faster than the device) loses its oldest audio, counted as ``overruns``.
+holds ``latency_ms`` again. A producer faster than the device (a file played, a clock that runs
+fast) fills the queue to ``latency_ms`` plus ``MAX_BEHIND_MS``; then the node reads no faster
+than the device plays, so the rest waits on the ordered link, which drops and counts what it
+cannot hold, as for any slow reader. Only a device that stops taking audio for ``PUT_WAIT_S``
+makes the queue lose its oldest audio (counted as ``overruns``).
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 import traceback
 from collections import deque
 from typing import Any
@@ -26,6 +30,8 @@ from tatolab._sdk.builtins.audio import DEFAULT_AUDIO
 from tatolab._sdk.nodes import node
 
 MAX_BEHIND_MS = 500
+PUT_WAIT_S = 1.0  # the longest a block waits for room in the queue
+CALL_S = 0.25  # process() returns after about this long, so the watchdog sees calls end
 
 
 def window_ms_for(rate: int) -> int:
@@ -48,10 +54,13 @@ class PlayQueue:
         self.frames = 0
         self.playing = False
         self.lock = threading.Lock()
+        self.room = threading.Condition(self.lock)  # pull() makes room for a waiting put()
 
-    def put(self, samples: np.ndarray) -> int:
-        """Queue ``samples``; the frames dropped from the front to stay within ``max_frames``."""
-        with self.lock:
+    def put(self, samples: np.ndarray, wait_s: float = 0.0) -> int:
+        """Queue ``samples``, waiting up to ``wait_s`` for the device to make room; the frames
+        dropped from the front to stay within ``max_frames`` after that."""
+        with self.room:
+            self.room.wait_for(lambda: self.frames + len(samples) <= self.max_frames, timeout=wait_s)
             self.parts.append(samples)
             self.frames += len(samples)
             dropped = 0
@@ -89,6 +98,8 @@ class PlayQueue:
                 if self.offset == len(head):
                     self.parts.popleft()
                     self.offset = 0
+            if done:
+                self.room.notify_all()
             if done < wanted:
                 out[done:].fill(0)
                 self.playing = False  # refill to latency before playing again
@@ -141,12 +152,12 @@ class SpeakerSink:
                      device=device["name"], sample_rate=rate, channels=channels)
 
     def process(self, ctx: Any) -> None:
-        while True:
+        until = time.monotonic() + CALL_S
+        while time.monotonic() < until:
             block = ctx.inputs.read("audio", into=AudioBlock)
             if block is None:
                 return
-            dropped = self.queue.put(block.samples)
-            if dropped:
+            if self.queue.put(block.samples, PUT_WAIT_S):
                 ctx.count("overruns")
 
     def teardown(self, ctx: Any) -> None:

@@ -87,8 +87,7 @@ def stream_entry(
         # read/dropped/bad: totals over the port's wired links (filled in below), so a
         # reading node's own entry shows what it lost, as the docs promise
         entry["inputs"] = [
-            {"port": p["port"], "delivery_profile": p["delivery_profile"], "read": 0, "dropped": 0, "bad": 0,
-             **({"audio": p["audio"]} if p.get("audio") else {})}
+            {"port": p["port"], "delivery_profile": p["delivery_profile"], "read": 0, "dropped": 0, "bad": 0}
             for p in node["inputs"]
         ]
         outputs = []

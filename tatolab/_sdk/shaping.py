@@ -6,10 +6,13 @@ streaming resampler and cuts windows of ``window_ms``. Timestamps come from samp
 from the clock: block k of a run starts at ``start + k * window`` exactly, where ``start`` is the
 first arriving block's ``first_sample_timestamp_ns``.
 
-A run ends (the resampler and the partial window are dropped, and the shaper says so) when the
-producer's timestamps stop following from its sample counts (a gap, or time going back) by more
-than ``GAP_TOLERANCE_NS``, or when its rate, channels or format change; the next run starts at
-the block that broke it.
+When the producer's timestamps run ahead of its sample count by more than ``FILL_AFTER_NS`` (it
+lost samples, or its device skipped), the gap is filled with silence, up to ``MAX_FILL_NS``, so
+the windows keep their exact times. A run ends (the resampler and the partial window are dropped)
+on a longer gap, when the timestamps go back by more than ``GAP_TOLERANCE_NS``, or when the
+producer's rate, channels or format change; the next run starts at the block that broke it.
+Either way the shaper says so. Producers should stamp blocks from their sample count (as
+MicrophoneSource does): a block stamped from the clock as it is written jitters.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from typing import Any, Callable
 
 from tatolab._sdk.audio import AudioBlock, AudioShape
 
-GAP_TOLERANCE_NS = 50_000_000  # producers that stamp blocks from the clock jitter by a few ms
+GAP_TOLERANCE_NS = 50_000_000  # timestamps going back this far are taken as jitter
+FILL_AFTER_NS = 20_000_000  # timestamps ahead of the count by more than this: silence fills the gap
+MAX_FILL_NS = 1_000_000_000  # a longer gap starts a new run
 NS = 1_000_000_000
 
 
@@ -76,6 +81,7 @@ class AudioShaper:
         self.pending: list[Any] = []  # shaped frames not yet a whole window
         self.pending_frames = 0
         self.resets = 0
+        self.fills = 0
 
     def push(self, block: AudioBlock) -> list[AudioBlock]:
         """The whole windows ``block`` completes (none, one or many)."""
@@ -89,18 +95,27 @@ class AudioShaper:
         else:
             expected = self.start_ns + self.taken * NS // block.sample_rate
             off = block.first_sample_timestamp_ns - expected
-            if off > GAP_TOLERANCE_NS:
+            if off > MAX_FILL_NS:
                 self._reset(f"a gap of {off / 1e6:.1f} ms in the audio", source, block)
+            elif off > FILL_AFTER_NS:
+                missing = off * block.sample_rate // NS
+                self.taken += missing
+                self.fills += 1
+                self._shape(self.np.zeros((missing, self.shape.channels), self.np.float32))
+                self.on_reset(f"a gap of {off / 1e6:.1f} ms in the audio: filled with silence")
             elif off < -GAP_TOLERANCE_NS:
                 self._reset(f"the audio's timestamps went back {-off / 1e6:.1f} ms", source, block)
         self.taken += block.frames
-        samples = remix(to_float(block.samples), self.shape.channels)
+        self._shape(remix(to_float(block.samples), self.shape.channels))
+        return self._windows()
+
+    def _shape(self, samples: Any) -> None:
+        """Resample ``samples`` (float32, the input's channels already) into the pending frames."""
         if self.resampler is not None:
             samples = self.resampler.resample_chunk(samples)
         if len(samples):
             self.pending.append(samples)
             self.pending_frames += len(samples)
-        return self._windows()
 
     def _windows(self) -> list[AudioBlock]:
         if self.pending_frames < self.window:
