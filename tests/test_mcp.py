@@ -18,8 +18,9 @@ mcp = pytest.importorskip("mcp")
 from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
-TOOLS = ["list_streams", "graph", "tap", "logs", "run_stream", "stop_stream", "start_stream", "remove_stream",
-         "expose_port"]
+TOOLS = ["list_streams", "graph", "tap", "logs", "exchange", "run_stream", "stop_stream", "start_stream",
+         "remove_stream", "expose_port"]
+PROMPTS = ["inspect_stream", "find_dropped_bags", "add_node_and_wire"]
 
 STREAM = """
 from tatolab.stream import StreamBuilder, stream
@@ -42,6 +43,8 @@ from tatolab.stream import node
 
 @node(execution="continuous", interval_ms=100)
 class Chatty:
+    '''Says hello ten times a second, counting.'''
+
     @node.output()
     def out(self) -> dict: ...
 
@@ -63,11 +66,38 @@ class Session:
         self.session = session
         self.log: list[dict[str, Any]] = []
 
+        self.notices: list[Any] = []  # the notifications the server sent
+        self.noticed = asyncio.Event()
+
     async def call(self, tool: str, **arguments: Any) -> tuple[bool, str, Any]:
+        """(is_error, the first text block: the answer, or the error in the CLI's words, structured)"""
         result = await self.session.call_tool(tool, arguments)
-        text = "\n".join(block.text for block in result.content if block.type == "text")
-        self.log.append({"call": tool, "arguments": arguments, "is_error": result.is_error, "text": text})
+        texts = [block.text for block in result.content if block.type == "text"]
+        text = texts[0] if texts else ""
+        self.log.append({"call": tool, "arguments": arguments, "is_error": result.is_error, "text": "\n".join(texts)})
         return result.is_error, text, result.structured_content
+
+    async def read(self, uri: str) -> Any:
+        result = await self.session.read_resource(uri)
+        (content,) = result.contents
+        self.log.append({"read": uri, "text": content.text})
+        return json.loads(content.text)
+
+    async def handle(self, message: Any) -> None:
+        self.notices.append(message)
+        self.noticed.set()
+
+    async def notice(self, method: str, uri: str | None = None, timeout: float = 30) -> None:
+        """Wait for a notification ``method`` (about ``uri``) not yet waited for."""
+        async with asyncio.timeout(timeout):
+            while True:
+                for i, message in enumerate(self.notices):
+                    if getattr(message, "method", None) == method and (
+                            uri is None or str(message.params.uri) == uri):
+                        del self.notices[i]
+                        return
+                self.noticed.clear()
+                await self.noticed.wait()
 
 
 @asynccontextmanager
@@ -75,7 +105,13 @@ async def mcp_session(rt: Runtime, tmp_path: Path) -> AsyncIterator[Session]:
     params = StdioServerParameters(command=str(BIN / "tatolab"), args=["mcp"], env=rt.env, cwd=str(tmp_path))
     with open(tmp_path / "mcp-stderr.txt", "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
-            async with ClientSession(read, write) as session:
+            wrapped: Session | None = None
+
+            async def handle(message: Any) -> None:
+                if wrapped is not None:
+                    await wrapped.handle(message)
+
+            async with ClientSession(read, write, message_handler=handle) as session:
                 await session.initialize()
                 wrapped = Session(session)
                 try:
@@ -105,9 +141,45 @@ def test_an_agent_runs_inspects_taps_and_removes_a_stream_over_mcp(runtime, proj
             assert "address" in tap_tool.input_schema["required"]
             assert "Read the bags the output at `address` writes" in tap_tool.description  # the operation's own words
 
+            listed = await s.session.list_resources()
+            assert [str(r.uri) for r in listed.resources] == ["tatolab://catalog"]  # no stream yet
+            prompts = await s.session.list_prompts()
+            assert [p.name for p in prompts.prompts] == PROMPTS
+
             error, text, started = await s.call("run_stream", project=str(folder))
             assert not error, text
             assert started["name"] == "counting" and started["nodes"] == 3
+            await s.notice("notifications/resources/list_changed")  # a stream loaded: one more graph
+            graph_uri = "tatolab://streams/counting/graph"
+            listed = await s.session.list_resources()
+            assert [str(r.uri) for r in listed.resources] == ["tatolab://catalog", graph_uri]
+
+            # The catalog: every built-in with its config schema and ports, and the streams' Python nodes.
+            catalog = await s.read("tatolab://catalog")
+            builtins = {entry["name"]: entry for entry in catalog["builtins"]}
+            pattern = builtins["TestPatternSource"]
+            assert pattern["outputs"] == [{"port": "video"}] and "Colour bars" in pattern["doc"]
+            assert pattern["config_schema"]["$defs"]["TestPatternConfig"]["properties"]["fps"]["default"] == 30.0
+            assert builtins["GlslPixelEffect"]["inputs"] == [{"port": "video", "delivery_profile": "newest"}]
+            python = {entry["class"]: entry for entry in catalog["python_nodes"]}
+            assert python["nodes.chatty:Chatty"]["doc"] == "Says hello ten times a second, counting."
+            assert python["nodes.chatty:Chatty"]["used_by"] == ["counting/chatty"]
+            assert python["nodes.counter:Counter"]["outputs"] == [{"port": "counts"}]
+            graph = await s.read(graph_uri)
+            assert sorted(n["name"] for n in graph["nodes"]) == ["chatty", "counter", "sink"]
+            await s.session.subscribe_resource(graph_uri)
+
+            prompt = await s.session.get_prompt("inspect_stream", {"stream": "counting"})
+            steps = prompt.messages[0].content.text
+            assert 'graph(stream="counting")' in steps and 'logs(stream="counting"' in steps
+
+            # A refusal: the CLI's words, word for word, then its fixes as tool calls; the session goes on.
+            error, text, refused = await s.call("run_stream", project=str(folder), mode="attached")
+            assert error
+            assert text == runtime.cli("run", "--dir", str(folder)).stderr.strip()
+            assert [(f["tool"], f["arguments"]) for f in refused["fixes"]] == [
+                ("remove_stream", {"stream": "counting"}), ("run_stream", {"name": None})]
+            assert refused["fixes"][0]["call"] == 'remove_stream(stream="counting")'
 
             error, text, streams = await s.call("list_streams")
             assert not error, text
@@ -129,7 +201,7 @@ def test_an_agent_runs_inspects_taps_and_removes_a_stream_over_mcp(runtime, proj
             error, text, _ = await s.call("tap", address="counting/counter/counts", count="three")
             assert error and text.startswith("error: bad arguments for tap: count:"), text
             # A refusal reads as the CLI's, word for word.
-            error, text, _ = await s.call("stop_stream", name="nosuch")
+            error, text, _ = await s.call("stop_stream", stream="nosuch")
             assert error
             assert text == runtime.cli("stop", "nosuch").stderr.strip()
 
@@ -143,13 +215,18 @@ def test_an_agent_runs_inspects_taps_and_removes_a_stream_over_mcp(runtime, proj
             assert all(r["node"] == "chatty" for r in logs["records"]), logs["records"]
             assert any(r["message"] == "hello" for r in logs["records"]), logs["records"]
 
-            error, text, _ = await s.call("stop_stream", name="counting")
+            error, text, _ = await s.call("stop_stream", stream="counting")
             assert not error, text
+            await s.notice("notifications/resources/updated", graph_uri)  # its nodes stopped
             wait_for(lambda: runtime.node_pids() == [], timeout=30, what="the stream's nodes to stop")
-            error, text, _ = await s.call("start_stream", name="counting")
+            error, text, _ = await s.call("start_stream", stream="counting")
             assert not error, text
-            error, text, _ = await s.call("remove_stream", name="counting")
+            await s.notice("notifications/resources/updated", graph_uri)  # started again
+            error, text, _ = await s.call("remove_stream", stream="counting")
             assert not error, text
+            await s.notice("notifications/resources/list_changed")  # its graph is gone
+            listed = await s.session.list_resources()
+            assert [str(r.uri) for r in listed.resources] == ["tatolab://catalog"]
             error, text, streams = await s.call("list_streams")
             assert not error and streams["streams"] == [], text
 
@@ -167,7 +244,7 @@ def test_with_no_runtime_every_tool_says_so_and_the_session_serves_once_one_star
         async with asyncio.timeout(120), mcp_session(rt, tmp_path) as s:
             listed = await s.session.list_tools()
             assert [t.name for t in listed.tools] == TOOLS
-            for tool, arguments in [("list_streams", {}), ("graph", {}), ("stop_stream", {"name": "cam"}),
+            for tool, arguments in [("list_streams", {}), ("graph", {}), ("stop_stream", {"stream": "cam"}),
                                     ("tap", {"address": "cam/src/out"})]:
                 error, text, _ = await s.call(tool, **arguments)
                 assert error and text == no_runtime, (tool, text)
@@ -211,4 +288,10 @@ def test_each_tool_takes_its_operations_arguments_less_what_it_fixes():
     assert "follow" not in logs["properties"] and logs["required"] == ["stream"]
     run = input_schema(BY_NAME["run_stream"], OPS["load"].schema())
     assert "env" not in run["properties"] and run["properties"]["mode"]["default"] == "kept"
-    assert description(BY_NAME["stop_stream"], OPS["stop"].schema()).startswith("Unload stream `name`")
+    assert description(BY_NAME["stop_stream"], OPS["stop"].schema()).startswith("Unload stream `stream`")
+    # every tool about one stream takes `stream`, whatever the operation calls it
+    for tool in ("stop_stream", "start_stream", "remove_stream"):
+        schema = input_schema(BY_NAME[tool], OPS[BY_NAME[tool].op].schema())
+        assert schema["required"] == ["stream"] and list(schema["properties"]) == ["stream"], tool
+    exchange = input_schema(BY_NAME["exchange"], OPS["exchange"].schema())
+    assert "count" not in exchange["properties"] and exchange["properties"]["frames"]["maximum"] == 4
