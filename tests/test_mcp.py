@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import struct
+import zlib
 import json
 import os
 from contextlib import asynccontextmanager
@@ -17,9 +20,15 @@ from nodes_fixture import COUNTER, SINK
 mcp = pytest.importorskip("mcp")
 from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+from mcp.shared.exceptions import MCPError as McpError  # noqa: E402
 
 TOOLS = ["list_streams", "graph", "tap", "logs", "exchange", "run_stream", "stop_stream", "start_stream",
          "remove_stream", "expose_port"]
+# The docs' text ("The runtime", Manage streams), character for character, for XDG_RUNTIME_DIR=/run/user/1000.
+DOCS_NO_RUNTIME = (
+    "error: no runtime is running on this machine: nothing answers at /run/user/1000/streamlib/local-api.sock. "
+    "Start one by running `tatolabd` in a terminal."
+)
 PROMPTS = ["inspect_stream", "find_dropped_bags", "add_node_and_wire"]
 
 STREAM = """
@@ -237,21 +246,36 @@ def test_an_agent_runs_inspects_taps_and_removes_a_stream_over_mcp(runtime, proj
 @pytest.mark.slow
 def test_with_no_runtime_every_tool_says_so_and_the_session_serves_once_one_starts(tmp_path):
     rt = Runtime(tmp_path / "rt")  # not started yet
-    no_runtime = rt.cli("streams").stderr.strip()
-    assert no_runtime.startswith("error: no runtime is running on this machine")
+    no_runtime = DOCS_NO_RUNTIME.replace("/run/user/1000", rt.env["XDG_RUNTIME_DIR"])
+    assert rt.cli("streams").stderr.strip() == no_runtime
 
     async def session() -> None:
         async with asyncio.timeout(120), mcp_session(rt, tmp_path) as s:
             listed = await s.session.list_tools()
             assert [t.name for t in listed.tools] == TOOLS
             for tool, arguments in [("list_streams", {}), ("graph", {}), ("stop_stream", {"stream": "cam"}),
-                                    ("tap", {"address": "cam/src/out"})]:
+                                    ("tap", {"address": "cam/src/out"}), ("exchange", {"address": "cam/src/video"})]:
                 error, text, _ = await s.call(tool, **arguments)
                 assert error and text == no_runtime, (tool, text)
+            # the built-ins need no runtime to read about; a stream's graph does
+            listed = await s.session.list_resources()
+            assert [str(r.uri) for r in listed.resources] == ["tatolab://catalog"]
+            catalog = await s.read("tatolab://catalog")
+            assert "TestPatternSource" in [entry["name"] for entry in catalog["builtins"]]
+            assert catalog["python_nodes"] is None
+            with pytest.raises(McpError) as refused:
+                await s.session.read_resource("tatolab://streams/cam/graph")
+            assert str(refused.value) == no_runtime
+
             await asyncio.to_thread(rt.start)
             error, text, streams = await s.call("list_streams")
             assert not error, text
             assert streams["streams"] == []
+            with pytest.raises(McpError) as refused:
+                await s.session.read_resource("tatolab://streams/cam/graph")
+            assert "cam" in str(refused.value)
+            error, text, _ = await s.call("graph")
+            assert not error, text
 
     asyncio.run(session())
 
@@ -295,3 +319,70 @@ def test_each_tool_takes_its_operations_arguments_less_what_it_fixes():
         assert schema["required"] == ["stream"] and list(schema["properties"]) == ["stream"], tool
     exchange = input_schema(BY_NAME["exchange"], OPS["exchange"].schema())
     assert "count" not in exchange["properties"] and exchange["properties"]["frames"]["maximum"] == 4
+
+
+PATTERN = """
+from tatolab.stream import StreamBuilder, TestPatternSource, stream
+
+
+@stream
+def bars(stream_builder: StreamBuilder) -> None:
+    stream_builder.add(TestPatternSource, name="pattern", config={"width": 320, "height": 180, "fps": 4})
+"""
+
+# TestPatternSource's bars, left to right (RGBA)
+BARS = [(255, 255, 255, 255), (255, 255, 0, 255), (0, 255, 255, 255), (0, 255, 0, 255),
+        (255, 0, 255, 255), (255, 0, 0, 255), (0, 0, 255, 255), (0, 0, 0, 255)]
+
+
+def decode_png(data: bytes) -> tuple[int, int, list[bytes]]:
+    """(width, height, rows of RGBA bytes) of an 8-bit RGBA PNG whose rows use filter 0, as exchange writes."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    at, idat, header = 8, b"", b""
+    while at < len(data):
+        (length,) = struct.unpack(">I", data[at:at + 4])
+        tag, body = data[at + 4:at + 8], data[at + 8:at + 8 + length]
+        header = body if tag == b"IHDR" else header
+        idat += body if tag == b"IDAT" else b""
+        at += 12 + length
+    width, height, depth, colour = struct.unpack(">IIBB", header[:10])
+    assert (depth, colour) == (8, 6)
+    raw = zlib.decompress(idat)
+    stride = 1 + width * 4
+    rows = [raw[y * stride:(y + 1) * stride] for y in range(height)]
+    assert all(row[0] == 0 for row in rows)
+    return width, height, [row[1:] for row in rows]
+
+
+@pytest.mark.slow
+def test_exchange_hands_the_agent_the_frame_as_a_png_image(runtime, project_venv, tmp_path):
+    folder = make_project(tmp_path / "bars", project_venv, {"stream.py": PATTERN})
+
+    async def session() -> None:
+        async with asyncio.timeout(120), mcp_session(runtime, tmp_path) as s:
+            error, text, _ = await s.call("run_stream", project=str(folder), mode="attached")
+            assert not error, text
+            result = await s.session.call_tool("exchange", {"address": "bars/pattern/video", "timeout": 20})
+            assert not result.is_error, result.content
+            described, image = result.content
+            assert image.type == "image" and image.mime_type == "image/png"
+            frame = json.loads(described.text)
+            assert (frame["address"], frame["width"], frame["height"]) == ("bars/pattern/video", 320, 180)
+            width, height, rows = decode_png(base64.b64decode(image.data))
+            assert (width, height) == (320, 180)
+            row = rows[height // 4]  # above the band the white square crosses
+            centres = [tuple(row[4 * ((2 * k + 1) * width // 16):][:4]) for k in range(8)]
+            assert centres == BARS
+
+            # the same frame by its surface id, as a tap shows it (32 slots at 4 frames a second: it stays for seconds)
+            by_id = await s.session.call_tool("exchange", {"surface_id": frame["surface_id"]})
+            assert not by_id.is_error, by_id.content
+            assert base64.b64decode(by_id.content[1].data) == base64.b64decode(image.data)
+            error, text, _ = await s.call("exchange", address="bars/nosuch/video")
+            assert error and text.startswith("error: "), text
+            error, text, _ = await s.call("exchange")
+            assert error and "`address`" in text, text
+            error, text, _ = await s.call("tap", address="bars/pattern/video", count=1, timeout=20)
+            assert not error and "surface_id" in text, text
+
+    asyncio.run(session())
