@@ -139,6 +139,7 @@ def project(tmp_path: Path, venv: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:resources/subscribe is removed")  # a handshake-era client subscribes so
 def test_an_agent_runs_inspects_taps_and_removes_a_stream_over_mcp(runtime, project_venv, tmp_path):
     folder = project(tmp_path, project_venv)
 
@@ -386,3 +387,49 @@ def test_exchange_hands_the_agent_the_frame_as_a_png_image(runtime, project_venv
             assert not error and "surface_id" in text, text
 
     asyncio.run(session())
+
+
+@pytest.mark.slow
+def test_a_2026_client_hears_of_streams_and_graph_changes_on_a_listen_stream(runtime, project_venv, tmp_path):
+    """The SDK's own Client speaks the 2026-07-28 protocol where the server does: changes come on
+    `subscriptions/listen` rather than as loose notifications."""
+    from mcp import Client
+    from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated
+
+    folder = project(tmp_path, project_venv)
+    graph_uri = "tatolab://streams/counting/graph"
+    params = StdioServerParameters(command=str(BIN / "tatolab"), args=["mcp"], env=runtime.env, cwd=str(tmp_path))
+
+    async def session() -> None:
+        async with asyncio.timeout(120), Client(params) as client:
+            assert client.session.protocol_version == "2026-07-28"
+            events: list[Any] = []
+            arrived = asyncio.Event()
+
+            async def until(event: Any) -> None:
+                while event not in events:
+                    arrived.clear()
+                    await arrived.wait()
+                events.remove(event)
+
+            async with client.listen(resources_list_changed=True, resource_subscriptions=[graph_uri]) as sub:
+                async def collect() -> None:
+                    async for event in sub:
+                        events.append(event)
+                        arrived.set()
+
+                collecting = asyncio.create_task(collect())
+                started = await client.call_tool("run_stream", {"project": str(folder), "mode": "attached"})
+                assert not started.is_error, started.content
+                await until(ResourcesListChanged())
+                await until(ResourceUpdated(graph_uri))
+                listed = await client.list_resources()
+                assert graph_uri in [str(r.uri) for r in listed.resources]
+                stopped = await client.call_tool("stop_stream", {"stream": "counting"})
+                assert not stopped.is_error, stopped.content
+                await until(ResourcesListChanged())
+                await until(ResourceUpdated(graph_uri))
+                collecting.cancel()
+
+    asyncio.run(session())
+    assert runtime.stream_names() == []

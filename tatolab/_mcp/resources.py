@@ -1,10 +1,12 @@
 """Resources: the node catalog and each loaded stream's live graph, with change notifications.
 
-A client that lists resources is told when a stream is loaded or removed (list changed); one
-that subscribes to a graph is told when that graph's shape or its nodes' states change. Both come
-from one watcher that asks the runtime once every ``POLL_S`` while someone listens (the runtime
-has no feed of changes to subscribe to): one ``streams`` request, and a ``graph`` request per
-subscribed stream.
+A client is told when a stream is loaded or removed (resource list changed) and, for a graph it
+subscribed to, when that graph's nodes, their states or its links change. Both eras of the
+protocol are served: on a handshake-era session (``initialize``), a client that listed resources
+hears of list changes and ``resources/subscribe`` subscribes; on a 2026-07-28 session both come
+on a ``subscriptions/listen`` stream (the SDK's ListenHandler over ``bus``). One watcher asks the
+runtime once every ``POLL_S`` once anyone listens (the runtime has no feed of changes to
+subscribe to): one ``streams`` request, and a ``graph`` request per subscribed stream.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Awaitable, Callable
 from urllib.parse import quote, unquote
 
 import mcp_types as types
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChanged, ResourceUpdated, ServerEvent
 
 from tatolab._mcp.catalog import catalog
 
@@ -63,16 +66,19 @@ def shape(graph: dict[str, Any]) -> Any:
 
 
 class Resources:
-    """Lists and reads the resources; watches for changes while a client listens."""
+    """Lists and reads the resources; watches for changes once a client listens."""
 
     def __init__(self, ask: Ask) -> None:
         self.ask = ask
-        self.session: Any = None  # the client's session, once it listed, read or subscribed
+        self.session: Any = None  # a handshake-era session, once it listed, read or subscribed
+        self.bus = InMemorySubscriptionBus()  # 2026-07-28 listen streams
         self.subscribed: dict[str, Any] = {}  # graph uri -> the shape last told
-        self.names: list[str] | None = None  # the streams last listed to the client
+        self.holders: dict[str, int] = {}  # graph uri -> how many subscriptions hold it
+        self.names: list[str] | None = None  # the streams last told of; None: nobody listens for that
         self.wake = asyncio.Event()
 
     def listening(self, session: Any) -> None:
+        """A handshake-era session: changes are told on it from now on."""
         self.session = session
         self.wake.set()
 
@@ -88,9 +94,9 @@ class Resources:
         return answer["streams"]
 
     async def list(self) -> list[types.Resource]:
-        names = await self.stream_names()
-        self.names = names or []
-        return [catalog_resource(), *(graph_resource(name) for name in names or [])]
+        names = await self.stream_names() or []
+        self.names = names
+        return [catalog_resource(), *(graph_resource(name) for name in names)]
 
     async def read(self, uri: str) -> dict[str, Any]:
         """The resource's JSON; raises Failed (the tools' errors) for a stream not loaded or no runtime."""
@@ -106,15 +112,40 @@ class Resources:
         (graph,) = await self.graphs(stream)
         return graph
 
-    async def subscribe(self, uri: str) -> None:
-        stream = stream_of(uri)
-        if stream is None and uri != CATALOG_URI:
+    def known(self, uri: str) -> None:
+        if uri != CATALOG_URI and stream_of(uri) is None:
             raise LookupError(f"no resource {uri}; there are {CATALOG_URI} and {GRAPH_TEMPLATE}")
-        if stream is not None:
-            self.subscribed[uri] = await self._shape(stream)
+
+    async def hold(self, uris: list[str], *, list_changed: bool) -> None:
+        """Watch ``uris`` (graphs; the catalog has nothing to tell) and, with ``list_changed``, the list."""
+        if list_changed and self.names is None:
+            self.names = await self.stream_names() or []
+        for uri in uris:
+            stream = stream_of(uri)
+            if stream is None:
+                continue
+            if uri not in self.subscribed:
+                self.subscribed[uri] = await self._shape(stream)
+            self.holders[uri] = self.holders.get(uri, 0) + 1
+        self.wake.set()
+
+    def release(self, uris: list[str]) -> None:
+        for uri in uris:
+            held = self.holders.get(uri, 0) - 1
+            if held <= 0:
+                self.holders.pop(uri, None)
+                self.subscribed.pop(uri, None)
+            else:
+                self.holders[uri] = held
+
+    async def subscribe(self, uri: str) -> None:
+        self.known(uri)
+        if uri not in self.holders:  # subscribing twice is one subscription
+            await self.hold([uri], list_changed=False)
 
     def unsubscribe(self, uri: str) -> None:
-        self.subscribed.pop(uri, None)
+        if uri in self.holders:
+            self.release([uri])
 
     async def _shape(self, stream: str) -> Any:
         try:
@@ -124,20 +155,28 @@ class Resources:
         return shape(graph)
 
     async def watch(self) -> None:
-        """Tell the client of changes, once every POLL_S while it listens (never before)."""
+        """Tell of changes, once every POLL_S once anyone listens (never before)."""
         await self.wake.wait()
         while True:
             await asyncio.sleep(POLL_S)
             await self.check()
+
+    async def tell(self, event: ServerEvent) -> None:
+        await self.bus.publish(event)
+        if self.session is not None:
+            if isinstance(event, ResourceUpdated):
+                await self.session.send_resource_updated(event.uri)
+            else:
+                await self.session.send_resource_list_changed()
 
     async def check(self) -> None:
         if self.names is not None:
             names = await self.stream_names() or []  # no runtime: no streams
             if names != self.names:
                 self.names = names
-                await self.session.send_resource_list_changed()
+                await self.tell(ResourcesListChanged())
         for uri, told in list(self.subscribed.items()):
             now = await self._shape(stream_of(uri) or "")
             if now != told and uri in self.subscribed:
                 self.subscribed[uri] = now
-                await self.session.send_resource_updated(uri)
+                await self.tell(ResourceUpdated(uri))

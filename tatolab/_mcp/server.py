@@ -18,6 +18,8 @@ import jsonschema
 import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import ListenHandler
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS
 
@@ -245,6 +247,24 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
 
 
 RESOURCES = Resources(_answer)
+LISTEN = ListenHandler(RESOURCES.bus)
+
+
+def _handshake_era(ctx: Any) -> None:
+    """On a handshake-era session, changes are told as plain notifications (2026-07-28: on listen streams)."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        RESOURCES.listening(ctx.session)
+
+
+async def listen(ctx: Any, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
+    """A 2026-07-28 listen stream: watch what it asks for while it is open."""
+    wanted = params.notifications
+    uris = [str(uri) for uri in wanted.resource_subscriptions or ()]
+    await RESOURCES.hold(uris, list_changed=bool(wanted.resources_list_changed))
+    try:
+        return await LISTEN(ctx, params)
+    finally:
+        RESOURCES.release(uris)
 
 
 def _no_resource(exc: Exception) -> MCPError:
@@ -252,7 +272,7 @@ def _no_resource(exc: Exception) -> MCPError:
 
 
 async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
-    RESOURCES.listening(ctx.session)
+    _handshake_era(ctx)
     return types.ListResourcesResult(resources=await RESOURCES.list())
 
 
@@ -263,7 +283,7 @@ async def list_resource_templates(ctx: Any, params: Any) -> types.ListResourceTe
 
 
 async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-    RESOURCES.listening(ctx.session)
+    _handshake_era(ctx)
     uri = str(params.uri)
     try:
         data = await RESOURCES.read(uri)
@@ -274,7 +294,7 @@ async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> ty
 
 
 async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
-    RESOURCES.listening(ctx.session)
+    _handshake_era(ctx)
     try:
         await RESOURCES.subscribe(str(params.uri))
     except LookupError as exc:
@@ -304,7 +324,7 @@ def make_server() -> Server[Any]:
                   on_list_tools=list_tools, on_call_tool=call_tool,
                   on_list_resources=list_resources, on_list_resource_templates=list_resource_templates,
                   on_read_resource=read_resource, on_subscribe_resource=subscribe,
-                  on_unsubscribe_resource=unsubscribe, on_list_prompts=list_prompts, on_get_prompt=get_prompt)
+                  on_unsubscribe_resource=unsubscribe, on_subscriptions_listen=listen, on_list_prompts=list_prompts, on_get_prompt=get_prompt)
 
 
 async def serve() -> None:
@@ -316,6 +336,7 @@ async def serve() -> None:
                              server.create_initialization_options(NotificationOptions(resources_changed=True)))
     finally:
         watching.cancel()
+        LISTEN.close()
         await ATTACHED.hang_up()
 
 
