@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import struct
-import zlib
 import json
 import os
+import struct
+import zlib
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -16,6 +17,8 @@ import pytest
 
 from harness import BIN, Runtime, make_project, wait_for
 from nodes_fixture import COUNTER, SINK
+from tatolab._sdk.builtins import builtin
+from tatolab.stream import node
 
 mcp = pytest.importorskip("mcp")
 from mcp import ClientSession  # noqa: E402
@@ -78,19 +81,41 @@ class Session:
         self.notices: list[Any] = []  # the notifications the server sent
         self.noticed = asyncio.Event()
 
+    async def call_tool(self, tool: str, **arguments: Any) -> Any:
+        result = await self.session.call_tool(tool, arguments)
+        blocks = [block.text if block.type == "text" else f"[{block.mime_type} image, {len(block.data)} base64 characters]"
+                  for block in result.content]
+        self.log.append({"call": tool, "arguments": arguments, "is_error": result.is_error, "blocks": blocks})
+        return result
+
     async def call(self, tool: str, **arguments: Any) -> tuple[bool, str, Any]:
         """(is_error, the first text block: the answer, or the error in the CLI's words, structured)"""
-        result = await self.session.call_tool(tool, arguments)
+        result = await self.call_tool(tool, **arguments)
         texts = [block.text for block in result.content if block.type == "text"]
-        text = texts[0] if texts else ""
-        self.log.append({"call": tool, "arguments": arguments, "is_error": result.is_error, "text": "\n".join(texts)})
-        return result.is_error, text, result.structured_content
+        return result.is_error, texts[0] if texts else "", result.structured_content
 
     async def read(self, uri: str) -> Any:
         result = await self.session.read_resource(uri)
         (content,) = result.contents
         self.log.append({"read": uri, "text": content.text})
         return json.loads(content.text)
+
+    async def tools(self) -> list[Any]:
+        listed = await self.session.list_tools()
+        self.log.append({"list": "tools", "names": [t.name for t in listed.tools]})
+        return listed.tools
+
+    async def resources(self) -> list[str]:
+        listed = await self.session.list_resources()
+        uris = [str(r.uri) for r in listed.resources]
+        self.log.append({"list": "resources", "names": uris})
+        return uris
+
+    async def prompt(self, name: str, **arguments: str) -> str:
+        got = await self.session.get_prompt(name, arguments)
+        text = got.messages[0].content.text
+        self.log.append({"prompt": name, "arguments": arguments, "text": text})
+        return text
 
     async def handle(self, message: Any) -> None:
         self.notices.append(message)
@@ -145,14 +170,13 @@ def test_an_agent_runs_inspects_taps_and_removes_a_stream_over_mcp(runtime, proj
 
     async def session() -> None:
         async with asyncio.timeout(180), mcp_session(runtime, tmp_path) as s:
-            listed = await s.session.list_tools()
-            assert [t.name for t in listed.tools] == TOOLS
-            tap_tool = next(t for t in listed.tools if t.name == "tap")
+            tools = await s.tools()
+            assert [t.name for t in tools] == TOOLS
+            tap_tool = next(t for t in tools if t.name == "tap")
             assert "address" in tap_tool.input_schema["required"]
             assert "Read the bags the output at `address` writes" in tap_tool.description  # the operation's own words
 
-            listed = await s.session.list_resources()
-            assert [str(r.uri) for r in listed.resources] == ["tatolab://catalog"]  # no stream yet
+            assert await s.resources() == ["tatolab://catalog"]  # no stream yet
             prompts = await s.session.list_prompts()
             assert [p.name for p in prompts.prompts] == PROMPTS
 
@@ -161,15 +185,14 @@ def test_an_agent_runs_inspects_taps_and_removes_a_stream_over_mcp(runtime, proj
             assert started["name"] == "counting" and started["nodes"] == 3
             await s.notice("notifications/resources/list_changed")  # a stream loaded: one more graph
             graph_uri = "tatolab://streams/counting/graph"
-            listed = await s.session.list_resources()
-            assert [str(r.uri) for r in listed.resources] == ["tatolab://catalog", graph_uri]
+            assert await s.resources() == ["tatolab://catalog", graph_uri]
 
             # The catalog: every built-in with its config schema and ports, and the streams' Python nodes.
             catalog = await s.read("tatolab://catalog")
             builtins = {entry["name"]: entry for entry in catalog["builtins"]}
             pattern = builtins["TestPatternSource"]
             assert pattern["outputs"] == [{"port": "video"}] and "Colour bars" in pattern["doc"]
-            assert pattern["config_schema"]["$defs"]["TestPatternConfig"]["properties"]["fps"]["default"] == 30.0
+            assert pattern["config_schema"]["properties"]["fps"] == {"type": "number", "default": 30.0}
             assert builtins["GlslPixelEffect"]["inputs"] == [{"port": "video", "delivery_profile": "newest"}]
             python = {entry["class"]: entry for entry in catalog["python_nodes"]}
             assert python["nodes.chatty:Chatty"]["doc"] == "Says hello ten times a second, counting."
@@ -179,8 +202,7 @@ def test_an_agent_runs_inspects_taps_and_removes_a_stream_over_mcp(runtime, proj
             assert sorted(n["name"] for n in graph["nodes"]) == ["chatty", "counter", "sink"]
             await s.session.subscribe_resource(graph_uri)
 
-            prompt = await s.session.get_prompt("inspect_stream", {"stream": "counting"})
-            steps = prompt.messages[0].content.text
+            steps = await s.prompt("inspect_stream", stream="counting")
             assert 'graph(stream="counting")' in steps and 'logs(stream="counting"' in steps
 
             # A refusal: the CLI's words, word for word, then its fixes as tool calls; the session goes on.
@@ -363,7 +385,7 @@ def test_exchange_hands_the_agent_the_frame_as_a_png_image(runtime, project_venv
         async with asyncio.timeout(120), mcp_session(runtime, tmp_path) as s:
             error, text, _ = await s.call("run_stream", project=str(folder), mode="attached")
             assert not error, text
-            result = await s.session.call_tool("exchange", {"address": "bars/pattern/video", "timeout": 20})
+            result = await s.call_tool("exchange", address="bars/pattern/video", timeout=20)
             assert not result.is_error, result.content
             described, image = result.content
             assert image.type == "image" and image.mime_type == "image/png"
@@ -433,3 +455,48 @@ def test_a_2026_client_hears_of_streams_and_graph_changes_on_a_listen_stream(run
 
     asyncio.run(session())
     assert runtime.stream_names() == []
+
+
+@dataclass
+class BeepConfig:
+    hz: float = 440.0
+
+
+@builtin("tatolab._builtins.beep:Beeper")
+@node(execution="manual")
+class Beeper:
+    """Beeps at ``hz``."""
+
+    @node.output()
+    def audio(self) -> dict: ...
+
+    def __init__(self, config: BeepConfig) -> None: ...
+
+
+def test_the_catalog_lists_whatever_the_builtins_package_exports(monkeypatch):
+    """A family module added to tatolab._sdk.builtins shows up with nothing to list by hand."""
+    from tatolab._mcp.catalog import builtin_nodes
+    from tatolab._sdk import builtins
+
+    monkeypatch.setattr(builtins, "Beeper", Beeper, raising=False)
+    entries = {entry["name"]: entry for entry in builtin_nodes()}
+    assert {"TestPatternSource", "GlslPixelEffect", "Beeper"} <= set(entries)
+    beeper = entries["Beeper"]
+    assert beeper["doc"] == "Beeps at ``hz``." and beeper["outputs"] == [{"port": "audio"}]
+    assert beeper["config_schema"]["properties"] == {"hz": {"type": "number", "default": 440.0}}
+    assert "CounterConfig" not in entries and "builtin" not in entries  # not nodes
+
+
+def test_a_refusals_fixes_read_as_tool_calls_under_the_tools_argument_names():
+    from tatolab._control.errors import ControlError, Fix
+    from tatolab._mcp.calls import in_words, tool_calls
+
+    refused = ControlError("a stream named cam is kept", code="name_kept", fixes=[
+        Fix("rm", {"name": "cam"}, "remove it first"), Fix("load", {"name": None}, "load it under another name"),
+        Fix("start", {"name": "cam"}, "retries it"), Fix("expose", {"address": "cam/src/out"}, "exposes it"),
+        Fix("sdk", {"project": "/p"}, "installs the SDK")])  # no tool runs `sdk`: it stays in the CLI's words
+    calls = tool_calls(refused)
+    assert [c["call"] for c in calls] == ['remove_stream(stream="cam")', "run_stream(name=…)",
+                                          'start_stream(stream="cam")', 'expose_port(address="cam/src/out")']
+    assert calls[0]["arguments"] == {"stream": "cam"} and calls[0]["does"] == "remove it first"
+    assert in_words(calls[:1]) == 'fixes as tool calls: remove_stream(stream="cam") (remove it first)'

@@ -8,6 +8,7 @@ module added there shows up with no list to keep here. Python nodes come from th
 from __future__ import annotations
 
 import inspect
+import json
 from typing import Any
 
 import msgspec
@@ -24,9 +25,19 @@ def config_schema(cls: type) -> dict[str, Any] | None:
     if spec.config_type in (dict, Any):
         return {"type": "object"}
     try:
-        return msgspec.json.schema(spec.config_type)
+        schema = msgspec.json.schema(spec.config_type)
     except (TypeError, ValueError):  # a type msgspec cannot describe (a pydantic model): name it at least
         return {"type": "object", "description": getattr(spec.config_type, "__name__", str(spec.config_type))}
+    return _inlined(schema)
+
+
+def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """``{"$ref": "#/$defs/X", "$defs": {"X": {...}}}`` as X's schema itself, when nothing else refers."""
+    defs = schema.get("$defs", {})
+    if set(schema) == {"$ref", "$defs"} and len(defs) == 1 and "$ref" not in json.dumps(defs):
+        (only,) = defs.values()
+        return only
+    return schema
 
 
 def builtin_nodes() -> list[dict[str, Any]]:
