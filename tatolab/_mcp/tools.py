@@ -27,6 +27,7 @@ class Tool:
     limits: dict[str, dict[str, Any]] = field(default_factory=dict)  # per argument: schema keywords to add
     note: str = ""  # what the tool does beyond the operation's description
     renamed: dict[str, str] = field(default_factory=dict)  # the tool's name of an argument -> the operation's
+    own_words: bool = False  # the note is the whole description (the operation's is about something else)
 
     def op_args(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """The tool's arguments under the operation's names."""
@@ -52,8 +53,11 @@ TOOLS: tuple[Tool, ...] = (
     Tool("exchange", "exchange", "observe", hidden=("count",),
          limits={"timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": TAP_MAX_TIMEOUT_S, "default": 10.0},
                  "frames": {"type": "integer", "minimum": 1, "maximum": EXCHANGE_MAX_COUNT, "default": 1}},
-         note=f"Here: the frames come back as PNG images to look at, at most {EXCHANGE_MAX_COUNT} (``frames``, "
-              "default 1), the newest each time; give ``address`` (a video output) or ``surface_id``."),
+         note=f"Look at the frames a video output carries: give ``address`` (``<stream>/<node>/<port>``) "
+              f"for the newest frame its bags name (up to ``frames``, at most {EXCHANGE_MAX_COUNT}, default 1, "
+              "each the newest when read, within ``timeout`` seconds), or ``surface_id`` (as `tap` shows it) for "
+              "that one surface. Each frame comes back as a PNG image beside a line naming it.",
+         own_words=True),
     Tool("run_stream", "load", "manage", hidden=("env",),
          limits={"mode": {"enum": ["kept", "attached"], "default": "kept"}},
          note="Here kept is the default: the runtime runs it until `stop_stream` or `remove_stream`, "
@@ -88,7 +92,9 @@ def input_schema(tool: Tool, described: dict[str, Any]) -> dict[str, Any]:
 
 
 def description(tool: Tool, described: dict[str, Any]) -> str:
+    if tool.own_words:
+        return tool.note.replace("``", "`")
     text = " ".join(described["description"].split()).replace("``", "`")
     for name, op_name in tool.renamed.items():
         text = text.replace(f"`{op_name}`", f"`{name}`")
-    return f"{text} {tool.note}".strip() if tool.note else text
+    return f"{text} {tool.note.replace('``', '`')}".strip() if tool.note else text
