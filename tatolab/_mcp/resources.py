@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from typing import Any, Awaitable, Callable
 from urllib.parse import quote, unquote
 
@@ -159,7 +160,11 @@ class Resources:
         await self.wake.wait()
         while True:
             await asyncio.sleep(POLL_S)
-            await self.check()
+            try:
+                await self.check()
+            except Exception as exc:  # noqa: BLE001 - the client went away mid-notice: stop telling it
+                print(f"tatolab mcp: cannot tell the client of a change ({exc}); no more notices", file=sys.stderr)
+                self.session = None
 
     async def tell(self, event: ServerEvent) -> None:
         await self.bus.publish(event)
