@@ -500,3 +500,14 @@ def test_a_refusals_fixes_read_as_tool_calls_under_the_tools_argument_names():
                                           'start_stream(stream="cam")', 'expose_port(address="cam/src/out")']
     assert calls[0]["arguments"] == {"stream": "cam"} and calls[0]["does"] == "remove it first"
     assert in_words(calls[:1]) == 'fixes as tool calls: remove_stream(stream="cam") (remove it first)'
+
+
+def test_each_prompts_steps_are_calls_of_tools_by_name():
+    from tatolab._mcp.prompts import BY_NAME
+
+    assert list(BY_NAME) == PROMPTS
+    wire = BY_NAME["add_node_and_wire"].text({"stream": "cam", "node": "TestPatternSource"})
+    assert 'add_node(stream="cam", name="<a new node name>", node_class="TestPatternSource"' in wire
+    assert 'connect(stream="cam", output="<from_output>"' in wire and "tatolab://catalog" in wire
+    drops = BY_NAME["find_dropped_bags"].text({"stream": "cam"})
+    assert drops.count('graph(stream="cam")') == 2 and 'logs(stream="cam", node="<reader>"' in drops

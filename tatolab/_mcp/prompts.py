@@ -55,16 +55,16 @@ restarts), and what would fix it."""),
         "add_node_and_wire", "Add a node to a running stream and wire it in, without restarting the others.",
         (("stream", "the stream's name", True),
          ("node", "what to add: a built-in's name, or module:Class from the stream's project", True),
-         ("from_output", "the output to read, <stream>/<node>/<port> (optional)", False)),
+         ("from_output", "the output the new node reads: <node>/<port> in the stream, or <stream>/<node>/<port> "
+                         "in another (optional)", False)),
         f"""Add {{node}} to the running tatolab stream {{stream}} and wire it in:
 1. Read the resource `{CATALOG_URI}`: find {{node}} there (a built-in with its config schema and ports, or a \
 Python node the streams use, with its docstring) and pick its config.
 2. `graph(stream="{{stream}}")`: the nodes and ports there now (and each node's pid, to check later that \
 they did not restart).
-3. `add_node(stream="{{stream}}", ...)` with a new node name, {{node}} and its config (the tool's input \
-schema names the arguments).
-4. `connect(stream="{{stream}}", ...)` from {{from_output}} to the new node's input (and from its output on \
-to where it should go).
+3. `add_node(stream="{{stream}}", name="<a new node name>", node_class="{{node}}", config={{{{...}}}})`.
+4. `connect(stream="{{stream}}", output="{{from_output}}", input="<new node>/<its input port>")`, and from \
+its output on to where it should go.
 5. `tap(address="{{stream}}/<new node>/<its output>", count=3)` to see its bags; \
 `graph(stream="{{stream}}")` (or the resource `{GRAPH_TEMPLATE}`) to check it runs and the other nodes' \
 pids are unchanged. A kept stream changed this way says so in `graph`; after a runtime restart it \
