@@ -37,6 +37,7 @@ def node_entry(node: dict[str, Any], process: NodeProcess | None) -> dict[str, A
     entry: dict[str, Any] = {
         "name": node["name"],
         "kind": node["class"],
+        "doc": node.get("doc"),  # the node class's docstring: what an agent reads to know what it does
         "builtin": is_builtin(node),
         "execution": node.get("execution", "reactive"),
         "pid": None,
