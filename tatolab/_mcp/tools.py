@@ -20,7 +20,7 @@ LOGS_MAX = 500
 class Tool:
     name: str
     op: str
-    kind: str  # "observe" or "manage"
+    kind: str  # "observe", "manage" or "change" (a running graph)
     fixed: dict[str, Any] = field(default_factory=dict)  # arguments the tool always sends, hidden from the agent
     hidden: tuple[str, ...] = ()  # arguments left at the operation's default
     limits: dict[str, dict[str, Any]] = field(default_factory=dict)  # per argument: schema keywords to add
@@ -47,6 +47,10 @@ TOOLS: tuple[Tool, ...] = (
     Tool("start_stream", "start", "manage"),
     Tool("remove_stream", "rm", "manage"),
     Tool("expose_port", "expose", "manage"),
+    Tool("add_node", "add_node", "change"),
+    Tool("connect", "connect", "change"),
+    Tool("disconnect", "disconnect", "change"),
+    Tool("remove_node", "remove_node", "change"),
 )
 
 BY_NAME = {tool.name: tool for tool in TOOLS}
