@@ -38,7 +38,12 @@ def graph_of(rt: Runtime, stream: str) -> dict:
 
 
 def pids(rt: Runtime, stream: str) -> dict[str, int | None]:
-    return {node["name"]: node["pid"] for node in graph_of(rt, stream)["nodes"]}
+    """Each node's pid; {} while the stream is not loaded (compiling, or between two versions)."""
+    answer = rt.cli("graph", "--stream", stream)
+    if answer.returncode != 0:
+        return {}
+    (entry,) = json.loads(answer.stdout)["streams"]
+    return {node["name"]: node["pid"] for node in entry["nodes"]}
 
 
 def running_pids(rt: Runtime, stream: str, names: set[str]) -> dict[str, int]:
@@ -142,3 +147,23 @@ def test_a_kept_stream_changed_live_loads_as_recorded_after_a_runtime_restart(pr
         rt.cli("rm", "counting")
         rt.stop()
     assert rt.leftover_processes() == [] and rt.shm_files() == []
+
+
+@pytest.mark.slow
+def test_a_dev_reload_drops_the_live_changes_and_says_so(runtime, project_venv, tmp_path):
+    folder = counting_project(tmp_path, project_venv)
+    dev = runtime.popen_cli("dev", cwd=folder)
+    running_pids(runtime, "counting", {"counter", "sink"})
+    added = runtime.cli("node", "add", "counting", "doubler", "nodes.doubler:Doubler", check=True).stdout
+    assert "a live change" not in added  # attached: there is no record to load after a restart
+    entry = graph_of(runtime, "counting")
+    assert "changed_since_recorded" not in entry and [c["node"] for c in entry["changes"]] == ["doubler"]
+
+    (folder / "stream.py").write_text((folder / "stream.py").read_text() + "\n# saved again\n")
+    running_pids(runtime, "counting", {"counter", "sink"})  # the reload: the stream function's graph again
+    assert graph_of(runtime, "counting")["changes"] == []
+    logged = runtime.cli("logs", "--stream", "counting", check=True).stdout
+    assert ("the live changes to stream counting are dropped (add_node doubler): it loads as its stream function "
+            "builds it when it starts again") in logged, logged
+    dev.send_signal(2)
+    dev.wait(timeout=30)

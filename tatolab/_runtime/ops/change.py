@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from tatolab._control.errors import ControlError
+from tatolab._links.ring import RingError
 from tatolab._runtime import live
 from tatolab._runtime.compiler import project_python
 from tatolab._runtime.describe import describe_node
@@ -77,8 +79,13 @@ async def add_node(runtime: Runtime, stream: str, name: str, node_class: str,
     entry = await describe_node(loaded, name, node_class, config)  # in the project's .venv, before the lock
 
     async def change(target: LoadedStream) -> NodeAdded:
-        target.graph = changes.add_node(stream, target.graph, entry)
-        live.start_node(target, entry, project_python(target.project))
+        graph = changes.add_node(stream, target.graph, entry)  # checked again: the graph may have changed meanwhile
+        try:
+            live.start_node(target, entry, project_python(target.project))
+        except (OSError, RingError) as exc:  # shared memory full: nothing of it stays, the stream runs on
+            raise ControlError(f"node {name} could not be added to stream {stream}: {exc}", code="not_started",
+                               details={"stream": stream, "node": name}) from None
+        target.graph = graph
         _note(target, {"change": "add_node", "node": name, "class": entry["class"]},
               f"node {name} ({entry['class']}) added to stream {stream}")
         return {"stream": stream, "node": name, "node_class": entry["class"],
