@@ -42,7 +42,7 @@ def find_class(name: str) -> type:
         found = getattr(builtins, name, None) if name in builtin_names() else None
         if found is None:
             raise Refused(f"{name!r} is not a built-in node; the built-ins: {', '.join(builtin_names())}; "
-                          "a Python node is named module:Class (nodes.detector:Detector)", "unknown_class")
+                          "a Python node is named module:Class (nodes.detector:Detector)", "unknown_builtin")
         return found
     try:
         found = load_class(name)

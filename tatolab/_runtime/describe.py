@@ -48,10 +48,12 @@ async def describe_node(stream: LoadedStream, name: str, node_class: str, config
         raise ControlError(f"describing node {name} ({node_class}) in {project}/.venv failed "
                            f"(exit {process.returncode}):\n{stderr.strip()}") from None
     if "error" in answer:
-        where = f"the copy of {project} kept for it ({stream.sources})" if stream.sources else f"{project}"
         text = answer["error"]
-        if answer.get("code") == "unknown_class":
-            text = f"{text} (stream {stream.name} imports from {where} and its .venv)"
+        if answer.get("code") == "unknown_class" and stream.sources:
+            text = (f"{text}; a kept stream's nodes import from the copy of {project} made when it was kept "
+                    f"({stream.sources}) and from its .venv")
+        elif answer.get("code") == "unknown_class":
+            text = f"{text}; its nodes import from {project} and its .venv"
         raise ControlError(f"cannot add node {name} to stream {stream.name}: {text}", code=answer.get("code", "refused"),
                            details={"stream": stream.name, "node": name, "class": node_class})
     return answer["node"]

@@ -21,9 +21,6 @@ from tatolab._runtime.rules import changes
 from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.streams import LoadedStream
 
-AS_RECORDED = "it loads as recorded after a restart"
-
-
 class Port(TypedDict):
     port: str
     delivery_profile: str
@@ -63,8 +60,8 @@ def _kept(stream: LoadedStream) -> bool:
 def _note(stream: LoadedStream, change: dict[str, Any], said: str) -> None:
     stream.changes.append(change)
     if stream.log is not None:
-        tail = f"; a live change: {stream.name} {AS_RECORDED}" if _kept(stream) else ""
-        stream.log.say(said + tail, **{k: v for k, v in change.items() if k != "change"}, change=change["change"])
+        tail = f"; a live change: kept stream {stream.name} loads as recorded after a restart" if _kept(stream) else ""
+        stream.log.say(said + tail, node=change.get("node"), change=change["change"])
 
 
 @op("add_node")

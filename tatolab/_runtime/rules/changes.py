@@ -69,9 +69,8 @@ def checked_name(stream: str, graph: dict[str, Any], name: str) -> str:
     if name in _nodes(graph):
         taken = _nodes(graph)[name]["class"]
         raise ControlError(
-            f"stream {stream} already has a node named {name} ({taken}); give the new one another name, "
-            f"or remove that one first", code="name_taken",
-            fixes=[Fix("remove_node", {"stream": stream, "name": name}, "removes it")],
+            f"stream {stream} already has a node named {name} ({taken}); give the new one another name",
+            code="name_taken", fixes=[Fix("remove_node", {"stream": stream, "name": name}, "or remove that one first")],
             details={"stream": stream, "node": name})
     return name
 
@@ -174,7 +173,7 @@ def connect(stream: str, graph: dict[str, Any], output: str, input: str, machine
             f"stream {stream}: {shown.source} is already connected to {shown.target}; an output writes to an "
             "input through one link", code="already_linked",
             fixes=[Fix("disconnect", {"stream": stream, "output": shown.source, "input": shown.target},
-                       "removes that link")],
+                       "remove that link")],
             details={"stream": stream, "output": shown.source, "input": shown.target})
     changed = copy.deepcopy(graph)
     changed["links"].append(link)
