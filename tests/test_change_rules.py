@@ -42,8 +42,9 @@ def test_a_taken_or_unsafe_name_is_refused_with_the_call_that_works():
     taken = refused(changes.add_node, "counting", GRAPH, dict(DOUBLER, name="sink"))
     assert taken.startswith("stream counting already has a node named sink (nodes.sinks:OrderedSink)")
     assert taken.endswith("give the new one another name; or remove that one first with `tatolab node rm counting sink`")
-    unsafe = refused(changes.checked_name, "counting", GRAPH, "My Probe")
-    assert "node name 'My Probe' is not URL-safe" in unsafe and "'my-probe'" in unsafe
+    unsafe = refused(changes.checked_name, "counting", GRAPH, "My Probe", "TestPatternSource")
+    assert unsafe == ("node name 'My Probe' is not URL-safe (it is part of every address of the node); add it as "
+                      "my-probe with `tatolab node add counting my-probe TestPatternSource`")
 
 
 def test_connect_links_an_output_of_the_stream_by_node_port_or_by_its_own_address():

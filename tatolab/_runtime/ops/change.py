@@ -72,7 +72,7 @@ async def add_node(runtime: Runtime, stream: str, name: str, node_class: str,
     stream's project .venv; ``config`` is checked against the node's config type. The other nodes keep
     running. A live change: a kept stream loads as recorded after a restart."""
     loaded = runtime.running(stream)
-    changes.checked_name(stream, loaded.graph, name)
+    changes.checked_name(stream, loaded.graph, name, node_class)
     entry = await describe_node(loaded, name, node_class, config)  # in the project's .venv, before the lock
 
     async def change(target: LoadedStream) -> NodeAdded:

@@ -55,7 +55,7 @@ def _unknown_node(stream: str, graph: dict[str, Any], name: str) -> ControlError
                         code="no_node", details={"stream": stream, "node": name})
 
 
-def checked_name(stream: str, graph: dict[str, Any], name: str) -> str:
+def checked_name(stream: str, graph: dict[str, Any], name: str, node_class: str | None = None) -> str:
     """``name`` for a new node: URL-safe (it is part of every address) and not taken."""
     try:
         safe = url_safe(name)
@@ -63,8 +63,8 @@ def checked_name(stream: str, graph: dict[str, Any], name: str) -> str:
         raise ControlError(f"stream {stream}: {exc}", code="bad_name") from None
     if safe != name:
         raise ControlError(
-            f"node name {name!r} is not URL-safe (it is part of every address of the node); use {safe!r}",
-            code="bad_name", fixes=[Fix("add_node", {"stream": stream, "name": safe}, "add it as " + safe)],
+            f"node name {name!r} is not URL-safe (it is part of every address of the node)", code="bad_name",
+            fixes=[Fix("add_node", {"stream": stream, "name": safe, "node_class": node_class}, "add it as " + safe)],
             details={"stream": stream, "name": name, "safe": safe})
     if name in _nodes(graph):
         taken = _nodes(graph)[name]["class"]
