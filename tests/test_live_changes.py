@@ -95,14 +95,26 @@ def test_a_node_added_and_linked_live_flows_and_goes_and_the_others_keep_their_p
     bad_config = runtime.cli("node", "add", "counting", "src", "TestPatternSource", "--config", '{"fps": "fast"}')
     assert bad_config.returncode == 1 and "cannot add node src to stream counting" in bad_config.stderr
 
+    # another stream's output, by address (remote_output): it waits, saying why, until it can be read
+    remote = runtime.cli("link", "add", "clock/ticker/ticks", "counting/doubler/numbers", check=True).stdout
+    assert remote.startswith("link clock/ticker/ticks->doubler/numbers added in stream counting; waiting: no stream "
+                             "named clock is loaded on this machine"), remote
+    waiting = [link for link in graph_of(runtime, "counting")["links"] if link["key"].startswith("clock/")]
+    assert [(link["state"], link["from"]) for link in waiting] == [("waiting", {"address": "clock/ticker/ticks"})]
+    runtime.cli("link", "rm", "clock/ticker/ticks", "counting/doubler/numbers", check=True)
+
     entry = graph_of(runtime, "counting")
     assert entry["changed_since_recorded"] is True
-    assert entry["changes"] == [
+    assert entry["changes"][2:] == [
+        {"change": "connect", "output": "clock/ticker/ticks", "input": "doubler/numbers"},
+        {"change": "disconnect", "output": "clock/ticker/ticks", "input": "doubler/numbers"},
+    ]
+    assert entry["changes"][:2] == [
         {"change": "add_node", "node": "doubler", "class": "nodes.doubler:Doubler"},
         {"change": "connect", "output": "counter/counts", "input": "doubler/numbers"},
     ]
     listing = runtime.cli("streams", check=True).stdout
-    assert ("counting changed live since it loaded (2 changes; `tatolab graph --stream counting` lists them); "
+    assert ("counting changed live since it loaded (4 changes; `tatolab graph --stream counting` lists them); "
             "after a restart it loads as recorded") in listing
 
     unlinked = runtime.cli("link", "rm", "counting/counter/counts", "counting/doubler/numbers", check=True).stdout
