@@ -16,6 +16,7 @@ import sys
 import traceback
 from typing import Any
 
+from tatolab._compile import _format, _with_location
 from tatolab._errors import TatolabError
 
 
@@ -48,11 +49,12 @@ def find_class(name: str) -> type:
         found = load_class(name)
     except (ImportError, AttributeError) as exc:
         raise Refused(f"{name} cannot be imported: {type(exc).__name__}: {exc}", "unknown_class") from None
+    except TatolabError as exc:  # the node's own definition is wrong (a port with no delivery profile...)
+        raise Refused(f"{name}: {_with_location(str(exc), exc)}", "bad_node") from None
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise Refused(f"importing {name} raised an error:\n{''.join(traceback.format_exception(exc)).rstrip()}",
-                      "unknown_class") from None
+        raise Refused(f"importing {name} raised an error:\n{_format(exc)}", "unknown_class") from None
     if not isinstance(found, type) or not is_node(found):
         raise Refused(f"{name} is not a node class: decorate it with @node", "not_a_node")
     return found

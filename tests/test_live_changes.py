@@ -23,12 +23,25 @@ def counting(stream_builder: StreamBuilder) -> None:
     stream_builder.connect(counter.output("counts"), sink.input("rows"))
 """
 
+UNSURE = """
+from tatolab.stream import node
+
+
+@node
+class Unsure:
+    @node.input()
+    def rows(self) -> dict: ...
+
+    def process(self, ctx) -> None:
+        pass
+"""
+
 
 def counting_project(tmp_path: Path, venv: Path) -> Path:
     """A kept-able stream (counter -> sink) whose project also holds a node it does not use yet."""
     return make_project(tmp_path / "counting", venv, {
         "stream.py": STREAM, "nodes/__init__.py": "", "nodes/counter.py": COUNTER, "nodes/sinks.py": SINK,
-        "nodes/doubler.py": PASS_THROUGH,
+        "nodes/doubler.py": PASS_THROUGH, "nodes/unsure.py": UNSURE,
     })
 
 
@@ -92,6 +105,10 @@ def test_a_node_added_and_linked_live_flows_and_goes_and_the_others_keep_their_p
     assert bad_class.returncode == 1
     assert bad_class.stderr.startswith("error: cannot add node probe to stream counting: nodes.nosuch:Probe cannot be "
                                        "imported: ModuleNotFoundError: No module named 'nodes.nosuch'"), bad_class.stderr
+    no_profile = runtime.cli("node", "add", "counting", "unsure", "nodes.unsure:Unsure")
+    assert no_profile.returncode == 1
+    assert no_profile.stderr.startswith("error: cannot add node unsure to stream counting: nodes.unsure:Unsure: Node "
+                                        "Unsure: input 'rows' has no delivery profile."), no_profile.stderr
     bad_config = runtime.cli("node", "add", "counting", "src", "TestPatternSource", "--config", '{"fps": "fast"}')
     assert bad_config.returncode == 1
     assert bad_config.stderr.startswith("error: cannot add node src to stream counting: Node 'src' (TestPatternSource): "
