@@ -21,7 +21,7 @@ EXCHANGE_MAX_COUNT = 4
 class Tool:
     name: str
     op: str
-    kind: str  # "observe" or "manage"
+    kind: str  # "observe", "manage" or "change" (a running graph)
     fixed: dict[str, Any] = field(default_factory=dict)  # arguments the tool always sends, hidden from the agent
     hidden: tuple[str, ...] = ()  # arguments left at the operation's default
     limits: dict[str, dict[str, Any]] = field(default_factory=dict)  # per argument: schema keywords to add
@@ -67,6 +67,10 @@ TOOLS: tuple[Tool, ...] = (
     Tool("start_stream", "start", "manage", renamed={"stream": "name"}),
     Tool("remove_stream", "rm", "manage", renamed={"stream": "name"}),
     Tool("expose_port", "expose", "manage"),
+    Tool("add_node", "add_node", "change"),
+    Tool("connect", "connect", "change"),
+    Tool("disconnect", "disconnect", "change"),
+    Tool("remove_node", "remove_node", "change"),
 )
 
 BY_NAME = {tool.name: tool for tool in TOOLS}

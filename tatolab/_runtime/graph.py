@@ -155,13 +155,17 @@ def stream_entry(
             }
         links.append(entry)
     _sum_into_inputs(nodes, links)
-    return {
+    entry = {
         "name": row["name"],
         "state": row["state"],
         "project": row.get("project"),
         "nodes": nodes,
         "links": links,
+        "changes": [dict(change) for change in stream.changes],  # live changes since it loaded, oldest first
     }
+    if stream.mode == "kept":  # its record holds the graph from `run -d`: a restart loads that one
+        entry["changed_since_recorded"] = bool(stream.changes)
+    return entry
 
 
 def _sum_into_inputs(nodes: list[dict[str, Any]], links: list[dict[str, Any]]) -> None:
