@@ -10,7 +10,6 @@ from tatolab._links.ring import RingError, RingReader, RingWriter, wait_any
 from tatolab._sdk.nodes import create
 from tatolab._surfaces import pool as surfaces
 from tatolab._sdk.context import (
-    Counters,
     InputPort,
     Inputs,
     NodeLogger,
@@ -52,17 +51,16 @@ class NodeRunner:
             port: OutputPort(port, RingWriter(out["base"])) for port, out in spec.get("outputs", {}).items()
         }
         self.outputs = outputs
-        self.status = open_for_node(spec.get("status"))  # the runtime's watchdog reads it
         self.ctx = RuntimeContextLimitedAccess(
             stream=spec["stream"],
             node=self.name,
             inputs=Inputs(self.name, self.inputs),
             outputs=Outputs(self.name, outputs),
             log=self.log,
-            counters=Counters(self.status.write_metrics, self.status.metrics()),
         )
         surfaces.configure(spec.get("surfaces"))  # where VideoFrame finds the runtime's pool
         self.instance = create(node_class, spec.get("config"), node=self.name)
+        self.status = open_for_node(spec.get("status"))  # the runtime's watchdog reads it
 
     def _add_link(self, port: str, link: dict[str, Any]) -> None:
         key = link["key"]

@@ -99,12 +99,6 @@ class NodeProcess:
             return 0
         return self.status.ready_ns()
 
-    def metrics(self) -> dict[str, Any]:
-        """The node's own counters (ctx.count), as its host last published them."""
-        if self.status is None:
-            return {}
-        return self.status.metrics()
-
     def busy_ms(self) -> float | None:
         """How long the running process() call has lasted, read live; None when idle."""
         if self.status is None or self.pid is None:

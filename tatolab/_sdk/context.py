@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import deque
 from typing import Any, Callable, Protocol, TypeVar
@@ -347,42 +346,15 @@ class NodeLogger:
         self._emit("error", message, fields)
 
 
-class Counters:
-    """A node's own counters (``ctx.count``), published where ``tatolab graph`` shows them as the
-    node's ``metrics``; they carry on from the last values when the node restarts."""
-
-    def __init__(self, publish: Callable[[dict[str, int | float]], object] = lambda values: None,
-                 start: dict[str, int | float] | None = None) -> None:
-        self._publish = publish
-        self._values: dict[str, int | float] = dict(start or {})
-        self._lock = threading.Lock()  # counted from threads a node starts too (an audio callback)
-
-    def count(self, name: str, n: int | float = 1) -> None:
-        with self._lock:
-            self._values[name] = self._values.get(name, 0) + n
-            self._publish(dict(self._values))
-
-    def values(self) -> dict[str, int | float]:
-        with self._lock:
-            return dict(self._values)
-
-
 class RuntimeContextLimitedAccess:
     """The context passed to ``setup``, ``process`` and ``teardown``."""
 
-    def __init__(self, *, stream: str, node: str, inputs: Inputs, outputs: Outputs, log: NodeLogger,
-                 counters: Counters | None = None) -> None:
+    def __init__(self, *, stream: str, node: str, inputs: Inputs, outputs: Outputs, log: NodeLogger) -> None:
         self.stream = stream
         self.node = node
         self.inputs = inputs
         self.outputs = outputs
         self.log = log
-        self._counters = counters or Counters()
-
-    def count(self, name: str, n: int | float = 1) -> None:
-        """Add ``n`` to the node's counter ``name`` (an underrun, a retry): ``tatolab graph`` shows
-        the node's counters as its ``metrics``."""
-        self._counters.count(name, n)
 
     @property
     def time(self) -> int:
