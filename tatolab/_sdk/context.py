@@ -70,6 +70,7 @@ class InputPort:
         self.profile = profile
         self.links: dict[str, _Link] = {}
         self.stale = 0  # video bags whose surface was already reused when read
+        self.last_link: str | None = None  # the key of the link the last bag taken came by
         self._on_broken = on_broken
         self._on_bad = on_bad
 
@@ -135,11 +136,13 @@ class InputPort:
                 link.pending = None
                 if link is not chosen:
                     link.reader.discard(1)  # an older bag on another link: the node never sees it
+            self.last_link = chosen.key
             return payload, chosen
         # ordered: the earliest publish time across links is the arrival order
         chosen = min(candidates, key=lambda link: link.pending[1])  # type: ignore[index]
         payload = chosen.pending[0]  # type: ignore[index]
         chosen.pending = None
+        self.last_link = chosen.key
         return payload, chosen
 
     def gone(self, link: _Link) -> None:
@@ -170,7 +173,7 @@ class ShapedInputPort(InputPort):
         super().__init__(name, profile, on_broken=on_broken, on_bad=on_bad)
         self.shape = shape
         self.shapers: dict[str, Any] = {}
-        self.blocks: deque[AudioBlock] = deque()
+        self.blocks: deque[tuple[AudioBlock, str]] = deque()  # with the key of the link each came by
         self._offered = False
         self._on_audio = on_audio
 
@@ -214,7 +217,7 @@ class ShapedInputPort(InputPort):
                     link.reader.count_bad()
                     self._on_audio(self.name, link.key, f"skipped a bag that is not audio ({exc}); counted as bad")
                     continue
-                self.blocks.extend(self.shapers[link.key].push(block))
+                self.blocks.extend((shaped, link.key) for shaped in self.shapers[link.key].push(block))
 
     def fill(self) -> bool:
         self._shape_arrived()
@@ -232,7 +235,8 @@ class ShapedInputPort(InputPort):
             if not self.blocks:
                 return None
         self._offered = False
-        return self.blocks.popleft()
+        block, self.last_link = self.blocks.popleft()
+        return block
 
 
 class Inputs:
@@ -240,17 +244,28 @@ class Inputs:
         self._node = node
         self._ports = ports
 
-    def read(self, port: str, into: type[T] | None = None) -> Any:
-        """The next bag on ``port`` as its profile defines it, or ``None`` when there is none.
-
-        With ``into``, the bag is built into that dataclass, TypedDict or pydantic model.
-        """
+    def _port(self, port: str) -> InputPort:
         source = self._ports.get(port)
         if source is None:
             known = ", ".join(sorted(self._ports)) or "none"
             raise GraphError(
                 f"node {self._node} has no input port {port!r}; its inputs are: {known}"
             )
+        return source
+
+    def link(self, port: str) -> str | None:
+        """Which link the bag last read from ``port`` came by, as ``tatolab graph`` names it
+        (``<node>/<port>-><this node>/<port>``), or ``None`` before the first bag. A fan-in
+        input (many links into one port) tells its sources apart by this, as Mp4Sink keeps
+        one track per link."""
+        return self._port(port).last_link
+
+    def read(self, port: str, into: type[T] | None = None) -> Any:
+        """The next bag on ``port`` as its profile defines it, or ``None`` when there is none.
+
+        With ``into``, the bag is built into that dataclass, TypedDict or pydantic model.
+        """
+        source = self._port(port)
         if isinstance(source, ShapedInputPort):
             block = source.take_block()
             if block is None or into is AudioBlock:
@@ -349,12 +364,22 @@ class NodeLogger:
 class RuntimeContextLimitedAccess:
     """The context passed to ``setup``, ``process`` and ``teardown``."""
 
-    def __init__(self, *, stream: str, node: str, inputs: Inputs, outputs: Outputs, log: NodeLogger) -> None:
+    def __init__(self, *, stream: str, node: str, inputs: Inputs, outputs: Outputs, log: NodeLogger,
+                 report: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.stream = stream
         self.node = node
         self.inputs = inputs
         self.outputs = outputs
         self.log = log
+        self._report = report
+
+    def report(self, **values: Any) -> None:
+        """Say something about this node that ``tatolab graph`` shows under its ``metrics``
+        (which encoder it opened, frames it dropped...): merged into what it said before, until
+        the node restarts. Values must be JSON (numbers, strings, lists, dicts); call it when a
+        value changes or at most a few times a second, not per bag."""
+        if self._report is not None:
+            self._report(values)
 
     @property
     def time(self) -> int:
