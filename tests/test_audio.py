@@ -336,27 +336,3 @@ def test_the_speaker_queue_counts_an_underrun_and_plays_silence_instead():
     assert (out[:40] == 0.5).all() and not out[40:].any()
     assert queue.put(np.zeros((1200, 1), np.float32)) == 200  # past max: the oldest goes
     assert queue.frames == 1000
-
-
-# -- a node's own counters ---------------------------------------------------------------------------
-
-def test_counters_reach_the_status_file_and_carry_on_after_a_restart(tmp_path):
-    from tatolab._host.status import NodeStatus, create
-    from tatolab._sdk.context import Counters
-
-    path = str(tmp_path / "status")
-    create(path)
-    host = NodeStatus(path)
-    counters = Counters(host.write_metrics, host.metrics())
-    counters.count("underruns")
-    counters.count("underruns", 2)
-    runtime_side = NodeStatus(path)
-    assert runtime_side.metrics() == {"underruns": 3}
-    again = Counters(host.write_metrics, runtime_side.metrics())  # a restarted node host
-    again.count("overruns")
-    assert runtime_side.metrics() == {"underruns": 3, "overruns": 1}
-
-    old = tmp_path / "old-status"
-    old.write_bytes(bytes(64))  # made by a runtime from before counters: no room, nothing read
-    old.chmod(0o600)
-    assert NodeStatus(str(old)).write_metrics({"a": 1}) is False and NodeStatus(str(old)).metrics() == {}

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from tatolab._builtins.devices import find_device, portaudio
+from tatolab._builtins.tally import Tally
 from tatolab._sdk import builtins as described
 from tatolab._sdk.audio import FORMATS, AudioBlock
 from tatolab._sdk.builtins import MicrophoneConfig
@@ -73,6 +74,7 @@ class MicrophoneSource:
         self.stream: Any = None
         self.clock: SampleClock | None = None
         self.stopping = False
+        self.tally: Tally | None = None
 
     def setup(self, ctx: Any) -> None:
         sd = portaudio()
@@ -80,6 +82,7 @@ class MicrophoneSource:
         rate = self.config.sample_rate or int(device["default_samplerate"])
         channels = min(self.config.channels, device["max_input_channels"])
         self.clock = SampleClock(rate)
+        self.tally = tally = Tally(ctx, "overflows", "resyncs")
         dtype = FORMATS[self.config.format]
         blocksize = max(1, int(rate * self.config.block_ms) // 1000)
 
@@ -90,9 +93,9 @@ class MicrophoneSource:
                 resyncs = self.clock.resyncs
                 stamp = self.clock.stamp(device_ns, frames)
                 if status.input_overflow:
-                    ctx.count("overflows")
+                    tally.count("overflows")
                 if self.clock.resyncs != resyncs:
-                    ctx.count("resyncs")
+                    tally.count("resyncs")
                 ctx.outputs.write("audio", AudioBlock(np.array(indata, dtype=dtype), rate, stamp))
             except BaseException as exc:  # the node ends, and the runtime restarts it
                 ctx.log.error(f"node {ctx.node}: capture failed: {type(exc).__name__}: {exc}",
@@ -117,3 +120,5 @@ class MicrophoneSource:
         if self.stream is not None:
             self.stream.stop()
             self.stream.close()
+        if self.tally is not None:
+            self.tally.stop()

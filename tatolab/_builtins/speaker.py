@@ -3,7 +3,7 @@
 The input is shaped (tatolab/_sdk/shaping.py) to the device's rate and channels, so anything
 that arrives plays. Blocks wait in a queue that the device's callback drains; playing starts once
 ``latency_ms`` is queued. When the queue runs dry the device plays silence, the underrun is
-counted (``metrics.underruns`` in ``tatolab graph``) and playing starts again once the queue
+counted (``metrics.underruns`` in ``tatolab graph``, through ``Tally``) and playing starts again once the queue
 holds ``latency_ms`` again. A producer faster than the device (a file played, a clock that runs
 fast) fills the queue to ``latency_ms`` plus ``MAX_BEHIND_MS``; then the node reads no faster
 than the device plays, so the rest waits on the ordered link, which drops and counts what it
@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from tatolab._builtins.devices import find_device, portaudio
+from tatolab._builtins.tally import Tally
 from tatolab._sdk import builtins as described
 from tatolab._sdk.audio import AudioBlock
 from tatolab._sdk.builtins import SpeakerConfig
@@ -118,6 +119,7 @@ class SpeakerSink:
         self.config = config
         self.stream: Any = None
         self.queue: PlayQueue | None = None
+        self.tally: Tally | None = None
         self.stopping = False
 
     def setup(self, ctx: Any) -> None:
@@ -129,11 +131,12 @@ class SpeakerSink:
                                          "window_ms": window_ms_for(rate)})
         start = int(rate * self.config.latency_ms) // 1000
         self.queue = queue = PlayQueue(channels, start, start + rate * MAX_BEHIND_MS // 1000)
+        self.tally = tally = Tally(ctx, "underruns", "overruns")
 
         def play(outdata: Any, frames: int, when: Any, status: Any) -> None:
             try:
                 if not queue.pull(outdata):
-                    ctx.count("underruns")
+                    tally.count("underruns")
             except BaseException as exc:  # the node ends, and the runtime restarts it
                 ctx.log.error(f"node {ctx.node}: playing failed: {type(exc).__name__}: {exc}",
                               traceback=traceback.format_exc())
@@ -158,10 +161,12 @@ class SpeakerSink:
             if block is None:
                 return
             if self.queue.put(block.samples, PUT_WAIT_S):
-                ctx.count("overruns")
+                self.tally.count("overruns")
 
     def teardown(self, ctx: Any) -> None:
         self.stopping = True
         if self.stream is not None:
             self.stream.stop()
             self.stream.close()
+        if self.tally is not None:
+            self.tally.stop()
