@@ -363,7 +363,7 @@ def test_a_missing_microphone_is_refused_by_name_with_the_devices_there_are(priv
     assert graph_node(runtime, "nomic", "speaker")["state"] == "running"  # the rest goes on
 
 
-def test_a_speaker_whose_audio_stops_counts_one_underrun_and_keeps_running(private_pulse, runtime, video_venv,
+def test_a_speaker_whose_audio_stops_counts_an_underrun_and_keeps_running(private_pulse, runtime, video_venv,
                                                                           tmp_path):
     project = make_project(tmp_path / "dry", video_venv, {
         "stream.py": '''
@@ -392,9 +392,10 @@ def test_a_speaker_whose_audio_stops_counts_one_underrun_and_keeps_running(priva
         def tone_then_silence() -> tuple | None:
             sound = pulse.recorded(played)
             loud = np.flatnonzero(np.abs(sound) > 0.05)
-            return (loud[0], loud[-1]) if len(loud) and len(sound) - loud[-1] > rate // 10 else None
+            return (sound,) if len(loud) and len(sound) - loud[-1] > rate // 10 else None
 
-        first, last = wait_for(tone_then_silence, timeout=30, what="the tone and the silence after it at the null sink")
-    assert speaker["metrics"]["underruns"] == 1
+        (sound,) = wait_for(tone_then_silence, timeout=30, what="the tone and the silence after it at the null sink")
+    assert speaker["metrics"]["underruns"] >= 1  # the end of the tone (a loaded machine may add one mid-tone)
     assert speaker["state"] == "running" and speaker["restarts"] == 0 and speaker["last_error"] is None
-    assert (last - first) / rate == pytest.approx(2.0, abs=0.05)
+    # all two seconds played: the tone's energy over its power (0.5² / 2 + 0.2² / 2)
+    assert np.sum(sound.astype(np.float64) ** 2) / rate / 0.145 == pytest.approx(2.0, abs=0.05)
