@@ -336,3 +336,19 @@ def test_the_speaker_queue_counts_an_underrun_and_plays_silence_instead():
     assert (out[:40] == 0.5).all() and not out[40:].any()
     assert queue.put(np.zeros((1200, 1), np.float32)) == 200  # past max: the oldest goes
     assert queue.frames == 1000
+
+
+def test_the_microphone_stamps_from_capture_times_then_from_the_count():
+    from tatolab._builtins.microphone import RESYNC_NS, SampleClock, first_sample_ns
+
+    # PortAudio's capture time, moved onto the monotonic clock: 2 s old audio handed over at once
+    assert first_sample_ns(now_ns=50 * NS, frames=480, rate=48000, current=1000.0, adc=998.0) == 48 * NS
+    # no capture time: the callback's time less the block's length
+    assert first_sample_ns(now_ns=50 * NS, frames=480, rate=48000, current=0.0, adc=0.0) == 50 * NS - 10_000_000
+
+    clock = SampleClock(48000)
+    jittery = [0, 10_000_000 + 3_000_000, 20_000_000 - 4_000_000, 30_000_000]  # device times, a few ms off
+    assert [clock.stamp(t, 480) for t in jittery] == [0, 10_000_000, 20_000_000, 30_000_000]
+    skipped = 40_000_000 + RESYNC_NS + 5_000_000  # the device lost samples: its time runs ahead
+    assert clock.stamp(skipped, 480) == skipped and clock.resyncs == 1
+    assert clock.stamp(skipped + 11_000_000, 480) == skipped + 10_000_000 and clock.resyncs == 1
