@@ -173,6 +173,8 @@ class Mp4Sink:
             "movflags": "frag_keyframe+empty_moov+default_base_moof",
             "frag_duration": str(self.config.fragment_ms * 1000),
             "flush_packets": "1",  # each fragment reaches the file as it is finished
+            # a link that goes quiet must not hold the others' packets back (FFmpeg waits 10 s)
+            "max_interleave_delta": str(self.config.fragment_ms * 1000),
         })
         templates = av.open(io.BytesIO(), "w", format="mp4")
         try:
