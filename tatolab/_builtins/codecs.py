@@ -124,7 +124,6 @@ class _Encoder:
                 + (f"; could not open {'; '.join(errors)}" if errors else ""),
                 encoder=name, hardware=_is_hardware(name),
             )
-            self._report(ctx, force=True)
             return
         raise RuntimeError(
             f"stream {ctx.stream}, node {ctx.node}: no {self.CODEC} encoder opens on this machine "
@@ -171,7 +170,7 @@ class _Encoder:
             self.last_interval_ns = interval
             self._encode(ctx, held, held_ns)
         self._encode(ctx, picture, stamp)
-        self._report(ctx)
+        self._report(ctx, force=self.frames <= 2)  # the first frames at once: graph shows it is encoding
 
     def _encode(self, ctx: Any, picture: Any, stamp: int) -> None:
         if self.previous_ns is not None and stamp > self.previous_ns:
