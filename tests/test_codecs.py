@@ -207,9 +207,20 @@ def _decodes(path: Path) -> str:
     return done.stderr
 
 
-def _recording(runtime: Runtime, stream: str, at_least_ms: float) -> dict:
-    return wait_for(lambda: (lambda m: m if (m.get("recorded_ms") or 0) >= at_least_ms else None)(
-        graph_node(runtime, stream, "sink").get("metrics") or {}), timeout=90, what=f"{at_least_ms} ms recorded")
+def _sink_metrics(runtime: Runtime) -> dict:
+    """The sink's metrics in graph; {} until the stream is listed (the `run` command is loading it)."""
+    done = runtime.cli("graph", "--stream", "rec")
+    if done.returncode != 0:
+        assert "no stream named rec" in done.stderr, done.stderr
+        return {}
+    nodes = [n for s in json.loads(done.stdout)["streams"] for n in s["nodes"] if n["name"] == "sink"]
+    return nodes[0]["metrics"] if nodes else {}
+
+
+def _recording(runtime: Runtime, at_least_ms: float, tracks: int = 1) -> dict:
+    return wait_for(lambda: (lambda m: m if len(m.get("tracks") or []) == tracks
+                             and m["recorded_ms"] >= at_least_ms else None)(_sink_metrics(runtime)),
+                    timeout=90, what=f"{at_least_ms} ms recorded on {tracks} track(s)")
 
 
 def _kill_runtime(runtime: Runtime) -> tuple[dict, int]:
@@ -267,7 +278,7 @@ def test_a_recording_stays_playable_when_the_runtime_is_killed(video_venv, tmp_p
     project = make_project(tmp_path / "rec", video_venv, {"stream.py": RECORD_STREAM})
     try:
         runtime.popen_cli("run", cwd=project)
-        _recording(runtime, "rec", 1500)
+        _recording(runtime, 1500)
         metrics, killed_ns = _kill_runtime(runtime)
     finally:
         _clean_after_kill(runtime)
@@ -299,8 +310,7 @@ def test_two_video_links_into_one_sink_are_two_tracks(runtime, video_venv, tmp_p
             stream_builder.connect(h265.output("packets"), sink.input("tracks"))
     '''})
     runtime.popen_cli("run", cwd=project)
-    metrics = wait_for(lambda: (lambda m: m if len(m.get("tracks") or []) == 2 and m["recorded_ms"] >= 1000 else None)(
-        graph_node(runtime, "rec", "sink").get("metrics") or {}), timeout=90, what="two tracks recorded")
+    metrics = _recording(runtime, 1000, tracks=2)
     assert sorted(t["link"] for t in metrics["tracks"]) == ["h264/packets->sink/tracks", "h265/packets->sink/tracks"]
     runtime.cli("stop", "rec", check=True)
     tracks = _tracks(project / "two.mp4")
@@ -382,8 +392,7 @@ def test_an_opus_track_beside_video_survives_the_runtime_being_killed(av_venv, t
     })
     try:
         runtime.popen_cli("run", cwd=project)
-        wait_for(lambda: (lambda m: m if len(m.get("tracks") or []) == 2 and m["recorded_ms"] >= 1500 else None)(
-            graph_node(runtime, "rec", "sink").get("metrics") or {}), timeout=90, what="video and audio recorded")
+        _recording(runtime, 1500, tracks=2)
         metrics, killed_ns = _kill_runtime(runtime)
     finally:
         _clean_after_kill(runtime)

@@ -1,7 +1,8 @@
 """Mp4Sink: encoded packets from many links into one fragmented MP4, one track per link.
 
-PyAV (FFmpeg's mov muxer) writes the file: ``empty_moov`` puts the tracks' descriptions first,
-then each fragment (moof + mdat, about ``fragment_ms``) is written and flushed when complete, so
+PyAV (FFmpeg's mov muxer) writes the file: ``empty_moov`` puts the tracks' descriptions first
+(``delay_moov`` holds them until the first fragment, so a track that starts later than another
+keeps its offset as an edit list), then each fragment (moof + mdat, about ``fragment_ms``) is written and flushed when complete, so
 a killed process leaves a file that plays up to its last complete fragment. Streams are added
 from a template stream so that the muxer never opens an encoder: the packets' own
 ``extradata`` describes each track (the mov muxer turns Annex B parameters into avcC/hvcC).
@@ -170,7 +171,7 @@ class Mp4Sink:
         self.path = file_name(Path(self.config.path), self.rotating)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.container = av.open(str(self.path), "w", format="mp4", container_options={
-            "movflags": "frag_keyframe+empty_moov+default_base_moof",
+            "movflags": "frag_keyframe+empty_moov+delay_moov+default_base_moof",
             "frag_duration": str(self.config.fragment_ms * 1000),
             "flush_packets": "1",  # each fragment reaches the file as it is finished
             # a link that goes quiet must not hold the others' packets back (FFmpeg waits 10 s)
