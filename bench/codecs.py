@@ -58,7 +58,7 @@ def reference(size: tuple[int, int], frames: int) -> dict[str, float]:
         pixels = image.copy()
         left, top, side = square_at(i, width, height)
         pixels[top:top + side, left:left + side, :3] = 255
-        picture = av.VideoFrame.from_ndarray(pixels, format="rgba").reformat(format="yuv420p")
+        picture = av.VideoFrame.from_numpy_buffer(pixels, format="rgba").reformat(format="yuv420p")
         picture.pts = i * 33_333
         encoder.encode(picture)
     encoder.encode(None)

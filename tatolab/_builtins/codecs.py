@@ -149,7 +149,8 @@ class _Encoder:
             return
         stamp = frame.timestamp_ns
         width, height = frame.width, frame.height
-        picture = av.VideoFrame.from_ndarray(frame.cpu(), format="rgba").reformat(format="yuv420p")
+        # over the surface's own memory (no copy) into swscale, which writes the encoder's yuv420p
+        picture = av.VideoFrame.from_numpy_buffer(frame.cpu(), format="rgba").reformat(format="yuv420p")
         frame.release()
         if self.size != (width, height):
             if self.codec is not None:
