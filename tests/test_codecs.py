@@ -79,6 +79,193 @@ def test_a_fan_in_input_says_which_link_each_bag_came_by():
     assert seen == [(1, "a/packets->sink/tracks"), (2, "b/packets->sink/tracks"), (3, "a/packets->sink/tracks")]
 
 
+# -- the nodes in this process (a stand-in context), the recordings checked with ffprobe ----------
+
+class _Log:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def __getattr__(self, level: str):
+        return lambda message, **fields: self.lines.append(f"{level}: {message}")
+
+
+class _Ctx:
+    """What a built-in sees of the runtime: bags to read (and the link each came by), bags written,
+    log lines and reported metrics."""
+
+    stream = "test"
+
+    def __init__(self, node: str, links: tuple[str, ...] = ("src/packets->sink/tracks",)) -> None:
+        self.node = node
+        self.inputs = self.outputs = self
+        self.log = _Log()
+        self.queue: list[tuple[object, str]] = []
+        self.wired = list(links)
+        self.current: str | None = None
+        self.written: list[object] = []
+        self.metrics: dict = {}
+
+    def read(self, port: str, into: object = None):
+        if not self.queue:
+            return None
+        bag, self.current = self.queue.pop(0)
+        return bag
+
+    def link(self, port: str):
+        return self.current
+
+    def links(self, port: str):
+        return list(self.wired)
+
+    def write(self, port: str, bag: object) -> None:
+        self.written.append(bag)
+
+    def report(self, **values) -> None:
+        self.metrics.update(values)
+
+
+@pytest.fixture
+def pool():
+    import os
+    import uuid
+
+    from tatolab._links import ring, shm
+    from tatolab._surfaces import pool as surfaces
+
+    base = f"{shm.private_folder()}/tatolab-test-{os.getpid()}-{uuid.uuid4().hex[:8]}+surfaces"
+    surfaces.create(base, slots=8)
+    surfaces.configure(base)
+    yield
+    surfaces.configure(None)
+    ring.reap(base)
+
+
+def _encoded(cls: type, config: dict, frames: int, size=(160, 96), fps: int = 30, start_ns: int = 10**12):
+    """``frames`` pattern frames through encoder ``cls`` in this process: (the bags, its context, the sources)."""
+    pytest.importorskip("av")
+    from tatolab._builtins.test_pattern import background, square_at
+    from tatolab._sdk.builtins import TestPatternConfig
+    from tatolab._sdk.nodes import create
+    from tatolab._surfaces.frame import VideoFrame
+
+    encoder = create(cls, config, node="encoder")
+    ctx = _Ctx("encoder")
+    image = background(TestPatternConfig(width=size[0], height=size[1]))
+    sources = {}
+    for i in range(frames):
+        pixels = image.copy()
+        left, top, side = square_at(i, *size)
+        pixels[top:top + side, left:left + side, :3] = 255
+        stamp = start_ns + i * 1_000_000_000 // fps
+        sources[stamp] = pixels
+        ctx.queue.append((VideoFrame.from_numpy(pixels, timestamp_ns=stamp), "pattern/video->encoder/video"))
+        encoder.process(ctx)
+    encoder.teardown(ctx)
+    return ctx.written, ctx, sources
+
+
+def _sink(tmp_path: Path, config: dict, links: tuple[str, ...] = ("src/packets->sink/tracks",)):
+    from tatolab._builtins.recording import Mp4Sink as SinkCode
+    from tatolab._sdk.nodes import create
+
+    return create(SinkCode, {"path": str(tmp_path / "rec.mp4"), **config}, node="sink"), _Ctx("sink", links)
+
+
+def _feed(sink, ctx: _Ctx, bags, link: str = "src/packets->sink/tracks") -> None:
+    for bag in bags:
+        ctx.queue.append((dict(bag), link))
+        sink.process(ctx)
+
+
+def test_b_frames_keep_their_timestamps_and_record_in_order(pool, tmp_path):
+    """Without zero-latency tuning x264 reorders frames (B-frames): each packet still carries its
+    own frame's timestamp, and the recording has every frame, in presentation order."""
+    from tatolab._builtins.codecs import H264Decoder as DecoderCode
+    from tatolab._builtins.codecs import H264Encoder as EncoderCode
+    from tatolab._sdk.nodes import create
+
+    _needs_ffprobe()
+    bags, ctx, sources = _encoded(EncoderCode, {"tune": None, "preset": "medium"}, frames=45)
+    assert ctx.metrics["encoder"] == "libx264" and ctx.metrics["hardware"] is False
+    assert any("decode_timestamp_ns" in b for b in bags), "x264's medium preset uses B-frames"
+    assert sorted(b["timestamp_ns"] for b in bags) == sorted(sources)  # every frame's own stamp, exactly
+    decoder, dctx = create(DecoderCode, {}, node="decoder"), _Ctx("decoder")
+    stamps = []
+    for bag in bags:
+        dctx.queue.append((bag, "encoder/packets->decoder/packets"))
+        decoder.process(dctx)
+        for frame in dctx.written:
+            error = abs(frame.cpu()[..., :3].astype(int) - sources[frame.timestamp_ns][..., :3].astype(int)).mean()
+            assert error < 3.0, (frame.timestamp_ns, error)
+            stamps.append(frame.timestamp_ns)
+            frame.release()
+        dctx.written.clear()
+    assert len(stamps) >= 40 and stamps == sorted(stamps)  # decoded in presentation order, each with its stamp
+    sink, sctx = _sink(tmp_path, {})
+    _feed(sink, sctx, bags)
+    sink.teardown(sctx)
+    (track,) = _tracks(tmp_path / "rec.mp4")
+    assert track["packets"] == 45 and abs(track["end"] - 1.5) < 1e-3, track
+    _decodes(tmp_path / "rec.mp4")
+
+
+def test_rotation_by_duration_starts_numbered_files_at_keyframes(pool, tmp_path):
+    _needs_ffprobe()
+    from tatolab._builtins.codecs import H264Encoder as EncoderCode
+
+    bags, _, _ = _encoded(EncoderCode, {"keyframe_interval": 15}, frames=105)  # 3.5 s, a keyframe each 0.5 s
+    sink, ctx = _sink(tmp_path, {"rotate_seconds": 1})
+    _feed(sink, ctx, bags)
+    sink.teardown(ctx)
+    files = sorted(p.name for p in tmp_path.glob("*.mp4"))
+    assert files == ["rec-0001.mp4", "rec-0002.mp4", "rec-0003.mp4", "rec-0004.mp4"], files
+    durations = [_tracks(tmp_path / name)[0]["end"] for name in files]
+    assert [round(d, 3) for d in durations] == [1.0, 1.0, 1.0, 0.5], durations
+    assert ctx.metrics["files"] == 4
+
+
+def test_rotation_by_size_and_an_existing_recording_is_never_overwritten(pool, tmp_path):
+    _needs_ffprobe()
+    from tatolab._builtins.codecs import H264Encoder as EncoderCode
+
+    (tmp_path / "rec.mp4").write_bytes(b"an earlier recording")
+    bags, _, _ = _encoded(EncoderCode, {"keyframe_interval": 10}, frames=60)
+    sink, ctx = _sink(tmp_path, {})
+    _feed(sink, ctx, bags[:30])
+    sink.teardown(ctx)
+    assert (tmp_path / "rec.mp4").read_bytes() == b"an earlier recording"
+    assert _tracks(tmp_path / "rec-0001.mp4")[0]["packets"] == 30
+    total = sum(len(b["data"]) for b in bags)
+    sink, ctx = _sink(tmp_path, {"rotate_mb": total / 3 / 1e6})
+    _feed(sink, ctx, bags)
+    sink.teardown(ctx)
+    rotated = sorted(tmp_path.glob("rec-*.mp4"))[1:]
+    assert len(rotated) >= 2, rotated
+    assert sum(_tracks(p)[0]["packets"] for p in rotated) == 60  # nothing lost between files
+
+
+def test_a_link_that_joins_later_starts_a_new_file_holding_both_tracks(pool, tmp_path):
+    _needs_ffprobe()
+    from tatolab._builtins.codecs import H264Encoder as EncoderCode
+    from tatolab._builtins.codecs import H265Encoder as HevcCode
+
+    first, _, _ = _encoded(EncoderCode, {"keyframe_interval": 10}, frames=60)
+    second, _, _ = _encoded(HevcCode, {"keyframe_interval": 10}, frames=30, start_ns=10**12 + 1_000_000_000)
+    a, b = "a/packets->sink/tracks", "b/packets->sink/tracks"
+    sink, ctx = _sink(tmp_path, {}, links=(a,))
+    _feed(sink, ctx, first[:30], link=a)
+    ctx.wired.append(b)
+    for one, two in zip(first[30:], second):
+        _feed(sink, ctx, [one], link=a)
+        _feed(sink, ctx, [two], link=b)
+    sink.teardown(ctx)
+    assert [t["codec"] for t in _tracks(tmp_path / "rec.mp4")] == ["h264"]
+    both = _tracks(tmp_path / "rec-0001.mp4")
+    assert sorted(t["codec"] for t in both) == ["h264", "hevc"]
+    assert all(abs(t["end"] - 1.0) < 1e-3 for t in both), both
+    assert any("a new file" in line or "recording 2 track" in line for line in ctx.log.lines), ctx.log.lines
+
+
 # -- through a runtime ------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -184,7 +371,8 @@ def test_pattern_through_encoder_and_decoder_comes_back_equal_within_codec_toler
 def _tracks(path: Path) -> list[dict]:
     """Per stream, from ffprobe's packets: codec, first pts and end (last pts + duration) in seconds."""
     probe = subprocess.run(
-        ["ffprobe", "-v", "error", "-show_entries", "stream=index,codec_type,codec_name:packet=stream_index,pts_time,"
+        ["ffprobe", "-v", "error", "-show_entries", "stream=index,codec_type,codec_name,start_time,duration:"
+         "packet=stream_index,pts_time,"
          "duration_time", "-of", "json", str(path)], capture_output=True, text=True, timeout=60)
     assert probe.returncode == 0, probe.stderr
     data = json.loads(probe.stdout)
@@ -194,6 +382,8 @@ def _tracks(path: Path) -> list[dict]:
         assert packets, f"stream {stream} has no packets"
         starts = [float(p["pts_time"]) for p in packets]
         ends = [float(p["pts_time"]) + float(p.get("duration_time") or 0) for p in packets]
+        if stream.get("duration") not in (None, "N/A"):  # packets with B-frames may carry no duration
+            ends.append(float(stream.get("start_time") or 0) + float(stream["duration"]))
         tracks.append({"type": stream["codec_type"], "codec": stream["codec_name"], "packets": len(packets),
                        "start": min(starts), "end": max(ends)})
     return tracks

@@ -41,7 +41,7 @@ class Track:
         self.pending: list[EncodedPacket] = []  # before its file starts
         self.stream: Any = None
         self.waiting_keyframe = self.video
-        self.last_dts = -1
+        self.last_dts: int | None = None
         self.packets = 0
         self.first_ns = 0
         self.last_end_ns = 0
@@ -167,7 +167,9 @@ class Mp4Sink:
         import av
 
         pending = [t for t in self.tracks.values() if t.pending]
-        self.origin_ns = min(_dts_ns(p) for t in pending for p in t.pending)
+        # presentation time 0 is the earliest frame; a B-frame stream's first decode times fall
+        # before it, which the muxer shifts (all tracks alike) and covers with an edit list
+        self.origin_ns = min(p.timestamp_ns for t in pending for p in t.pending)
         self.path = file_name(Path(self.config.path), self.rotating)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.container = av.open(str(self.path), "w", format="mp4", container_options={
@@ -182,7 +184,7 @@ class Mp4Sink:
             for track in self.tracks.values():
                 track.stream = self._add_stream(templates, track)
                 track.waiting_keyframe = track.video
-                track.last_dts = -1
+                track.last_dts = None
         finally:
             templates.close()
         self.files.append(str(self.path))
@@ -222,7 +224,7 @@ class Mp4Sink:
         base = track.time_base
         pts = _ticks(packet.timestamp_ns - self.origin_ns, base)
         dts = _ticks(_dts_ns(packet) - self.origin_ns, base)
-        if dts < 0 or dts <= track.last_dts:
+        if pts < 0 or (track.last_dts is not None and dts <= track.last_dts):
             self.late += 1  # before the file's start, or out of order: the muxer would refuse it
             return
         track.last_dts = dts
