@@ -171,15 +171,15 @@ class Mp4Sink:
         # before it, which the muxer shifts (all tracks alike) and covers with an edit list
         self.origin_ns = min(p.timestamp_ns for t in pending for p in t.pending)
         self.path = file_name(Path(self.config.path), self.rotating)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.container = av.open(str(self.path), "w", format="mp4", container_options={
-            "movflags": "frag_keyframe+empty_moov+delay_moov+default_base_moof",
-            "frag_duration": str(self.config.fragment_ms * 1000),
-            "flush_packets": "1",  # each fragment reaches the file as it is finished
-            # a link that goes quiet must not hold the others' packets back (FFmpeg waits 10 s)
-            "max_interleave_delta": str(self.config.fragment_ms * 1000),
-        })
-        templates = av.open(io.BytesIO(), "w", format="mp4")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.container = self._open(av, self.path)
+        except (OSError, av.error.FFmpegError) as exc:
+            raise RuntimeError(
+                f"stream {ctx.stream}, node {ctx.node}: cannot write {self.path.resolve()}: {exc}. "
+                "Give Mp4Sink a path= in a folder you can write (relative paths are in the project)"
+            ) from None
+        templates = av.open(io.BytesIO(), "w", format="mp4")  # streams to copy from, never written
         try:
             for track in self.tracks.values():
                 track.stream = self._add_stream(templates, track)
@@ -198,6 +198,15 @@ class Mp4Sink:
             track.pending = []
         for _, track, packet in queued:
             self._write(ctx, track, packet)
+
+    def _open(self, av: Any, path: Path) -> Any:
+        return av.open(str(path), "w", format="mp4", container_options={
+            "movflags": "frag_keyframe+empty_moov+delay_moov+default_base_moof",
+            "frag_duration": str(self.config.fragment_ms * 1000),
+            "flush_packets": "1",  # each fragment reaches the file as it is finished
+            # a link that goes quiet must not hold the others' packets back (FFmpeg waits 10 s)
+            "max_interleave_delta": str(self.config.fragment_ms * 1000),
+        })
 
     def _add_stream(self, templates: Any, track: Track) -> Any:
         template = templates.add_stream(TEMPLATE_CODECS[track.codec])
