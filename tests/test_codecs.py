@@ -486,21 +486,31 @@ def rec(stream_builder: StreamBuilder) -> None:
 
 
 @pytest.mark.slow
-def test_a_recording_stays_playable_when_the_runtime_is_killed(video_venv, tmp_path):
+def test_a_recording_stays_playable_when_the_sink_or_the_runtime_is_killed(video_venv, tmp_path):
     _needs_ffprobe()
     runtime = Runtime(tmp_path / "rt").start()
     project = make_project(tmp_path / "rec", video_venv, {"stream.py": RECORD_STREAM})
     try:
         runtime.popen_cli("run", cwd=project)
         _recording(runtime, 1500)
-        metrics, killed_ns = _kill_runtime(runtime)
+        # the sink alone, killed: the runtime restarts it, and it records into a new file
+        sink_pid = graph_node(runtime, "rec", "sink")["pid"]
+        first = _sink_metrics(runtime)
+        psutil.Process(sink_pid).kill()
+        first_killed_ns = time.monotonic_ns()
+        wait_for(lambda: (lambda m: m if (m.get("file") or "").endswith("rec-0001.mp4")
+                          and m["recorded_ms"] >= 1500 else None)(_sink_metrics(runtime)),
+                 timeout=90, what="the restarted sink to record into rec-0001.mp4")
+        # then the whole runtime
+        second, killed_ns = _kill_runtime(runtime)
     finally:
         _clean_after_kill(runtime)
-    assert metrics["files"] == 1 and metrics["fragments"] >= 10
-    (track,) = _tracks(project / "out" / "rec.mp4")
-    assert track["type"] == "video" and track["codec"] == "h264"
-    _within_one_fragment(track, metrics, killed_ns, frame_s=1 / 30)
-    _decodes(project / "out" / "rec.mp4")
+    assert first["files"] == 1 and first["fragments"] >= 10
+    for name, metrics, killed in (("rec.mp4", first, first_killed_ns), ("rec-0001.mp4", second, killed_ns)):
+        (track,) = _tracks(project / "out" / name)
+        assert track["type"] == "video" and track["codec"] == "h264"
+        _within_one_fragment(track, metrics, killed, frame_s=1 / 30)
+        _decodes(project / "out" / name)
 
 
 @pytest.mark.slow
