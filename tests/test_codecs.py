@@ -209,7 +209,7 @@ def test_b_frames_keep_their_timestamps_and_record_in_order(pool, tmp_path):
     from tatolab._sdk.nodes import create
 
     _needs_ffprobe()
-    bags, ctx, sources = _encoded(EncoderCode, {"tune": None, "preset": "medium"}, frames=45)
+    bags, ctx, sources = _encoded(EncoderCode, {"tune": None, "preset": "medium", "encoder": "libx264"}, frames=45)
     assert ctx.metrics["encoder"] == "libx264" and ctx.metrics["hardware"] is False
     assert any("decode_timestamp_ns" in b for b in bags), "x264's medium preset uses B-frames"
     assert sorted(b["timestamp_ns"] for b in bags) == sorted(sources)  # every frame's own stamp, exactly
@@ -237,7 +237,13 @@ def test_rotation_by_duration_starts_numbered_files_at_keyframes(pool, tmp_path)
     _needs_ffprobe()
     from tatolab._builtins.codecs import H264Encoder as EncoderCode
 
-    bags, _, _ = _encoded(EncoderCode, {"keyframe_interval": 15}, frames=105)  # 3.5 s, a keyframe each 0.5 s
+    bags, ectx, _ = _encoded(EncoderCode, {"keyframe_interval": 15}, frames=105)  # 3.5 s, a keyframe each 0.5 s
+    if ectx.metrics["encoder"] == "libx264":  # no GPU: the hardware ones were tried first, and the log says why not
+        assert ectx.metrics["hardware"] is False and ectx.metrics["could_not_open"] == ["h264_nvenc", "h264_vaapi"]
+        (line,) = [line for line in ectx.log.lines if "encoding 160x96" in line]
+        assert "with libx264 (software); could not open h264_nvenc: " in line and "h264_vaapi: " in line, line
+    else:
+        assert ectx.metrics["encoder"] == "h264_nvenc" and ectx.metrics["hardware"] is True
     sink, ctx = _sink(tmp_path, {"rotate_seconds": 1})
     _feed(sink, ctx, bags)
     sink.teardown(ctx)

@@ -35,6 +35,15 @@ NS = Fraction(1, 1_000_000_000)
 NVENC_PRESETS = {name: f"p{min(7, 1 + i * 7 // len(PRESETS))}" for i, name in enumerate(PRESETS)}
 
 
+def why_not(exc: Exception) -> str:
+    """Why a codec did not open, in a line."""
+    if type(exc).__name__ == "UnknownCodecError":
+        return "not in this FFmpeg build (PyAV's wheels carry NVENC but not VAAPI; "\
+               "pip install av --no-binary av builds against the system's FFmpeg)"
+    reason = getattr(exc, "strerror", None) or str(exc)  # FFmpeg's own words, without the option dump
+    return reason[:160]
+
+
 def _is_hardware(name: str) -> bool:
     return name.endswith(("_nvenc", "_vaapi", "_cuvid", "_qsv"))
 
@@ -114,7 +123,8 @@ class _Encoder:
             try:
                 self.codec = open_encoder(name, self.config, width, height, rate)
             except Exception as exc:  # noqa: BLE001 - FFmpeg says no in many ways; the next candidate is tried
-                errors.append(f"{name}: {str(exc)[:160]}")
+                errors.append(f"{name}: {why_not(exc)}" + (" (no NVIDIA GPU or driver here?)"
+                                                          if name.endswith("_nvenc") else ""))
                 continue
             self.name = name
             self.failed = [e.split(":", 1)[0] for e in errors]
@@ -279,7 +289,7 @@ class _Decoder:
             try:
                 self.codec = open_decoder(name, extradata)
             except Exception as exc:  # noqa: BLE001
-                errors.append(f"{name}: {str(exc)[:160]}")
+                errors.append(f"{name}: {why_not(exc)}")
                 continue
             self.name, self.extradata = name, extradata
             ctx.log.info(f"node {ctx.node}: decoding {self.CODEC} with {name} "
