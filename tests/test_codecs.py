@@ -460,7 +460,9 @@ def _gone(pid: int) -> bool:
 
 
 def _clean_after_kill(runtime: Runtime) -> None:
-    runtime.start()  # the next runtime reaps what the killed one left
+    if runtime.process is None:  # killed: the next runtime reaps what it left
+        runtime.start()
+    # (still running: the test failed before the kill, and this one is stopped as it is)
     runtime.end_commands()
     runtime.stop()
     assert runtime.leftover_processes() == []
