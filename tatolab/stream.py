@@ -13,6 +13,7 @@ from tatolab._sdk.context import RuntimeContextLimitedAccess
 from tatolab._sdk.audio import AudioBlock
 from tatolab._sdk.builtins import GlslPixelEffect, TestPatternSource
 from tatolab._sdk.builtins import MicrophoneSource, OpusDecoder, OpusEncoder, SpeakerSink
+from tatolab._sdk.builtins import H264Decoder, H264Encoder, H265Decoder, H265Encoder, Mp4Sink
 from tatolab._sdk.nodes import node
 from tatolab._surfaces.frame import VideoFrame
 
@@ -20,8 +21,13 @@ __all__ = [
     "AudioBlock",
     "Exposure",
     "GlslPixelEffect",
+    "H264Decoder",
+    "H264Encoder",
+    "H265Decoder",
+    "H265Encoder",
     "InputRef",
     "MicrophoneSource",
+    "Mp4Sink",
     "NodeHandle",
     "OpusDecoder",
     "OpusEncoder",

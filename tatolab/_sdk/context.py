@@ -260,6 +260,10 @@ class Inputs:
         one track per link."""
         return self._port(port).last_link
 
+    def links(self, port: str) -> list[str]:
+        """The links wired into ``port`` now, by the same names as ``link``."""
+        return list(self._port(port).links)
+
     def read(self, port: str, into: type[T] | None = None) -> Any:
         """The next bag on ``port`` as its profile defines it, or ``None`` when there is none.
 

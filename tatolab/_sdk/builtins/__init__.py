@@ -16,7 +16,18 @@ from tatolab._sdk.builtins.audio import (
     SpeakerConfig,
     SpeakerSink,
 )
+from tatolab._sdk.builtins.codecs import (
+    H264Decoder,
+    H264DecoderConfig,
+    H264Encoder,
+    H264EncoderConfig,
+    H265Decoder,
+    H265DecoderConfig,
+    H265Encoder,
+    H265EncoderConfig,
+)
 from tatolab._sdk.builtins.marks import IMPLEMENTATIONS, builtin, implementation_of
+from tatolab._sdk.builtins.recording import Mp4Sink, Mp4SinkConfig
 from tatolab._sdk.builtins.video import (
     GlslPixelEffect,
     GlslPixelEffectConfig,
@@ -25,17 +36,27 @@ from tatolab._sdk.builtins.video import (
 )
 
 __all__ = [
+    "GlslPixelEffect",
+    "GlslPixelEffectConfig",
+    "H264Decoder",
+    "H264DecoderConfig",
+    "H264Encoder",
+    "H264EncoderConfig",
+    "H265Decoder",
+    "H265DecoderConfig",
+    "H265Encoder",
+    "H265EncoderConfig",
     "IMPLEMENTATIONS",
     "MicrophoneConfig",
     "MicrophoneSource",
+    "Mp4Sink",
+    "Mp4SinkConfig",
     "OpusDecoder",
     "OpusDecoderConfig",
     "OpusEncoder",
     "OpusEncoderConfig",
     "SpeakerConfig",
     "SpeakerSink",
-    "GlslPixelEffect",
-    "GlslPixelEffectConfig",
     "TestPatternConfig",
     "TestPatternSource",
     "builtin",
