@@ -10,11 +10,12 @@ from tatolab._sdk.builder import (
     stream,
 )
 from tatolab._sdk.context import RuntimeContextLimitedAccess
-from tatolab._sdk.builtins import GlslPixelEffect, TestPatternSource
+from tatolab._sdk.builtins import CameraSource, GlslPixelEffect, TestPatternSource, VirtualCameraSink
 from tatolab._sdk.nodes import node
 from tatolab._surfaces.frame import VideoFrame
 
 __all__ = [
+    "CameraSource",
     "Exposure",
     "GlslPixelEffect",
     "InputRef",
@@ -25,6 +26,7 @@ __all__ = [
     "StreamBuilder",
     "TestPatternSource",
     "VideoFrame",
+    "VirtualCameraSink",
     "node",
     "stream",
 ]

@@ -6,6 +6,12 @@ them. ``@builtin`` (in ``marks``) records which implementation the graph names. 
 family of nodes (video here; window, camera, codecs, recording, audio beside it), re-exported here.
 """
 
+from tatolab._sdk.builtins.camera import (
+    CameraSource,
+    CameraSourceConfig,
+    VirtualCameraSink,
+    VirtualCameraSinkConfig,
+)
 from tatolab._sdk.builtins.marks import IMPLEMENTATIONS, builtin, implementation_of
 from tatolab._sdk.builtins.video import (
     GlslPixelEffect,
@@ -15,11 +21,15 @@ from tatolab._sdk.builtins.video import (
 )
 
 __all__ = [
+    "CameraSource",
+    "CameraSourceConfig",
     "IMPLEMENTATIONS",
     "GlslPixelEffect",
     "GlslPixelEffectConfig",
     "TestPatternConfig",
     "TestPatternSource",
+    "VirtualCameraSink",
+    "VirtualCameraSinkConfig",
     "builtin",
     "implementation_of",
 ]
