@@ -30,6 +30,7 @@ COMMAND_MODULES = {
     "expose": ("expose",),
     "service": ("service",),
     "mcp": ("mcp",),
+    "camera": ("enable-virtual-camera",),
 }
 
 

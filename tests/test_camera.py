@@ -1,0 +1,285 @@
+"""CameraSource (a V4L2 camera or an FFmpeg input), VirtualCameraSink (v4l2loopback), the one-stream-
+per-camera rule, and `tatolab enable-virtual-camera`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness import BIN, Runtime, graph_node, make_project, read_jsonl, wait_for
+from tatolab._builtins import v4l2
+from tatolab._control.words import render
+from tatolab._runtime.rules import cameras
+from tatolab._sdk.builder import StreamBuilder
+from tatolab._sdk.builtins import CameraSource, CameraSourceConfig, VirtualCameraSinkConfig
+
+RECORDER = '''
+import json
+from tatolab.stream import RuntimeContextLimitedAccess, VideoFrame, node
+
+
+@node
+class Recorder:
+    """Writes what each frame is to frames.jsonl: size, timestamp and the colour at its centre."""
+
+    @node.input()
+    def video(self) -> dict: ...
+
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:
+        frame = ctx.inputs.read("video", into=VideoFrame)
+        if frame is None:
+            return
+        pixels = frame.cpu()
+        with open("frames.jsonl", "a") as f:
+            f.write(json.dumps({"width": frame.width, "height": frame.height, "format": frame.format,
+                                "timestamp_ns": frame.timestamp_ns, "index": frame.fields.get("frame_index"),
+                                "centre": pixels[frame.height // 2, frame.width // 2].tolist(),
+                                "top_left": pixels[2, 2].tolist()}) + "\\n")
+'''
+
+
+def _camera_project(path: Path, venv: Path, stream: str, config: dict, recorder: bool = True) -> Path:
+    lines = [
+        "from tatolab.stream import CameraSource, StreamBuilder, stream",
+        "from nodes.recorder import Recorder" if recorder else "",
+        "",
+        "",
+        "@stream",
+        f"def {stream}(stream_builder: StreamBuilder) -> None:",
+        f"    camera = stream_builder.add(CameraSource, config={config!r}, name=\"camera\")",
+    ]
+    if recorder:
+        lines += ["    recorder = stream_builder.add(Recorder, name=\"recorder\")",
+                  "    stream_builder.connect(camera.output(\"video\"), recorder.input(\"video\"))"]
+    return make_project(path, venv, {"stream.py": "\n".join(lines) + "\n", "nodes/__init__.py": "",
+                                     "nodes/recorder.py": RECORDER})
+
+
+def _frames(project: Path, count: int, what: str, timeout: float = 60) -> list[dict]:
+    return wait_for(lambda: (lambda rows: rows if len(rows) >= count else None)(read_jsonl(project / "frames.jsonl")),
+                    timeout=timeout, what=what)
+
+
+def _log(project: Path) -> list[dict]:
+    return [r for f in sorted((project / ".streamlib" / "logs").glob("*.jsonl")) for r in read_jsonl(f)]
+
+
+COLOURS = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (0, 255, 255), (255, 0, 255),
+           (255, 255, 255), (40, 80, 120)]
+
+
+def _clip(path: Path, fps: int = 20) -> None:
+    """A lossless clip (FFV1) of one solid colour a frame, COLOURS in order, written with PyAV."""
+    import av
+    import numpy as np
+
+    with av.open(str(path), "w") as container:
+        video = container.add_stream("ffv1", rate=fps)
+        video.width, video.height, video.pix_fmt = 96, 64, "bgr0"
+        for rgb in COLOURS:
+            image = np.zeros((64, 96, 3), np.uint8)
+            image[...] = rgb
+            container.mux(video.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
+        container.mux(video.encode())
+
+
+# -- without a runtime ----------------------------------------------------------------------------------
+
+
+def test_the_pyav_wheel_reads_cameras_test_sources_and_the_camera_formats():
+    import av
+    import av.filter
+
+    assert "video4linux2,v4l2" in av.formats_available
+    assert "lavfi" in av.formats_available and "testsrc2" in av.filter.filters_available
+    assert {"mjpeg", "rawvideo"} <= av.codecs_available  # MJPEG cameras; YUYV and NV12 are raw video
+    for pixel_format in ("yuyv422", "nv12"):
+        frame = av.VideoFrame(64, 36, pixel_format).reformat(format="rgba")
+        assert frame.to_ndarray().shape == (36, 64, 4)
+
+
+def test_camera_config_is_checked_when_the_stream_adds_it():
+    builder = StreamBuilder("s")
+    for config, words in (({"device": "/dev/video0", "source": "x.mp4"}, "not both"),
+                          ({"pixel_format": "h264"}, "yuyv422, mjpeg, nv12"),
+                          ({"width": 640}, "width and height together"),
+                          ({"fallback": "black"}, "test_pattern")):
+        with pytest.raises(Exception, match=words):
+            builder.add(CameraSource, config=config, name="c")
+    assert CameraSourceConfig(device=2).device == 2
+
+
+def _graph(*configs: dict) -> dict:
+    return {"nodes": [{"name": f"cam{i}", "class": cameras.CAMERA_CLASS, "builtin": True, "config": c}
+                      for i, c in enumerate(configs)]}
+
+
+def test_a_camera_held_by_one_stream_is_refused_to_another_naming_the_holder():
+    resolve = {None: "/dev/video0", 0: "/dev/video0", "/dev/video0": "/dev/video0", 1: "/dev/video1"}.get
+    held, _ = cameras.cameras_of("motion_watcher", _graph({}), resolve)
+    loading, missing = cameras.cameras_of("motion_watcher_dev", _graph({"device": 0}), resolve)
+    refused = cameras.refusal("motion_watcher_dev", loading, missing, held)
+    assert refused is not None and refused.code == "camera_held"
+    assert render(refused) == (
+        "stream motion_watcher_dev cannot open the camera /dev/video0 (node cam0): the stream motion_watcher has "
+        "it open (node cam0), and only one stream at a time can open a camera; stop the stream that holds it "
+        "with `tatolab stop motion_watcher`")
+    other, _ = cameras.cameras_of("second", _graph({"device": 1}), resolve)
+    assert cameras.refusal("second", other, [], held) is None  # another camera is free
+    files, none = cameras.cameras_of("f", _graph({"source": "clip.mp4"}), resolve)
+    assert files == [] and none == []  # an FFmpeg input opens no camera
+    twice, _ = cameras.cameras_of("t", _graph({}, {"device": "/dev/video0"}), resolve)
+    assert cameras.refusal("t", twice, [], []).code == "camera_twice"
+
+
+def test_a_camera_that_does_not_exist_is_refused_unless_the_stream_falls_back():
+    loading, missing = cameras.cameras_of("s", _graph({"device": "/dev/video9"}), lambda device: None)
+    refused = cameras.refusal("s", loading, missing, [])
+    assert refused.code == "camera_missing"
+    assert "node cam0 (CameraSource)" in refused.message and "no camera /dev/video9" in refused.message
+    loading, missing = cameras.cameras_of("s", _graph({"fallback": "test_pattern"}), lambda device: None)
+    assert cameras.refusal("s", loading, missing, []) is None
+
+
+def test_enable_virtual_camera_print_gives_the_commands_and_runs_none():
+    result = subprocess.run([str(BIN / "tatolab"), "enable-virtual-camera", "--print"], capture_output=True,
+                            text=True, check=True)
+    lines = result.stdout.splitlines()
+    if not v4l2.loopback_module_loaded():
+        modprobe = next(line for line in lines if "modprobe v4l2loopback" in line)
+        assert "devices=1" in modprobe and "card_label=Tatolab" in modprobe and "exclusive_caps=1" in modprobe
+        assert "video_nr=" in modprobe
+    assert any("/etc/modules-load.d/tatolab-virtual-camera.conf" in line for line in lines)
+    assert any("'options v4l2loopback devices=1" in line and "/etc/modprobe.d/" in line for line in lines)
+    assert not Path("/etc/modprobe.d/tatolab-virtual-camera.conf").exists() or v4l2.loopback_module_loaded()
+
+
+@pytest.mark.skipif(v4l2.loopbacks() != [], reason="this machine has a v4l2loopback device")
+def test_without_v4l2loopback_the_virtual_camera_says_what_to_do():
+    from tatolab._builtins.virtual_camera import missing_device
+
+    device, why = missing_device(VirtualCameraSinkConfig())
+    assert device is None and "v4l2loopback" in why and "`sudo tatolab enable-virtual-camera`" in why
+
+
+# -- with a runtime --------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_camera_source_plays_a_file_in_order_at_its_own_pace(runtime, video_venv, tmp_path):
+    project = _camera_project(tmp_path / "clip", video_venv, "clip", {"source": "clip.mkv"})
+    _clip(project / "clip.mkv", fps=20)
+    runtime.popen_cli("run", cwd=project)
+    rows = _frames(project, len(COLOURS), "every frame of the clip")
+    assert [tuple(r["centre"][:3]) for r in rows] == COLOURS  # each frame's own colour, in order, none twice
+    assert all(r["centre"][3] == 255 and (r["width"], r["height"], r["format"]) == (96, 64, "rgba8") for r in rows)
+    stamps = [r["timestamp_ns"] for r in rows]
+    assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
+    assert stamps[-1] - stamps[0] >= 0.9 * (len(COLOURS) - 1) / 20 * 1e9  # its own pace, 20 fps, not at once
+    log = _log(project)
+    assert any("end of file clip.mkv (8 frames)" in r["message"] for r in log), [r["message"] for r in log]
+
+
+@pytest.mark.slow
+def test_camera_source_reads_an_ffmpeg_test_source_at_the_size_asked(runtime, video_venv, tmp_path):
+    project = _camera_project(tmp_path / "lavfi", video_venv, "lavfi",
+                              {"source": "testsrc2=size=320x240:rate=30", "width": 160, "height": 120})
+    runtime.popen_cli("run", cwd=project)
+    rows = _frames(project, 5, "five frames of testsrc2")
+    assert {(r["width"], r["height"]) for r in rows} == {(160, 120)}
+    stamps = [r["timestamp_ns"] for r in rows]
+    assert all(b > a for a, b in zip(stamps, stamps[1:]))
+    assert [r["index"] for r in rows] == list(range(len(rows)))
+    assert len({tuple(r["centre"]) for r in rows} | {tuple(r["top_left"]) for r in rows}) > 1  # a picture, not blank
+
+
+@pytest.mark.slow
+def test_a_second_stream_opening_the_same_camera_is_refused_naming_the_holder(runtime, video_venv, tmp_path):
+    # /dev/null stands in for a camera here (the rule compares devices; this one cannot stream)
+    first = _camera_project(tmp_path / "first", video_venv, "first", {"device": "/dev/null"}, recorder=False)
+    second = _camera_project(tmp_path / "second", video_venv, "second", {"device": "/dev/null"}, recorder=False)
+    runtime.popen_cli("run", cwd=first)
+    # a device that cannot be opened is said by name, in the log and in `graph`
+    node = wait_for(lambda: (lambda n: n if n.get("last_error") else None)(graph_node(runtime, "first", "camera")),
+                    timeout=60, what="the camera's error in graph")
+    assert "camera /dev/null" in node["last_error"] and node["state"] != "failed"
+    refused = runtime.cli("run", cwd=second, timeout=60)
+    assert refused.returncode != 0
+    assert ("stream second cannot open the camera /dev/null (node camera): the stream first has it open "
+            "(node camera)") in refused.stderr
+    assert "`tatolab stop first`" in refused.stderr
+    assert runtime.stream_names() == ["first"]  # the holder runs on
+    runtime.cli("stop", "first", check=True)
+    runtime.popen_cli("run", cwd=second)  # the fix works
+    wait_for(lambda: runtime.stream_names() == ["second"], timeout=60, what="second to load once first stopped")
+
+
+@pytest.mark.slow
+def test_a_camera_that_does_not_exist_is_refused_by_name(runtime, video_venv, tmp_path):
+    project = _camera_project(tmp_path / "gone", video_venv, "gone", {"device": "/dev/video97"}, recorder=False)
+    refused = runtime.cli("run", cwd=project, timeout=60)
+    assert refused.returncode != 0
+    assert "node camera (CameraSource) asks for a camera and there is no camera /dev/video97" in refused.stderr
+    assert runtime.stream_names() == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(v4l2.loopbacks() != [], reason="this machine has a v4l2loopback device")
+def test_virtual_camera_sink_without_v4l2loopback_is_refused_by_name_and_the_stream_runs_on(
+        runtime, video_venv, tmp_path):
+    project = make_project(tmp_path / "virtual", video_venv, {"stream.py": '''
+        from tatolab.stream import StreamBuilder, TestPatternSource, VirtualCameraSink, stream
+
+
+        @stream
+        def virtual(stream_builder: StreamBuilder) -> None:
+            pattern = stream_builder.add(TestPatternSource, config={"width": 64, "height": 36, "fps": 30})
+            sink = stream_builder.add(VirtualCameraSink, name="virtual_camera")
+            stream_builder.connect(pattern.output("video"), sink.input("video"))
+    '''})
+    runtime.popen_cli("run", cwd=project)
+    node = wait_for(lambda: (lambda n: n if n.get("last_error") else None)(
+        graph_node(runtime, "virtual", "virtual_camera")), timeout=60, what="the sink's error in graph")
+    assert "node virtual_camera (VirtualCameraSink)" in node["last_error"]
+    assert "v4l2loopback" in node["last_error"] and "`sudo tatolab enable-virtual-camera`" in node["last_error"]
+    said = [r for r in _log(project) if r.get("node") == "virtual_camera" and r["level"] == "error"]
+    assert len(said) == 1, said  # once, not once a frame
+    graph = json.loads(runtime.cli("graph", "--stream", "virtual", check=True).stdout)
+    assert all(n["state"] == "running" for n in graph["streams"][0]["nodes"]), graph
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not v4l2.loopbacks(), reason="this kernel has no v4l2loopback device "
+                    "(`tatolab enable-virtual-camera` sets one up)")
+def test_camera_source_reads_what_a_virtual_camera_writes(runtime, video_venv, tmp_path):
+    device = str(v4l2.loopbacks()[0])
+    project = make_project(tmp_path / "loop", video_venv, {
+        "stream.py": f'''
+            from tatolab.stream import CameraSource, StreamBuilder, TestPatternSource, VirtualCameraSink, stream
+            from nodes.recorder import Recorder
+
+
+            @stream
+            def writer(stream_builder: StreamBuilder) -> None:
+                pattern = stream_builder.add(TestPatternSource, config={{"width": 320, "height": 240, "fps": 30}})
+                sink = stream_builder.add(VirtualCameraSink, config={{"device": {device!r}}})
+                stream_builder.connect(pattern.output("video"), sink.input("video"))
+
+
+            @stream
+            def reader(stream_builder: StreamBuilder) -> None:
+                camera = stream_builder.add(CameraSource, config={{"device": {device!r}}}, name="camera")
+                recorder = stream_builder.add(Recorder, name="recorder")
+                stream_builder.connect(camera.output("video"), recorder.input("video"))
+        ''',
+        "nodes/__init__.py": "", "nodes/recorder.py": RECORDER})
+    runtime.popen_cli("run", "stream.py:writer", cwd=project)
+    wait_for(lambda: graph_node(runtime, "writer", "virtualcamerasink").get("state") == "running", timeout=60,
+             what="the writer")
+    runtime.popen_cli("run", "stream.py:reader", cwd=project)
+    rows = _frames(project, 5, "five frames through the loopback device")
+    assert {(r["width"], r["height"]) for r in rows} == {(320, 240)}
+    assert all(abs(c - 255) <= 12 for c in rows[-1]["top_left"][:3]), rows[-1]  # the pattern's first bar: white
