@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import BIN, Runtime, graph_node, make_project, read_jsonl, wait_for
+from harness import BIN, Runtime, make_project, read_jsonl, wait_for
 from tatolab._builtins import v4l2
 from tatolab._control.words import render
 from tatolab._runtime.rules import cameras
@@ -25,7 +25,7 @@ from tatolab.stream import RuntimeContextLimitedAccess, VideoFrame, node
 class Recorder:
     """Writes what each frame is to frames.jsonl: size, timestamp and the colour at its centre."""
 
-    @node.input()
+    @node.input(delivery_profile="ordered")
     def video(self) -> dict: ...
 
     def process(self, ctx: RuntimeContextLimitedAccess) -> None:
@@ -59,8 +59,19 @@ def _camera_project(path: Path, venv: Path, stream: str, config: dict, recorder:
 
 
 def _frames(project: Path, count: int, what: str, timeout: float = 60) -> list[dict]:
-    return wait_for(lambda: (lambda rows: rows if len(rows) >= count else None)(read_jsonl(project / "frames.jsonl")),
-                    timeout=timeout, what=what)
+    try:
+        return wait_for(lambda: (lambda rows: rows if len(rows) >= count else None)(
+            read_jsonl(project / "frames.jsonl")), timeout=timeout, what=what)
+    except AssertionError as exc:
+        got = len(read_jsonl(project / "frames.jsonl"))
+        raise AssertionError(f"{exc} (got {got}); the stream's log:\n" +
+                             "\n".join(f"{r.get('node')}: {r['message']}" for r in _log(project))) from None
+
+
+def graph_node(runtime: Runtime, stream: str, name: str) -> dict:
+    """The node's entry in `graph`, or {} while its stream is not loaded yet."""
+    graph = json.loads(runtime.cli("graph", check=True).stdout)
+    return next((n for s in graph["streams"] if s["name"] == stream for n in s["nodes"] if n["name"] == name), {})
 
 
 def _log(project: Path) -> list[dict]:

@@ -151,10 +151,10 @@ class CameraSource:
                 self.stopping.wait(RETRY_S)
                 continue
             if said is not None:
-                ctx.log.info(f"{ctx.node}: {what.label} opened")
+                ctx.log.info(f"{what.label} opened")
                 said = None
             else:
-                ctx.log.info(f"{ctx.node}: reading {what.label}")
+                ctx.log.info(f"reading {what.label}")
             try:
                 index = self._frames(ctx, container, what, index)
             except av.FFmpegError as exc:
@@ -167,7 +167,7 @@ class CameraSource:
             if self.stopping.is_set():
                 return
             if not what.camera and not self.config.loop:
-                ctx.log.info(f"{ctx.node}: end of {what.label} ({index} frames); loop=True plays it again")
+                ctx.log.info(f"end of {what.label} ({index} frames); loop=True plays it again")
                 return
             # a looping file starts again; a camera that ended is opened again
 

@@ -72,7 +72,7 @@ class VirtualCameraSink:
             return False
         self.device = device
         if self.said is not None:
-            ctx.log.info(f"node {ctx.node}: {device} is there now; writing to it")
+            ctx.log.info(f"{device} is there now; writing to it")
             self.said = None
         return True
 
@@ -85,7 +85,7 @@ class VirtualCameraSink:
             os.close(fd)
             raise
         self.fd, self.size = fd, (width, height)
-        ctx.log.info(f"node {ctx.node}: other applications can select {self.device} now "
+        ctx.log.info(f"other applications can select {self.device} now "
                      f"({width}x{height} {self.config.pixel_format})", device=self.device)
 
     def process(self, ctx: Any) -> None:
@@ -132,7 +132,7 @@ class VirtualCameraSink:
 
     def teardown(self, ctx: Any) -> None:
         if self.dropped:
-            ctx.log.info(f"node {ctx.node}: {self.dropped} frames dropped with no virtual camera to write to",
+            ctx.log.info(f"{self.dropped} frames dropped with no virtual camera to write to",
                          dropped=self.dropped)
         self._close()
 
