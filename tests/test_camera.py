@@ -294,3 +294,13 @@ def test_camera_source_reads_what_a_virtual_camera_writes(runtime, video_venv, t
     rows = _frames(project, 5, "five frames through the loopback device")
     assert {(r["width"], r["height"]) for r in rows} == {(320, 240)}
     assert all(abs(c - 255) <= 12 for c in rows[-1]["top_left"][:3]), rows[-1]  # the pattern's first bar: white
+
+
+@pytest.mark.slow
+def test_a_project_uses_the_camera_nodes_without_ffmpeg_in_its_venv(project_venv: Path):
+    check = subprocess.run(
+        [str(project_venv / "bin" / "python"), "-c",
+         "import importlib.util as u, sys; from tatolab.stream import CameraSource, VirtualCameraSink; "
+         "print(u.find_spec('av') is None, 'av' in sys.modules)"],
+        capture_output=True, text=True, check=True)
+    assert check.stdout.split() == ["True", "False"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 
-RUNTIME_DEPENDENCIES = ("psutil", "watchfiles", "numpy", "moderngl")  # the last two: built-in video nodes
+RUNTIME_DEPENDENCIES = ("psutil", "watchfiles", "numpy", "moderngl", "av")  # the last three: built-in video nodes
 
 
 def missing_dependencies() -> list[str]:
