@@ -304,3 +304,25 @@ def test_a_project_uses_the_camera_nodes_without_ffmpeg_in_its_venv(project_venv
          "print(u.find_spec('av') is None, 'av' in sys.modules)"],
         capture_output=True, text=True, check=True)
     assert check.stdout.split() == ["True", "False"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(v4l2.cameras() != [], reason="this machine has a camera, which the example opens")
+def test_the_tutorials_motion_watcher_falls_back_to_the_test_pattern_and_says_so(runtime, video_venv, tmp_path):
+    import shutil
+
+    from harness import REPO
+
+    project = tmp_path / "motion-watcher"
+    shutil.copytree(REPO / "examples" / "motion-watcher", project, ignore=shutil.ignore_patterns(".venv", ".streamlib"))
+    (project / ".venv").symlink_to(video_venv, target_is_directory=True)
+    runtime.popen_cli("run", cwd=project)
+
+    def detector_read() -> int:
+        node = graph_node(runtime, "motion_watcher", "detector")
+        return sum(port["read"] for port in node.get("inputs", []))
+
+    wait_for(lambda: detector_read() > 3, timeout=90, what="frames read by the detector")
+    assert graph_node(runtime, "motion_watcher", "camera")["kind"] == "tatolab._builtins.camera:CameraSource"
+    said = [r["message"] for r in _log(project) if r.get("node") == "camera"]
+    assert 'this machine has no camera: showing the test pattern instead (fallback="test_pattern")' in said, said
