@@ -168,12 +168,104 @@ def test_enable_virtual_camera_print_gives_the_commands_and_runs_none():
     assert not Path("/etc/modprobe.d/tatolab-virtual-camera.conf").exists() or v4l2.loopback_module_loaded()
 
 
+def _kernel_has_v4l2loopback() -> bool:
+    from tatolab._cli.camera import module_available
+
+    return module_available()
+
+
+@pytest.mark.skipif(_kernel_has_v4l2loopback(), reason="this kernel has v4l2loopback: the command would load it")
+def test_enable_virtual_camera_on_a_kernel_without_v4l2loopback_says_how_to_get_it():
+    result = subprocess.run([str(BIN / "tatolab"), "enable-virtual-camera"], capture_output=True, text=True)
+    assert result.returncode == 1 and result.stdout == ""
+    assert "has no v4l2loopback module, so there can be no virtual camera" in result.stderr
+    assert "`sudo apt-get install v4l2loopback-dkms`" in result.stderr
+    assert "then run `tatolab enable-virtual-camera` again" in result.stderr
+
+
 @pytest.mark.skipif(v4l2.loopbacks() != [], reason="this machine has a v4l2loopback device")
 def test_without_v4l2loopback_the_virtual_camera_says_what_to_do():
     from tatolab._builtins.virtual_camera import missing_device
 
     device, why = missing_device(VirtualCameraSinkConfig())
     assert device is None and "v4l2loopback" in why and "`sudo tatolab enable-virtual-camera`" in why
+
+
+class _Ctx:
+    """What a node is given, recording what it writes (the colour at each frame's centre) and logs."""
+
+    node = "camera"
+
+    def __init__(self) -> None:
+        self.frames: list[dict] = []
+        self.said: list[str] = []
+        ctx = self
+
+        class Log:
+            def __getattr__(self, level):
+                return lambda message, **fields: ctx.said.append(f"{level}: {message}")
+
+        class Outputs:
+            def write(self, port, frame):
+                pixels = frame.cpu()
+                ctx.frames.append({"size": (frame.width, frame.height), "timestamp_ns": frame.timestamp_ns,
+                                   "centre": tuple(pixels[frame.height // 2, frame.width // 2, :3].tolist())})
+                frame.release()
+
+        self.log, self.outputs = Log(), Outputs()
+
+
+@pytest.fixture
+def pool():
+    import os
+    import uuid
+
+    from tatolab._links import ring, shm
+    from tatolab._surfaces import pool as surfaces
+
+    base = f"{shm.private_folder()}/tatolab-test-{os.getpid()}-{uuid.uuid4().hex[:8]}+surfaces"
+    surfaces.create(base, slots=6)
+    surfaces.configure(base)
+    yield
+    surfaces.configure(None)
+    ring.reap(base)
+
+
+def _camera_format_clip(path: Path, codec: str, pixel_format: str) -> None:
+    """COLOURS as a camera sends them: raw YUYV or NV12, or MJPEG."""
+    import av
+    import numpy as np
+
+    with av.open(str(path), "w", format="nut") as container:
+        video = container.add_stream(codec, rate=30)
+        video.width, video.height, video.pix_fmt = 96, 64, pixel_format
+        for rgb in COLOURS:
+            image = np.zeros((64, 96, 3), np.uint8)
+            image[...] = rgb
+            container.mux(video.encode(av.VideoFrame.from_ndarray(image, format="rgb24").reformat(format=pixel_format)))
+        container.mux(video.encode())
+
+
+@pytest.mark.parametrize("codec, pixel_format, tolerance", [
+    ("rawvideo", "yuyv422", 6), ("rawvideo", "nv12", 6), ("mjpeg", "yuvj422p", 12)])
+def test_camera_formats_become_rgba_frames_of_the_same_colours(pool, tmp_path, monkeypatch, codec, pixel_format,
+                                                                 tolerance):
+    from tatolab._builtins.camera import CameraSource as CameraCode
+    from tatolab._sdk.nodes import create
+
+    monkeypatch.chdir(tmp_path)  # a node runs in its project's folder
+    _camera_format_clip(tmp_path / "camera.nut", codec, pixel_format)
+    node, ctx = create(CameraCode, {"source": "camera.nut", "width": 48, "height": 32}, node="camera"), _Ctx()
+    node.setup(ctx)
+    try:
+        wait_for(lambda: any("end of file camera.nut" in m for m in ctx.said), timeout=30, what="the whole clip")
+    finally:
+        node.teardown(ctx)
+    assert [f["size"] for f in ctx.frames] == [(48, 32)] * len(COLOURS)
+    for frame, rgb in zip(ctx.frames, COLOURS):
+        assert all(abs(got - want) <= tolerance for got, want in zip(frame["centre"], rgb)), (frame, rgb)
+    stamps = [f["timestamp_ns"] for f in ctx.frames]
+    assert all(b > a for a, b in zip(stamps, stamps[1:]))
 
 
 # -- with a runtime --------------------------------------------------------------------------------------
