@@ -321,6 +321,28 @@ def test_a_second_stream_opening_the_same_camera_is_refused_naming_the_holder(ru
 
 
 @pytest.mark.slow
+def test_a_stream_of_another_runtime_waits_for_the_camera_naming_the_holder(runtime, video_venv, tmp_path):
+    # two runtimes of one user (other state folders): the camera's lock, not the load rule, keeps them apart
+    other = Runtime(tmp_path / "rt2").start()
+    first = _camera_project(tmp_path / "first", video_venv, "first", {"device": "/dev/null"}, recorder=False)
+    second = _camera_project(tmp_path / "second", video_venv, "second", {"device": "/dev/null"}, recorder=False)
+    runtime.popen_cli("run", cwd=first)
+    wait_for(lambda: "camera /dev/null refused" in (graph_node(runtime, "first", "camera").get("last_error") or ""),
+             timeout=60, what="first to hold the camera (and find /dev/null no camera)")
+    other.popen_cli("run", cwd=second)
+    node = wait_for(lambda: (lambda n: n if n.get("last_error") else None)(graph_node(other, "second", "camera")),
+                    timeout=60, what="second's camera error")
+    assert ("camera /dev/null is held by the stream first/camera of another Tatolab runtime of yours"
+            in node["last_error"]), node
+    runtime.cli("stop", "first", check=True)  # the lock goes with first's node process
+    wait_for(lambda: "camera /dev/null refused" in (graph_node(other, "second", "camera").get("last_error") or ""),
+             timeout=60, what="second to take the camera once first stopped")
+    other.end_commands()
+    output = other.stop()
+    assert other.leftover_processes() == [], output
+
+
+@pytest.mark.slow
 def test_a_camera_that_does_not_exist_is_refused_by_name(runtime, video_venv, tmp_path):
     project = _camera_project(tmp_path / "gone", video_venv, "gone", {"device": "/dev/video97"}, recorder=False)
     refused = runtime.cli("run", cwd=project, timeout=60)

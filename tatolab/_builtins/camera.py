@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from tatolab._builtins import v4l2
+from tatolab._builtins.camera_lock import CameraLock
 from tatolab._builtins.test_pattern import TestPatternSource
 from tatolab._sdk import builtins as described
 from tatolab._sdk.builtins import CameraSourceConfig, TestPatternConfig
@@ -105,6 +106,7 @@ class CameraSource:
         self.fallback: TestPatternSource | None = None
         self.dropped = 0
         self.last_ns = 0
+        self.lock: CameraLock | None = None
 
     def setup(self, ctx: Any) -> None:
         c = self.config
@@ -125,6 +127,8 @@ class CameraSource:
             self.fallback.teardown(ctx)
         if self.thread is not None:
             self.thread.join(timeout=2)
+        if self.lock is not None:
+            self.lock.release()
 
     def _run(self, ctx: Any) -> None:
         try:
@@ -142,6 +146,8 @@ class CameraSource:
         while not self.stopping.is_set():
             try:
                 what = ffmpeg_input(self.config.source) if self.config.source else camera_input(self.config)
+                if what.camera:
+                    self._hold(ctx, what)
                 container = av.open(what.url, format=what.format, options=what.options, timeout=5.0)
             except (CannotOpen, OSError, av.FFmpegError) as exc:
                 why = str(exc) if isinstance(exc, CannotOpen) else open_failure(what, exc)
@@ -170,6 +176,18 @@ class CameraSource:
                 ctx.log.info(f"end of {what.label} ({index} frames); loop=True plays it again")
                 return
             # a looping file starts again; a camera that ended is opened again
+
+    def _hold(self, ctx: Any, what: Input) -> None:
+        """Hold the camera for this stream while it runs, against streams of this user's other runtimes."""
+        if self.lock is not None and self.lock.path.name != CameraLock(what.url, "").path.name:
+            self.lock.release()  # the first camera is another one now
+            self.lock = None
+        if self.lock is None:
+            self.lock = CameraLock(what.url, f"{ctx.stream}/{ctx.node}")
+        held_by = self.lock.acquire()
+        if held_by is not None:
+            raise CannotOpen(f"{what.label} is held by the stream {held_by} of another Tatolab runtime of yours, "
+                             "and only one stream at a time can open a camera; stop that stream there")
 
     def _frames(self, ctx: Any, container: Any, what: Input, index: int) -> int:
         video = container.streams.video[0]
