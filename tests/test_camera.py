@@ -268,6 +268,22 @@ def test_camera_formats_become_rgba_frames_of_the_same_colours(pool, tmp_path, m
     assert all(b > a for a, b in zip(stamps, stamps[1:]))
 
 
+def test_a_camera_frame_keeps_the_drivers_monotonic_capture_time_and_no_other_clock():
+    import time
+    import types
+    from fractions import Fraction
+
+    from tatolab._builtins.camera import captured_ns
+
+    micro = Fraction(1, 1_000_000)
+    taken = time.monotonic_ns() // 1000 - 20_000  # V4L2 stamped it 20 ms ago, in microseconds
+    assert captured_ns(types.SimpleNamespace(pts=taken, time_base=micro)) == taken * 1000
+    # a driver on the wall clock, or a stamp from long ago: the node stamps the frame as it arrives
+    assert captured_ns(types.SimpleNamespace(pts=time.time_ns() // 1000, time_base=micro)) is None
+    assert captured_ns(types.SimpleNamespace(pts=taken - 5_000_000, time_base=micro)) is None
+    assert captured_ns(types.SimpleNamespace(pts=3, time_base=Fraction(1, 30))) is None
+
+
 # -- with a runtime --------------------------------------------------------------------------------------
 
 

@@ -204,12 +204,12 @@ class CameraSource:
                 delay_ns = started_ns + int((at_s - first_s) * 1e9) - time.monotonic_ns()
                 if delay_ns > 0 and self.stopping.wait(delay_ns / 1e9):
                     break
-            self._send(ctx, frame, index)
+            self._send(ctx, frame, index, captured_ns(frame) if what.camera else None)
             index += 1
         return index
 
-    def _send(self, ctx: Any, frame: Any, index: int) -> None:
-        stamp = max(time.monotonic_ns(), self.last_ns + 1)  # at capture; strictly increasing
+    def _send(self, ctx: Any, frame: Any, index: int, captured: int | None = None) -> None:
+        stamp = max(captured or time.monotonic_ns(), self.last_ns + 1)  # at capture; strictly increasing
         self.last_ns = stamp
         width = self.config.width or frame.width
         height = self.config.height or frame.height
@@ -224,6 +224,17 @@ class CameraSource:
         out.cpu(writable=True)[...] = rgba
         out.fields["frame_index"] = index
         ctx.outputs.write("video", out)
+
+
+def captured_ns(frame: Any) -> int | None:
+    """When the camera's driver captured ``frame``, on the monotonic clock: V4L2 stamps its buffers
+    with CLOCK_MONOTONIC (in microseconds, which FFmpeg passes on as the pts). None where the stamp is
+    not that (a driver on another clock, FFmpeg converting it), or not from the last second."""
+    if frame.pts is None or frame.time_base is None or frame.time_base.denominator != 1_000_000 \
+            or frame.time_base.numerator != 1:
+        return None
+    stamp = frame.pts * 1000
+    return stamp if 0 <= time.monotonic_ns() - stamp < 1_000_000_000 else None
 
 
 def _decoded(container: Any, video: Any) -> Iterator[Any]:
