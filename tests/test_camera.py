@@ -320,6 +320,14 @@ def test_a_second_stream_opening_the_same_camera_is_refused_naming_the_holder(ru
     # /dev/null stands in for a camera here (the rule compares devices; this one cannot stream)
     first = _camera_project(tmp_path / "first", video_venv, "first", {"device": "/dev/null"}, recorder=False)
     second = _camera_project(tmp_path / "second", video_venv, "second", {"device": "/dev/null"}, recorder=False)
+    make_project(tmp_path / "pattern", video_venv, {"stream.py": """
+        from tatolab.stream import StreamBuilder, TestPatternSource, stream
+
+
+        @stream
+        def pattern(stream_builder: StreamBuilder) -> None:
+            stream_builder.add(TestPatternSource, config={"width": 64, "height": 36, "fps": 10})
+    """})
     runtime.popen_cli("run", cwd=first)
     # a device that cannot be opened is said by name, in the log and in `graph`
     node = wait_for(lambda: (lambda n: n if n.get("last_error") else None)(graph_node(runtime, "first", "camera")),
@@ -331,6 +339,14 @@ def test_a_second_stream_opening_the_same_camera_is_refused_naming_the_holder(ru
             "(node camera)") in refused.stderr
     assert "`tatolab stop first`" in refused.stderr
     assert runtime.stream_names() == ["first"]  # the holder runs on
+    # nor can a running stream add a node opening it
+    runtime.popen_cli("run", cwd=tmp_path / "pattern")
+    wait_for(lambda: "pattern" in runtime.stream_names(), timeout=60, what="the pattern stream")
+    added = runtime.cli("node", "add", "pattern", "camera", "CameraSource", "--config", '{"device": "/dev/null"}')
+    assert added.returncode != 0
+    assert "cannot open the camera /dev/null (node camera): the stream first has it open" in added.stderr
+    assert "`tatolab stop first`" in added.stderr
+    runtime.cli("stop", "pattern", check=True)
     runtime.cli("stop", "first", check=True)
     runtime.popen_cli("run", cwd=second)  # the fix works
     wait_for(lambda: runtime.stream_names() == ["second"], timeout=60, what="second to load once first stopped")

@@ -77,6 +77,7 @@ async def add_node(runtime: Runtime, stream: str, name: str, node_class: str,
 
     async def change(target: LoadedStream) -> NodeAdded:
         graph = changes.add_node(stream, target.graph, entry)  # checked again: the graph may have changed meanwhile
+        runtime.check_cameras(stream, graph, replacing=target)  # a camera another stream holds is refused
         try:
             live.start_node(target, entry, project_python(target.project))
         except (OSError, RingError) as exc:  # shared memory full: nothing of it stays, the stream runs on
