@@ -268,6 +268,28 @@ def test_camera_formats_become_rgba_frames_of_the_same_colours(pool, tmp_path, m
     assert all(b > a for a, b in zip(stamps, stamps[1:]))
 
 
+def test_a_source_that_is_no_file_url_or_test_source_is_said_by_name_once(pool, tmp_path, monkeypatch):
+    from tatolab._builtins import camera
+    from tatolab._sdk.nodes import create
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(camera, "RETRY_S", 0.01)  # retried quickly, and still said once
+    tries = []
+    opening = camera.ffmpeg_input
+    monkeypatch.setattr(camera, "ffmpeg_input", lambda source: tries.append(source) or opening(source))
+    node, ctx = create(camera.CameraSource, {"source": "holiday.mp4"}, node="camera"), _Ctx()
+    node.setup(ctx)
+    try:
+        wait_for(lambda: len(tries) >= 5, timeout=10, what="five tries")
+    finally:
+        node.teardown(ctx)
+    errors = [m for m in ctx.said if m.startswith("error")]
+    assert len(errors) == 1, ctx.said
+    assert errors[0].startswith(f"error: node camera: source 'holiday.mp4' is no file in {tmp_path}, no URL and no "
+                                "FFmpeg test source")
+    assert ctx.frames == []
+
+
 def test_a_camera_frame_keeps_the_drivers_monotonic_capture_time_and_no_other_clock():
     import time
     import types

@@ -141,18 +141,22 @@ class CameraSource:
         """Open, read to the end (a file) or for ever (a camera), again while ``loop`` or while it cannot open."""
         import av
 
-        said = None
+        said: str | None = None
         index = 0
         while not self.stopping.is_set():
+            what: Input | None = None
             try:
                 what = ffmpeg_input(self.config.source) if self.config.source else camera_input(self.config)
                 if what.camera:
                     self._hold(ctx, what)
                 container = av.open(what.url, format=what.format, options=what.options, timeout=5.0)
+                if not container.streams.video:
+                    container.close()
+                    raise CannotOpen(f"{what.label} has no video")
             except (CannotOpen, OSError, av.FFmpegError) as exc:
-                why = str(exc) if isinstance(exc, CannotOpen) else open_failure(what, exc)
+                why = str(exc) if isinstance(exc, CannotOpen) or what is None else open_failure(what, exc)
                 if why != said:  # once per distinct reason, not every retry
-                    ctx.log.error(f"{ctx.node}: {why}; trying again every {RETRY_S:g} s")
+                    ctx.log.error(f"node {ctx.node}: {why}; trying again every {RETRY_S:g} s")
                     said = why
                 self.stopping.wait(RETRY_S)
                 continue
@@ -161,10 +165,11 @@ class CameraSource:
                 said = None
             else:
                 ctx.log.info(f"reading {what.label}")
+            before = index
             try:
                 index = self._frames(ctx, container, what, index)
             except av.FFmpegError as exc:
-                ctx.log.error(f"{ctx.node}: {what.label} stopped giving frames: {exc}; opening it again")
+                ctx.log.error(f"node {ctx.node}: {what.label} stopped giving frames: {exc}; opening it again")
                 said = "stopped"
                 self.stopping.wait(RETRY_S)
                 continue
@@ -175,7 +180,9 @@ class CameraSource:
             if not what.camera and not self.config.loop:
                 ctx.log.info(f"end of {what.label} ({index} frames); loop=True plays it again")
                 return
-            # a looping file starts again; a camera that ended is opened again
+            # a looping file starts again; a camera that ended is opened again (not at once if it gave nothing)
+            if index == before:
+                self.stopping.wait(RETRY_S)
 
     def _hold(self, ctx: Any, what: Input) -> None:
         """Hold the camera for this stream while it runs, against streams of this user's other runtimes."""
