@@ -128,7 +128,7 @@ def test_an_agent_adds_links_taps_and_removes_a_node_and_the_kept_stream_comes_b
                 (entry,) = graph["streams"]
                 assert entry["changed_since_recorded"] is False and entry["changes"] == []
                 assert [link["key"] for link in entry["links"]] == ["counter/counts->sink/rows"]
-                error, text, _ = await s.call("remove_stream", name="counting")
+                error, text, _ = await s.call("remove_stream", stream="counting")
                 assert not error, text
 
         asyncio.run(after_restart())
