@@ -98,8 +98,20 @@ def _capability(path: Path) -> Capability | None:
 
 
 def cameras() -> list[Path]:
-    """Capture devices that are real cameras (not v4l2loopback ones), in number order."""
-    return [p for p in video_nodes() if (cap := _capability(p)) is not None and cap.captures and not cap.loopback]
+    """Capture devices that are real cameras (not v4l2loopback ones), in number order; where none can
+    be asked, those this user may not open (so opening one says so, with the fix, instead of "no camera")."""
+    found, forbidden = [], []
+    for path in video_nodes():
+        try:
+            capability = query(path)
+        except PermissionError:
+            forbidden.append(path)
+            continue
+        except OSError:
+            continue
+        if capability.captures and not capability.loopback:
+            found.append(path)
+    return found or forbidden
 
 
 def loopbacks() -> list[Path]:
