@@ -290,6 +290,30 @@ def test_a_source_that_is_no_file_url_or_test_source_is_said_by_name_once(pool, 
     assert ctx.frames == []
 
 
+def test_the_virtual_cameras_format_is_asked_in_the_kernels_layout(monkeypatch):
+    import struct
+
+    asked = []
+
+    def ioctl(fd, request, buffer):  # a device that takes what it is asked, as v4l2loopback does
+        asked.append((request, bytes(buffer)))
+
+    monkeypatch.setattr(v4l2.fcntl, "ioctl", ioctl)
+    assert v4l2.set_output_format(7, 640, 360, "yuyv422") == 640 * 2 * 360
+    request, buffer = asked[0]
+    # linux/videodev2.h: VIDIOC_S_FMT, struct v4l2_format (208 bytes), v4l2_pix_format at offset 8
+    assert request == 0xC0D05605 and len(buffer) == 208
+    assert struct.unpack_from("I", buffer, 0) == (2,)  # V4L2_BUF_TYPE_VIDEO_OUTPUT
+    assert struct.unpack_from("II4sIII", buffer, 8) == (640, 360, b"YUYV", 1, 1280, 1280 * 360)
+
+    def stubborn(fd, request, buffer):  # a device that keeps its own size
+        struct.pack_into("II", buffer, 8, 320, 240)
+
+    monkeypatch.setattr(v4l2.fcntl, "ioctl", stubborn)
+    with pytest.raises(OSError, match="took 320x240"):
+        v4l2.set_output_format(7, 640, 360, "rgb24")
+
+
 def test_a_camera_frame_keeps_the_drivers_monotonic_capture_time_and_no_other_clock():
     import time
     import types
