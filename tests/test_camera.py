@@ -314,6 +314,37 @@ def test_the_virtual_cameras_format_is_asked_in_the_kernels_layout(monkeypatch):
         v4l2.set_output_format(7, 640, 360, "rgb24")
 
 
+def test_the_virtual_camera_writes_each_frame_in_the_format_asked(pool, tmp_path, monkeypatch):
+    import av
+    import numpy as np
+
+    from tatolab._builtins import virtual_camera
+    from tatolab._sdk.nodes import create
+    from tatolab._surfaces.frame import VideoFrame
+
+    device = tmp_path / "video10"  # stands in for a v4l2loopback device: the frames land in this file
+    device.write_bytes(b"")
+    formats = []
+    monkeypatch.setattr(v4l2, "query", lambda path: v4l2.Capability(v4l2.LOOPBACK_DRIVER, "Tatolab", 2))
+    monkeypatch.setattr(v4l2, "set_output_format", lambda fd, w, h, f: formats.append((w, h, f)) or 0)
+    node = create(virtual_camera.VirtualCameraSink, {"device": str(device), "width": 32, "height": 16}, node="vcam")
+    ctx = _Ctx()
+    image = np.zeros((36, 64, 4), np.uint8)
+    image[..., :3], image[..., 3] = (200, 40, 90), 255
+    ctx.inputs = type("Inputs", (), {"read": lambda self, port, into=None: VideoFrame.from_numpy(image)})()
+    node.setup(ctx)
+    node.process(ctx)
+    node.process(ctx)
+    node.teardown(ctx)
+    assert formats == [(32, 16, "yuyv422")]  # asked once, at the size other applications see
+    written = device.read_bytes()
+    assert len(written) == 2 * 32 * 2 * 16
+    back = av.VideoFrame.from_ndarray(np.frombuffer(written[:32 * 2 * 16], np.uint8).reshape(16, 32, 2),
+                                      format="yuyv422").to_ndarray(format="rgb24")
+    assert np.abs(back.astype(int) - (200, 40, 90)).max() <= 6
+    assert not [m for m in ctx.said if m.startswith("error")], ctx.said
+
+
 def test_a_camera_frame_keeps_the_drivers_monotonic_capture_time_and_no_other_clock():
     import time
     import types
