@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Awaitable, Callable, TypeVar
 
+from tatolab._builtins.v4l2 import resolve_camera
 from tatolab._control.errors import ControlError, Fix, Reason
 from tatolab._control.source import StreamSource
 from tatolab._control.words import fixes_in_turn
@@ -18,7 +19,6 @@ from tatolab._runtime.kept import KeptLoadFailed, KeptStreams, preflight, strip_
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.nodes import restart_nodes, start_nodes, stop_nodes
 from tatolab._runtime.records import DamagedRecord, KeptRecord
-from tatolab._builtins.v4l2 import resolve_camera
 from tatolab._runtime.rules import cameras, names
 from tatolab._runtime.snapshots import SnapshotError
 from tatolab._runtime.starter import ProcessStarter
