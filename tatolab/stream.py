@@ -11,10 +11,12 @@ from tatolab._sdk.builder import (
 )
 from tatolab._sdk.context import RuntimeContextLimitedAccess
 from tatolab._sdk.builtins import GlslPixelEffect, TestPatternSource
+from tatolab._sdk.builtins import DisplayWindow
 from tatolab._sdk.nodes import node
 from tatolab._surfaces.frame import VideoFrame
 
 __all__ = [
+    "DisplayWindow",
     "Exposure",
     "GlslPixelEffect",
     "InputRef",

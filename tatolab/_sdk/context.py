@@ -141,6 +141,14 @@ class InputPort:
         chosen.pending = None
         return payload, chosen
 
+    def drop(self) -> bool:
+        """Take the next bag without handing it to the node: it counts as dropped, not read."""
+        got = self.take()
+        if got is None:
+            return False
+        got[1].reader.discard(1)
+        return True
+
     def gone(self, link: _Link) -> None:
         """The bag last taken from ``link`` named a frame whose surface was reused before this
         reader got to it: the reader fell behind, so it counts as dropped, like a lapped bag."""
@@ -165,12 +173,7 @@ class Inputs:
 
         With ``into``, the bag is built into that dataclass, TypedDict or pydantic model.
         """
-        source = self._ports.get(port)
-        if source is None:
-            known = ", ".join(sorted(self._ports)) or "none"
-            raise GraphError(
-                f"node {self._node} has no input port {port!r}; its inputs are: {known}"
-            )
+        source = self._port(port)
         from_bag = getattr(into, "_tatolab_from_bag", None)
         while True:
             got = source.take()
@@ -192,6 +195,19 @@ class Inputs:
                 if not isinstance(bag, dict) or "surface_id" not in bag:
                     raise BagError(f"node {self._node} port {port}: {exc}") from None
                 source.gone(link)
+
+    def drop(self, port: str) -> bool:
+        """Take the next bag on ``port`` without using it, counted as dropped on its link (the
+        node's ``inputs`` in `tatolab graph`), not read: for a node that cannot use bags now,
+        such as a window with no display. False when there was none."""
+        return self._port(port).drop()
+
+    def _port(self, port: str) -> InputPort:
+        source = self._ports.get(port)
+        if source is None:
+            known = ", ".join(sorted(self._ports)) or "none"
+            raise GraphError(f"node {self._node} has no input port {port!r}; its inputs are: {known}")
+        return source
 
 
 class OutputPort:

@@ -13,8 +13,11 @@ from tatolab._sdk.builtins.video import (
     TestPatternConfig,
     TestPatternSource,
 )
+from tatolab._sdk.builtins.window import DisplayWindow, DisplayWindowConfig
 
 __all__ = [
+    "DisplayWindow",
+    "DisplayWindowConfig",
     "IMPLEMENTATIONS",
     "GlslPixelEffect",
     "GlslPixelEffectConfig",
