@@ -59,7 +59,7 @@ def display_named(env: Mapping[str, str]) -> str:
     wayland, x11 = env.get("WAYLAND_DISPLAY", ""), env.get("DISPLAY", "")
     if not wayland and not x11:
         raise NoDisplay(
-            "there is no display: neither DISPLAY nor WAYLAND_DISPLAY is set in the environment of the "
+            "neither DISPLAY nor WAYLAND_DISPLAY is set in the environment of the "
             "command that loaded the stream. Load it from a desktop session's terminal, or as "
             "DISPLAY=:0 tatolab run"
         )

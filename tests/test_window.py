@@ -1,0 +1,222 @@
+"""DisplayWindow: the docs' `bars` example in a real window on a private X server (Xvfb), several
+windows and their scaling, a window closed from outside, and a stream with no display at all."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness import REPO, Runtime, make_project, read_jsonl, wait_for
+
+from tatolab._builtins.screen import NoDisplay, display_named, placement
+from tatolab._errors import ConfigError
+from tatolab._sdk.builder import StreamBuilder
+from tatolab._sdk.builtins import DisplayWindow
+from tatolab._sdk.nodes import describe_node, node_spec
+
+BARS = [(255, 255, 255), (255, 255, 0), (0, 255, 255), (0, 255, 0),
+        (255, 0, 255), (255, 0, 0), (0, 0, 255), (0, 0, 0)]
+
+
+def test_fit_keeps_the_whole_frame_fill_cuts_its_edges_stretch_ignores_the_aspect():
+    # 16:9 into a square: fit leaves black bars above and below, fill cuts the sides
+    assert placement((1280, 720), (800, 800), "fit") == ((0, 175, 800, 450), (0.0, 0.0, 1.0, 1.0))
+    viewport, (u0, v0, u1, v1) = placement((1280, 720), (800, 800), "fill")
+    assert viewport == (0, 0, 800, 800) and (v0, v1) == (0.0, 1.0)
+    assert (u0, u1) == pytest.approx((0.21875, 0.78125))  # the middle 720 of 1280 columns
+    assert placement((1280, 720), (800, 800), "stretch") == ((0, 0, 800, 800), (0.0, 0.0, 1.0, 1.0))
+    assert placement((640, 360), (1280, 720), "fit") == ((0, 0, 1280, 720), (0.0, 0.0, 1.0, 1.0))
+
+
+def test_the_config_is_checked_when_the_stream_adds_the_window():
+    builder = StreamBuilder("bars")
+    handle = builder.add(DisplayWindow, config={"title": "preview", "width": 640, "height": 360, "scaling": "fill"})
+    node = builder._graph()["nodes"][0]
+    assert (handle.name, node["class"], node["builtin"]) == (
+        "displaywindow", "tatolab._builtins.window:DisplayWindow", True)
+    assert node["inputs"] == [{"port": "video", "delivery_profile": "newest"}]
+    with pytest.raises(ConfigError, match="scaling must be one of fit, fill, stretch, got 'zoom'"):
+        builder.add(DisplayWindow, config={"scaling": "zoom"}, name="bad")
+    with pytest.raises(ConfigError, match="width must be a whole number of pixels"):
+        builder.add(DisplayWindow, config={"width": 4}, name="bad")
+
+
+def test_the_implementation_has_its_descriptions_ports_and_config():
+    from tatolab._builtins.window import DisplayWindow as WindowCode
+
+    ours, theirs = describe_node(DisplayWindow), describe_node(WindowCode)
+    for key in ("execution", "inputs", "outputs", "doc"):
+        assert ours[key] == theirs[key], key
+    assert node_spec(DisplayWindow).config_type is node_spec(WindowCode).config_type
+
+
+def test_no_display_in_the_environment_is_said_with_what_to_set():
+    with pytest.raises(NoDisplay, match="neither DISPLAY nor WAYLAND_DISPLAY is set"):
+        display_named({"HOME": "/root"})
+    assert display_named({"DISPLAY": ":3"}) == "DISPLAY=:3"
+    assert display_named({"WAYLAND_DISPLAY": "wayland-0", "DISPLAY": ":0"}) == "WAYLAND_DISPLAY=wayland-0"
+
+
+# ---- with a runtime and a real X server ------------------------------------------------------
+
+
+@pytest.fixture
+def xserver():
+    from xserver import XServer
+
+    try:
+        server = XServer()
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    yield server
+    server.stop()
+
+
+def _runtime_without_display(tmp_path: Path) -> Runtime:
+    """A runtime started with no display of its own: a window can only get one from the command."""
+    rt = Runtime(tmp_path / "rt")
+    for name in ("DISPLAY", "WAYLAND_DISPLAY", "XDG_SESSION_TYPE", "PYGLFW_LIBRARY_VARIANT"):
+        rt.env.pop(name, None)
+    return rt.start()
+
+
+def _stop_clean(rt: Runtime) -> None:
+    rt.end_commands()
+    output = rt.stop()
+    assert rt.leftover_processes() == [], output
+    assert rt.shm_files() == [], f"shared-memory files left behind: {rt.shm_files()}"
+
+
+def _graph_nodes(rt: Runtime, stream: str) -> dict[str, dict]:
+    """The stream's nodes by name; {} while it is not loaded yet."""
+    result = rt.cli("graph", "--stream", stream)
+    if result.returncode != 0:
+        return {}
+    graph = json.loads(result.stdout)
+    return {n["name"]: n for n in graph["streams"][0]["nodes"]} if graph["streams"] else {}
+
+
+def _log(project: Path, stream: str) -> list[dict]:
+    return read_jsonl(project / ".streamlib" / "logs" / f"{stream}.jsonl")
+
+
+def _sample(image, x: int, y: int) -> tuple[int, int, int]:
+    return image.getpixel((x, y))[:3]
+
+
+def _bar_colours(image, top: int = 0, height: int | None = None) -> list[tuple[int, int, int]]:
+    """The colour at the middle of each of the 8 bars, a quarter of the way down the picture."""
+    height = image.height if height is None else height
+    return [_sample(image, (2 * k + 1) * image.width // 16, top + height // 4) for k in range(8)]
+
+
+@pytest.mark.slow
+def test_the_docs_bars_example_shows_the_eight_bars_in_a_window(xserver, project_venv, tmp_path):
+    rt = _runtime_without_display(tmp_path)
+    project = tmp_path / "bars"
+    shutil.copytree(REPO / "examples" / "bars", project, ignore=shutil.ignore_patterns(".venv", ".streamlib"))
+    (project / ".venv").symlink_to(project_venv, target_is_directory=True)
+    rt.popen_cli("run", cwd=project, env={**rt.env, "DISPLAY": xserver.display})
+
+    window = xserver.window("bars/displaywindow")  # the default title: the node's address
+    shot = wait_for(lambda: (lambda s: s if _bar_colours(s) == BARS else None)(xserver.screenshot(window)),
+                    timeout=60, what="the window to show the eight bars")
+    assert shot.size == (1280, 720)  # the pattern's own size, as no width or height was given
+    for k, colour in enumerate(BARS):  # not just the middle: the whole width of each bar, top to bottom of the bars
+        for x in ((k * 160) + 4, (k * 160) + 155):
+            for y in (4, 300, 620):
+                assert _sample(shot, x, y) == colour, (k, x, y)
+    shot.save(tmp_path / "bars.png")
+    window_node = _graph_nodes(rt, "bars")["displaywindow"]
+    assert window_node["builtin"] is True and window_node["state"] == "running"
+    assert window_node["inputs"][0]["read"] > 0
+    _stop_clean(rt)
+
+
+TWO_WINDOWS = '''
+from tatolab.stream import DisplayWindow, StreamBuilder, TestPatternSource, stream
+
+
+@stream
+def two(stream_builder: StreamBuilder) -> None:
+    pattern = stream_builder.add(TestPatternSource, config={"width": 320, "height": 180, "fps": 30})
+    fit = stream_builder.add(DisplayWindow, config={"title": "fit", "width": 400, "height": 400}, name="fit")
+    fill = stream_builder.add(DisplayWindow, config={"title": "fill", "width": 400, "height": 400,
+                                                     "scaling": "fill", "vsync": False}, name="fill")
+    stream_builder.connect(pattern.output("video"), fit.input("video"))
+    stream_builder.connect(pattern.output("video"), fill.input("video"))
+'''
+
+
+@pytest.mark.slow
+def test_two_windows_scale_their_own_way_and_closing_one_leaves_the_stream_running(xserver, project_venv, tmp_path):
+    rt = _runtime_without_display(tmp_path)
+    project = make_project(tmp_path / "two", project_venv, {"stream.py": TWO_WINDOWS})
+    rt.popen_cli("run", cwd=project, env={**rt.env, "DISPLAY": xserver.display})
+    fit, fill = xserver.window("fit"), xserver.window("fill")
+    xserver.move(fill, 500, 0)  # side by side: a screenshot sees only what is not covered
+
+    # fit: 320x180 scaled to 400x225 in the middle of a 400x400 window, black above and below
+    def fitted(shot):
+        return shot if _bar_colours(shot, top=88, height=225) == BARS else None
+
+    shot = wait_for(lambda: fitted(xserver.screenshot(fit)), timeout=60, what="the fit window's bars")
+    assert _sample(shot, 200, 40) == (0, 0, 0) and _sample(shot, 200, 360) == (0, 0, 0)
+    # fill: the middle 180 of 320 columns fill the window, from yellow at the left edge to blue at the right
+    shot = wait_for(lambda: (lambda s: s if (_sample(s, 3, 100), _sample(s, 396, 100)) == (BARS[1], BARS[6]) else None)(
+        xserver.screenshot(fill)), timeout=60, what="the fill window's bars")
+    assert (_sample(shot, 185, 100), _sample(shot, 215, 100)) == (BARS[3], BARS[4])  # either side of the middle
+
+    xserver.close(fill)  # its close button, as the window manager would press it
+    wait_for(lambda: "fill" not in xserver.windows(), timeout=30, what="the fill window to go")
+    closed = wait_for(lambda: [r for r in _log(project, "two") if "its window was closed" in r["message"]],
+                      timeout=30, what="the closed window in the log")
+    assert closed[0]["node"] == "fill" and closed[0]["level"] == "warning"
+    assert "the stream goes on" in closed[0]["message"]
+
+    before = _graph_nodes(rt, "two")
+    after = wait_for(lambda: (lambda n: n if n["fill"]["inputs"][0]["dropped"] >= before["fill"]["inputs"][0]["dropped"] + 10
+                              and n["fit"]["inputs"][0]["read"] >= before["fit"]["inputs"][0]["read"] + 10 else None)(
+        _graph_nodes(rt, "two")), timeout=30, what="frames dropped by the closed window and shown by the other")
+    assert after["fill"]["inputs"][0]["read"] == before["fill"]["inputs"][0]["read"]  # none shown any more
+    assert {name: (n["state"], n["restarts"]) for name, n in after.items()} == {
+        "testpatternsource": ("running", 0), "fit": ("running", 0), "fill": ("running", 0)}
+    assert "fit" in xserver.windows()
+    _stop_clean(rt)
+
+
+NO_DISPLAY = '''
+from tatolab.stream import DisplayWindow, StreamBuilder, TestPatternSource, stream
+
+
+@stream
+def headless(stream_builder: StreamBuilder) -> None:
+    pattern = stream_builder.add(TestPatternSource, config={"width": 160, "height": 90, "fps": 60})
+    window = stream_builder.add(DisplayWindow, name="window")
+    stream_builder.connect(pattern.output("video"), window.input("video"))
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("display, reason", [
+    (None, "neither DISPLAY nor WAYLAND_DISPLAY is set"),
+    (":4242", "the display could not be opened (DISPLAY=:4242)"),  # nothing listens there
+])
+def test_with_no_display_the_window_says_so_once_and_counts_the_frames_it_drops(display, reason, project_venv, tmp_path):
+    rt = _runtime_without_display(tmp_path)
+    project = make_project(tmp_path / "headless", project_venv, {"stream.py": NO_DISPLAY})
+    env = dict(rt.env) if display is None else {**rt.env, "DISPLAY": display}
+    rt.popen_cli("run", cwd=project, env=env)
+    nodes = wait_for(lambda: (lambda n: n if n and n["window"]["inputs"][0]["dropped"] >= 60 else None)(
+        _graph_nodes(rt, "headless")), timeout=60, what="a second of frames dropped by the window")
+    assert nodes["window"]["inputs"][0]["read"] == 0
+    assert {name: (n["state"], n["restarts"]) for name, n in nodes.items()} == {
+        "testpatternsource": ("running", 0), "window": ("running", 0)}
+    said = [r for r in _log(project, "headless") if r["node"] == "window" and r["level"] in ("warning", "error")]
+    assert len(said) == 1, said
+    assert said[0]["message"].startswith(f"node window shows no window: {reason}")
+    assert "counted as dropped" in said[0]["message"]
+    _stop_clean(rt)
