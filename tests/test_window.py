@@ -188,6 +188,57 @@ def test_two_windows_scale_their_own_way_and_closing_one_leaves_the_stream_runni
     _stop_clean(rt)
 
 
+ONE_WINDOW = '''
+from tatolab.stream import DisplayWindow, StreamBuilder, TestPatternSource, stream
+
+
+@stream
+def one(stream_builder: StreamBuilder) -> None:
+    pattern = stream_builder.add(TestPatternSource, config={"width": 160, "height": 90, "fps": 30})
+    window = stream_builder.add(DisplayWindow, config={"title": "one"}, name="window")
+    stream_builder.connect(pattern.output("video"), window.input("video"))
+'''
+
+
+@pytest.mark.slow
+def test_a_window_destroyed_from_outside_is_logged_and_the_stream_goes_on(xserver, project_venv, tmp_path):
+    rt = _runtime_without_display(tmp_path)
+    project = make_project(tmp_path / "one", project_venv, {"stream.py": ONE_WINDOW})
+    rt.popen_cli("run", cwd=project, env={**rt.env, "DISPLAY": xserver.display})
+    window = xserver.window("one")
+    wait_for(lambda: _bar_colours(xserver.screenshot(window)) == BARS, timeout=60, what="the bars")
+    xserver.destroy(window)  # xdotool windowclose: Xlib's default handler would end the process at the next draw
+    closed = wait_for(lambda: [r for r in _log(project, "one") if "its window was closed" in r["message"]],
+                      timeout=30, what="the destroyed window in the log")
+    assert closed[0]["node"] == "window"
+    before = _graph_nodes(rt, "one")["window"]["inputs"][0]
+    nodes = wait_for(lambda: (lambda n: n if n["window"]["inputs"][0]["dropped"] >= before["dropped"] + 10 else None)(
+        _graph_nodes(rt, "one")), timeout=30, what="frames counted as dropped")
+    assert nodes["window"]["inputs"][0]["read"] == before["read"]
+    assert {name: (n["state"], n["restarts"]) for name, n in nodes.items()} == {
+        "testpatternsource": ("running", 0), "window": ("running", 0)}
+    _stop_clean(rt)
+
+
+@pytest.mark.slow
+def test_a_window_whose_connection_is_killed_comes_back_and_the_stream_goes_on(xserver, project_venv, tmp_path):
+    rt = _runtime_without_display(tmp_path)
+    project = make_project(tmp_path / "one", project_venv, {"stream.py": ONE_WINDOW})
+    rt.popen_cli("run", cwd=project, env={**rt.env, "DISPLAY": xserver.display})
+    window = xserver.window("one")
+    pid = wait_for(lambda: _graph_nodes(rt, "one").get("window", {}).get("pid"), timeout=30, what="the window's pid")
+    xserver.kill_client(window)  # xkill: no process survives losing its X connection inside Xlib
+    said = wait_for(lambda: [r for r in _log(project, "one") if "connection to the display was closed" in r["message"]],
+                    timeout=30, what="the lost connection in the log")
+    assert said[0]["node"] == "window"
+    node = wait_for(lambda: (lambda n: n if n["restarts"] == 1 and n["state"] == "running" and n["pid"] != pid else None)(
+        _graph_nodes(rt, "one")["window"]), timeout=60, what="the window's node started again")
+    again = xserver.window("one")  # the X server may give the new window the old one's id: the pid tells them apart
+    wait_for(lambda: _bar_colours(xserver.screenshot(again)) == BARS, timeout=60, what="the bars in the new window")
+    assert _graph_nodes(rt, "one")["testpatternsource"]["restarts"] == 0 and node["builtin"] is True
+    _stop_clean(rt)
+
+
 NO_DISPLAY = '''
 from tatolab.stream import DisplayWindow, StreamBuilder, TestPatternSource, stream
 

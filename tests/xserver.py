@@ -91,3 +91,13 @@ class XServer:
         message = event.ClientMessage(window=window, client_type=protocols, data=(32, [delete, X.CurrentTime, 0, 0, 0]))
         window.send_event(message, event_mask=X.NoEventMask)
         self.x.flush()
+
+    def destroy(self, window: Any) -> None:
+        """What ``xdotool windowclose`` does: the window is destroyed under its owner's feet."""
+        window.destroy()
+        self.x.sync()
+
+    def kill_client(self, window: Any) -> None:
+        """What ``xkill`` does: the window's owner loses its connection to the X server."""
+        window.kill_client()
+        self.x.sync()

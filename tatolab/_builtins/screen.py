@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
+
+from tatolab._builtins import x11_errors
 
 VERTEX = """
 #version 330
@@ -78,9 +80,10 @@ def _glfw() -> Any:
 
 
 class Screen:
-    """GLFW, started on the display the environment names; raises NoDisplay when it cannot connect."""
+    """GLFW, started on the display the environment names; raises NoDisplay when it cannot connect.
+    ``on_lost_connection`` is called (on X11) just before a lost display connection ends the process."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_lost_connection: Callable[[], None] = lambda: None) -> None:
         where = display_named(os.environ)
         try:
             self.glfw = _glfw()
@@ -93,6 +96,7 @@ class Screen:
         if not ok:
             raise NoDisplay(f"the display could not be opened ({where})")
         self.where = where
+        self.x11 = self.glfw.get_platform() == self.glfw.PLATFORM_X11 and x11_errors.install(on_lost_connection)
 
     def close(self) -> None:
         self.glfw.terminate()
@@ -117,6 +121,7 @@ class Window:
             raise NoDisplay(f"no window with OpenGL 3.3 could be opened on {screen.where}: {exc}") from None
         if not self.handle:
             raise NoDisplay(f"no window with OpenGL 3.3 could be opened on {screen.where}")
+        self.x11_id = glfw.get_x11_window(self.handle) if screen.x11 else None
         glfw.make_context_current(self.handle)
         glfw.swap_interval(1 if vsync else 0)
         self.gl = moderngl.create_context()
@@ -126,9 +131,10 @@ class Window:
         self.texture: Any = None
 
     def closed(self) -> bool:
-        """Events handled; True once the window was asked to close (its close button, the window manager)."""
+        """Events handled; True once the window was asked to close (its close button, the window
+        manager) or destroyed from outside (``xdotool windowclose``)."""
         self.glfw.poll_events()
-        return bool(self.glfw.window_should_close(self.handle))
+        return bool(self.glfw.window_should_close(self.handle)) or self.x11_id in x11_errors.gone
 
     def show(self, pixels: Any, width: int, height: int) -> None:
         """Draw one RGBA8 frame (a buffer of width * height * 4 bytes, top row first) and present it."""

@@ -29,8 +29,12 @@ class DisplayWindow:
         self.shown = 0
 
     def setup(self, ctx: Any) -> None:
+        def lost() -> None:
+            ctx.log.warning(f"node {ctx.node}: the connection to the display was closed (xkill, or the X server "
+                            "ended); the runtime starts the node again, with a new window if there is a display")
+
         try:
-            self.screen = Screen()
+            self.screen = Screen(on_lost_connection=lost)
         except NoDisplay as exc:
             self._stop_showing(ctx, f"node {ctx.node} shows no window: {exc}. Meanwhile {DROPPED}")
 
