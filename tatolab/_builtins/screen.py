@@ -3,9 +3,10 @@ moderngl for drawing (the GPU where there is one, Mesa's software renderer other
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from tatolab._builtins import x11_errors
 
@@ -75,8 +76,18 @@ def _glfw() -> Any:
         os.environ["PYGLFW_LIBRARY_VARIANT"] = "wayland" if os.environ.get("WAYLAND_DISPLAY") else "x11"
     import glfw
 
-    glfw.ERROR_REPORTING = "raise"
+    glfw.ERROR_REPORTING = "warn"  # while frames are shown: a GLFW error is a line in the log, never an end
     return glfw
+
+
+@contextlib.contextmanager
+def _raising(glfw: Any) -> Iterator[None]:
+    """GLFW errors raised as GLFWError, while opening something that may not be there."""
+    glfw.ERROR_REPORTING = "raise"
+    try:
+        yield
+    finally:
+        glfw.ERROR_REPORTING = "warn"
 
 
 class Screen:
@@ -90,7 +101,8 @@ class Screen:
         except ImportError as exc:
             raise NoDisplay(f"the GLFW library could not be loaded ({exc}); reinstall the runtime") from None
         try:
-            ok = self.glfw.init()
+            with _raising(self.glfw):
+                ok = self.glfw.init()
         except self.glfw.GLFWError as exc:
             raise NoDisplay(f"the display could not be opened ({where}): {exc}") from None
         if not ok:
@@ -116,7 +128,8 @@ class Window:
         glfw.window_hint(glfw.OPENGL_PROFILE, glfw.OPENGL_CORE_PROFILE)
         glfw.window_hint(glfw.OPENGL_FORWARD_COMPAT, True)
         try:
-            self.handle = glfw.create_window(size[0], size[1], title, None, None)
+            with _raising(glfw):
+                self.handle = glfw.create_window(size[0], size[1], title, None, None)
         except glfw.GLFWError as exc:
             raise NoDisplay(f"no window with OpenGL 3.3 could be opened on {screen.where}: {exc}") from None
         if not self.handle:
@@ -124,10 +137,15 @@ class Window:
         self.x11_id = glfw.get_x11_window(self.handle) if screen.x11 else None
         glfw.make_context_current(self.handle)
         glfw.swap_interval(1 if vsync else 0)
-        self.gl = moderngl.create_context()
-        self.program = self.gl.program(vertex_shader=VERTEX, fragment_shader=FRAGMENT)
-        quad = self.gl.buffer(b"".join(struct.pack("2f", x, y) for x, y in ((-1, -1), (1, -1), (-1, 1), (1, 1))))
-        self.vao = self.gl.vertex_array(self.program, [(quad, "2f", "position")])
+        self.gl: Any = None
+        try:
+            self.gl = moderngl.create_context()
+            self.program = self.gl.program(vertex_shader=VERTEX, fragment_shader=FRAGMENT)
+            quad = self.gl.buffer(b"".join(struct.pack("2f", x, y) for x, y in ((-1, -1), (1, -1), (-1, 1), (1, 1))))
+            self.vao = self.gl.vertex_array(self.program, [(quad, "2f", "position")])
+        except Exception as exc:  # moderngl.Error, or a driver without what the shaders need
+            self.close()
+            raise NoDisplay(f"OpenGL could not draw in a window on {screen.where}: {exc}") from None
         self.texture: Any = None
 
     def closed(self) -> bool:
@@ -156,5 +174,6 @@ class Window:
         self.glfw.swap_buffers(self.handle)
 
     def close(self) -> None:
-        self.gl.release()
+        if self.gl is not None:
+            self.gl.release()
         self.glfw.destroy_window(self.handle)
