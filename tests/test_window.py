@@ -12,7 +12,7 @@ import pytest
 from harness import REPO, Runtime, make_project, read_jsonl, wait_for
 
 from tatolab._builtins.screen import NoDisplay, display_named, placement
-from tatolab._errors import ConfigError
+from tatolab._errors import ConfigError, GraphError
 from tatolab._sdk.builder import StreamBuilder
 from tatolab._sdk.builtins import DisplayWindow
 from tatolab._sdk.nodes import describe_node, node_spec
@@ -58,6 +58,35 @@ def test_no_display_in_the_environment_is_said_with_what_to_set():
         display_named({"HOME": "/root"})
     assert display_named({"DISPLAY": ":3"}) == "DISPLAY=:3"
     assert display_named({"WAYLAND_DISPLAY": "wayland-0", "DISPLAY": ":0"}) == "WAYLAND_DISPLAY=wayland-0"
+
+
+def test_a_dropped_bag_counts_as_dropped_on_its_link_not_read():
+    import uuid
+
+    from tatolab._bags import encode
+    from tatolab._links import ring, shm
+    from tatolab._sdk.context import InputPort, Inputs
+
+    base = f"{shm.private_folder()}/test-{uuid.uuid4().hex}+n+p"
+    ring.create_ring(base, slot_size=256, slot_count=8)
+    try:
+        writer = ring.RingWriter(base)
+        reader = ring.RingReader(base, 0, "newest")
+        port = InputPort("video", "newest")
+        port.add_link("pattern/video->window/video", reader)
+        inputs = Inputs("window", {"video": port})
+        writer.write(encode({"n": 1}, node="pattern", port="video"))
+        assert inputs.drop("video") is True and inputs.drop("video") is False
+        writer.write(encode({"n": 2}, node="pattern", port="video"))
+        assert inputs.read("video") == {"n": 2}
+        counted = ring.read_counters(base)["readers"][0]
+        assert (counted["read"], counted["dropped"]) == (1, 1)
+        with pytest.raises(GraphError, match="node window has no input port 'audio'; its inputs are: video"):
+            inputs.drop("audio")
+        reader.close()
+        writer.close()
+    finally:
+        ring.reap(base)
 
 
 # ---- with a runtime and a real X server ------------------------------------------------------
