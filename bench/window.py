@@ -69,7 +69,7 @@ def in_process(display: str, count: int) -> dict[str, float]:
             window.show(frame._memory(), WIDTH, HEIGHT)
             window.gl.finish()
             latencies.append((time.perf_counter() - ready) * 1e3)
-            window.closed()
+            window.answer()
             frame.release()
         span = time.perf_counter() - started
         latencies = latencies[10:]  # the first few compile and allocate

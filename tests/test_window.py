@@ -268,6 +268,36 @@ def test_a_window_whose_connection_is_killed_comes_back_and_the_stream_goes_on(x
     _stop_clean(rt)
 
 
+SLOW_SOURCE = '''
+from tatolab.stream import DisplayWindow, StreamBuilder, TestPatternSource, stream
+
+
+@stream
+def slow(stream_builder: StreamBuilder) -> None:
+    pattern = stream_builder.add(TestPatternSource, config={"width": 320, "height": 180, "fps": 0.02})
+    window = stream_builder.add(DisplayWindow, config={"title": "slow"}, name="window")
+    stream_builder.connect(pattern.output("video"), window.input("video"))
+'''
+
+
+@pytest.mark.slow
+def test_between_frames_the_window_redraws_when_resized_and_closes_when_asked(xserver, project_venv, tmp_path):
+    # one frame every 50 s: whatever the window does before the second, it does between frames
+    rt = _runtime_without_display(tmp_path)
+    project = make_project(tmp_path / "slow", project_venv, {"stream.py": SLOW_SOURCE})
+    rt.popen_cli("run", cwd=project, env={**rt.env, "DISPLAY": xserver.display})
+    window = xserver.window("slow")
+    wait_for(lambda: _bar_colours(xserver.screenshot(window)) == BARS, timeout=30, what="the first frame")
+    window.configure(width=640, height=540)  # fit: the bars 640x360, in the middle
+    xserver.x.sync()
+    wait_for(lambda: _bar_colours(xserver.screenshot(window), top=90, height=360) == BARS, timeout=30,
+             what="the last frame drawn again at the new size")
+    xserver.close(window)
+    wait_for(lambda: "slow" not in xserver.windows(), timeout=30, what="the window to close")
+    assert _graph_nodes(rt, "slow")["window"]["inputs"][0]["read"] == 1  # all of it with the first frame alone
+    _stop_clean(rt)
+
+
 NO_DISPLAY = '''
 from tatolab.stream import DisplayWindow, StreamBuilder, TestPatternSource, stream
 

@@ -147,12 +147,21 @@ class Window:
             self.close()
             raise NoDisplay(f"OpenGL could not draw in a window on {screen.where}: {exc}") from None
         self.texture: Any = None
+        self.damaged = False  # uncovered or resized since the last draw
+        glfw.set_window_refresh_callback(self.handle, self._refresh)
 
-    def closed(self) -> bool:
-        """Events handled; True once the window was asked to close (its close button, the window
-        manager) or destroyed from outside (``xdotool windowclose``)."""
+    def _refresh(self, handle: Any) -> None:
+        self.damaged = True
+
+    def answer(self) -> bool:
+        """Handle the window's events, drawing the last frame again where it was uncovered or
+        resized; True once it was asked to close (its close button, the window manager) or was
+        destroyed from outside (``xdotool windowclose``)."""
         self.glfw.poll_events()
-        return bool(self.glfw.window_should_close(self.handle)) or self.x11_id in x11_errors.gone
+        gone = bool(self.glfw.window_should_close(self.handle)) or self.x11_id in x11_errors.gone
+        if self.damaged and self.texture is not None and not gone:
+            self._draw()
+        return gone
 
     def show(self, pixels: Any, width: int, height: int) -> None:
         """Draw one RGBA8 frame (a buffer of width * height * 4 bytes, top row first) and present it."""
@@ -162,8 +171,12 @@ class Window:
             self.texture = self.gl.texture((width, height), 4)
             self.texture.filter = (self.gl.LINEAR, self.gl.LINEAR)
         self.texture.write(pixels)
+        self._draw()
+
+    def _draw(self) -> None:
+        self.damaged = False
         size = self.glfw.get_framebuffer_size(self.handle)
-        viewport, uv = placement((width, height), size, self.scaling)
+        viewport, uv = placement(self.texture.size, size, self.scaling)
         self.gl.screen.use()
         self.gl.viewport = (0, 0, *size)
         self.gl.clear(0.0, 0.0, 0.0, 1.0)

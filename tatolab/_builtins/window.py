@@ -59,7 +59,13 @@ class DisplayWindow:
             self._stop_showing(ctx, f"node {ctx.node} shows no window: {exc}. Meanwhile {DROPPED}")
         finally:
             frame.release()
-        if self.window is not None and self.window.closed():
+        if self.window is not None and self.window.answer():
+            self._closed(ctx)
+
+    _tatolab_idle_s = 0.05  # between frames, the window answers its events this often (the node host calls it)
+
+    def _tatolab_idle(self, ctx: Any) -> None:
+        if self.window is not None and self.window.answer():
             self._closed(ctx)
 
     def _open(self, ctx: Any, frame: VideoFrame) -> Window:
