@@ -4,7 +4,10 @@ windows and their scaling, a window closed from outside, and a stream with no di
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -57,7 +60,8 @@ def test_no_display_in_the_environment_is_said_with_what_to_set():
     with pytest.raises(NoDisplay, match="neither DISPLAY nor WAYLAND_DISPLAY is set"):
         display_named({"HOME": "/root"})
     assert display_named({"DISPLAY": ":3"}) == "DISPLAY=:3"
-    assert display_named({"WAYLAND_DISPLAY": "wayland-0", "DISPLAY": ":0"}) == "WAYLAND_DISPLAY=wayland-0"
+    assert display_named({"WAYLAND_DISPLAY": "wayland-0"}) == "WAYLAND_DISPLAY=wayland-0"
+    assert display_named({"WAYLAND_DISPLAY": "wayland-0", "DISPLAY": ":0"}) == "DISPLAY=:0"  # Xwayland
 
 
 def test_a_dropped_bag_counts_as_dropped_on_its_link_not_read():
@@ -266,6 +270,49 @@ def test_a_window_whose_connection_is_killed_comes_back_and_the_stream_goes_on(x
     wait_for(lambda: _bar_colours(xserver.screenshot(again)) == BARS, timeout=60, what="the bars in the new window")
     assert _graph_nodes(rt, "one")["testpatternsource"]["restarts"] == 0 and node["builtin"] is True
     _stop_clean(rt)
+
+
+def _bars_in_a_row(image) -> bool:
+    """The eight bars side by side somewhere in the picture (a window the compositor placed itself)."""
+    import numpy as np
+
+    pixels = np.asarray(image.convert("RGB"))
+    for row in pixels[::8]:
+        edges = np.flatnonzero((row[1:] != row[:-1]).any(axis=1)) + 1
+        starts, ends = np.concatenate(([0], edges)), np.concatenate((edges, [len(row)]))
+        runs = [tuple(int(v) for v in row[a]) for a, b in zip(starts, ends) if b - a >= 8]
+        if any(runs[i:i + 8] == BARS for i in range(len(runs) - 7)):
+            return True
+    return False
+
+
+@pytest.mark.slow
+def test_on_wayland_alone_the_bars_show_in_a_window(xserver, project_venv, tmp_path):
+    # weston nested in the private X server: a Wayland compositor with a seat, seen through Xvfb
+    if shutil.which("weston") is None:
+        pytest.skip("weston is not installed (apt-get install weston; .ci/run does)")
+    runtime_dir = tmp_path / "wayland"
+    runtime_dir.mkdir(mode=0o700)
+    weston = subprocess.Popen(
+        ["weston", "--backend=x11-backend.so", "--use-pixman", "--socket=tatolab-test", "--width=1200",
+         "--height=780", "--idle-time=0"],
+        env={**os.environ, "DISPLAY": xserver.display, "XDG_RUNTIME_DIR": str(runtime_dir)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for(lambda: (runtime_dir / "tatolab-test").exists(), timeout=30, what="weston's socket")
+        rt = _runtime_without_display(tmp_path)
+        project = tmp_path / "bars"
+        shutil.copytree(REPO / "examples" / "bars", project, ignore=shutil.ignore_patterns(".venv", ".streamlib"))
+        (project / ".venv").symlink_to(project_venv, target_is_directory=True)
+        rt.popen_cli("run", cwd=project, env={**rt.env, "WAYLAND_DISPLAY": str(runtime_dir / "tatolab-test")})
+        root = xserver.x.screen().root
+        wait_for(lambda: _bars_in_a_row(xserver.screenshot(root)), timeout=60, what="the bars on weston's screen")
+        opened = [r["message"] for r in _log(project, "bars") if "window 'bars/displaywindow' open" in r["message"]]
+        assert opened and "on WAYLAND_DISPLAY=" in opened[0]
+        _stop_clean(rt)
+    finally:
+        os.killpg(weston.pid, signal.SIGTERM)
+        weston.wait(timeout=20)
 
 
 SLOW_SOURCE = '''

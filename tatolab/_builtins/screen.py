@@ -66,14 +66,16 @@ def display_named(env: Mapping[str, str]) -> str:
             "command that loaded the stream. Load it from a desktop session's terminal, or as "
             "DISPLAY=:0 tatolab run"
         )
-    return f"WAYLAND_DISPLAY={wayland}" if wayland else f"DISPLAY={x11}"
+    return f"DISPLAY={x11}" if x11 else f"WAYLAND_DISPLAY={wayland}"
 
 
 def _glfw() -> Any:
     """The GLFW binding, with its X11 or Wayland build chosen by the display the environment names
-    (the package reads PYGLFW_LIBRARY_VARIANT when it is first imported)."""
+    (the package reads PYGLFW_LIBRARY_VARIANT when it is first imported). X11 wherever DISPLAY is
+    set, Xwayland included: the wheel's GLFW 3.4.0 crashes in glfwInit on a Wayland compositor
+    that offers no seat (weston's headless backend), so Wayland is used only where it is all there is."""
     if "PYGLFW_LIBRARY_VARIANT" not in os.environ:
-        os.environ["PYGLFW_LIBRARY_VARIANT"] = "wayland" if os.environ.get("WAYLAND_DISPLAY") else "x11"
+        os.environ["PYGLFW_LIBRARY_VARIANT"] = "x11" if os.environ.get("DISPLAY") else "wayland"
     import glfw
 
     glfw.ERROR_REPORTING = "warn"  # while frames are shown: a GLFW error is a line in the log, never an end

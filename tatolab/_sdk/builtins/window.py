@@ -41,8 +41,8 @@ class DisplayWindowConfig:
 @builtin("tatolab._builtins.window:DisplayWindow")
 @node
 class DisplayWindow:
-    """Shows the newest frame on ``video`` in a window of its own (OpenGL through GLFW, on X11 or
-    Wayland: DISPLAY or WAYLAND_DISPLAY in the environment of the command that loads the stream),
+    """Shows the newest frame on ``video`` in a window of its own (OpenGL through GLFW, on X11 where
+    DISPLAY is set, else Wayland: WAYLAND_DISPLAY, in the environment of the command that loads the stream),
     scaled to the window as ``scaling`` says. Several windows in one stream each get their own.
     Closing the window is logged and the node stays: it counts the frames it no longer shows as
     dropped on its input (`tatolab graph`), until the stream is started again. With no display it
