@@ -163,9 +163,12 @@ def test_the_docs_bars_example_shows_the_eight_bars_in_a_window(xserver, project
             for y in (4, 300, 620):
                 assert _sample(shot, x, y) == colour, (k, x, y)
     shot.save(tmp_path / "bars.png")
-    window_node = _graph_nodes(rt, "bars")["displaywindow"]
+    window_node = wait_for(lambda: (lambda n: n if n["metrics"].get("shown", 0) > 0 else None)(
+        _graph_nodes(rt, "bars")["displaywindow"]), timeout=30, what="the frames shown in the node's metrics")
     assert window_node["builtin"] is True and window_node["state"] == "running"
     assert window_node["inputs"][0]["read"] > 0
+    assert window_node["metrics"]["window"] == "open" and window_node["metrics"]["title"] == "bars/displaywindow"
+    assert (window_node["metrics"]["width"], window_node["metrics"]["height"]) == (1280, 720)
     _stop_clean(rt)
 
 
@@ -217,6 +220,7 @@ def test_two_windows_scale_their_own_way_and_closing_one_leaves_the_stream_runni
     assert after["fill"]["inputs"][0]["read"] == before["fill"]["inputs"][0]["read"]  # none shown any more
     assert {name: (n["state"], n["restarts"]) for name, n in after.items()} == {
         "testpatternsource": ("running", 0), "fit": ("running", 0), "fill": ("running", 0)}
+    assert (after["fill"]["metrics"]["window"], after["fit"]["metrics"]["window"]) == ("closed", "open")
     assert "fit" in xserver.windows()
     _stop_clean(rt)
 
@@ -367,8 +371,11 @@ def test_with_no_display_the_window_says_so_once_and_counts_the_frames_it_drops(
     project = make_project(tmp_path / "headless", project_venv, {"stream.py": NO_DISPLAY})
     env = dict(rt.env) if display is None else {**rt.env, "DISPLAY": display}
     rt.popen_cli("run", cwd=project, env=env)
-    nodes = wait_for(lambda: (lambda n: n if n and n["window"]["inputs"][0]["dropped"] >= 60 else None)(
+    nodes = wait_for(lambda: (lambda n: n if n and n["window"]["inputs"][0]["dropped"] >= 60
+                              and n["window"]["metrics"].get("dropped_without_window", 0) >= 30 else None)(
         _graph_nodes(rt, "headless")), timeout=60, what="a second of frames dropped by the window")
+    metrics = nodes["window"]["metrics"]
+    assert metrics["window"] == "no display" and metrics["reason"].startswith(reason) and metrics["shown"] == 0
     assert nodes["window"]["inputs"][0]["read"] == 0
     assert {name: (n["state"], n["restarts"]) for name, n in nodes.items()} == {
         "testpatternsource": ("running", 0), "window": ("running", 0)}
