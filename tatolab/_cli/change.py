@@ -17,6 +17,15 @@ def _kept(result: dict[str, Any]) -> None:
         print(KEPT_NOTE.format(stream=result["stream"]))
 
 
+def _started(result: dict[str, Any]) -> str:
+    """running in its own process (pid 4242), ready in 180 ms"""
+    pid = f" (pid {result['pid']})" if result.get("pid") else ""
+    took = f" in {result['start_ms']:g} ms" if result.get("start_ms") is not None else ""
+    state = {"ready": f"ready{took}", "waiting": f"set up{took}, waiting for bags on its inputs",
+             "starting": f"still starting (`tatolab graph --stream {result['stream']}` shows when it runs)"}
+    return f"running in its own process{pid}, {state.get(result.get('state', ''), result.get('state'))}"
+
+
 def cmd_node_add(args: argparse.Namespace) -> int:
     config = None
     if args.config is not None:
@@ -31,7 +40,7 @@ def cmd_node_add(args: argparse.Namespace) -> int:
     stream, node = result["stream"], result["node"]
     inputs = ", ".join(f"{p['port']} ({p['delivery_profile']})" for p in result["inputs"]) or "none"
     outputs = ", ".join(f"{stream}/{node}/{p}" for p in result["outputs"]) or "none"
-    print(f"{node} added to stream {stream} ({result['node_class']}), running in its own process; "
+    print(f"{node} added to stream {stream} ({result['node_class']}), {_started(result)}; "
           f"inputs: {inputs}; outputs: {outputs}")
     if result["inputs"]:
         print(f"link it: `tatolab link add <output address> {stream}/{node}/{result['inputs'][0]['port']}`")

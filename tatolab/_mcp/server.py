@@ -95,13 +95,35 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
     ])
 
 
+KINDS = {"object": "a JSON object", "array": "a list", "string": "a string", "integer": "an integer",
+         "number": "a number", "boolean": "true or false", "null": "null"}
+
+
+def _schema_words(exc: jsonschema.ValidationError) -> str:
+    """jsonschema's message, but "is not a JSON object or null" for a choice of types."""
+    if exc.validator in ("anyOf", "oneOf"):
+        kinds = [alt.get("type") for alt in exc.validator_value if isinstance(alt, dict)]
+        if kinds and all(isinstance(kind, str) for kind in kinds):
+            return f"{json.dumps(exc.instance)} is not {' or '.join(KINDS.get(k, k) for k in kinds)}"
+    return exc.message
+
+
+def _takes(schema: dict[str, Any]) -> str:
+    """stream, name, node_class (required) and config"""
+    required = schema.get("required", [])
+    optional = [name for name in schema.get("properties", {}) if name not in required]
+    shown = ", ".join(required) + (" (required)" if required else "")
+    return " and ".join(part for part in (shown, ", ".join(optional)) if part) or "no arguments"
+
+
 def _checked(tool: Tool, arguments: dict[str, Any], described: dict[str, Any]) -> dict[str, Any]:
     schema = input_schema(tool, described)
     try:
         jsonschema.validate(arguments, schema)
     except jsonschema.ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path)
-        raise Failed(f"error: bad arguments for {tool.name}: {where + ': ' if where else ''}{exc.message}") from None
+        raise Failed(f"error: bad arguments for {tool.name}: {where + ': ' if where else ''}{_schema_words(exc)}; "
+                     f"{tool.name} takes {_takes(schema)}") from None
     full = {name: spec["default"] for name, spec in tool.limits.items() if name not in arguments}
     full.update(arguments)
     full = tool.op_args(full)
