@@ -8,6 +8,7 @@ from typing import Any
 
 from tatolab._cli.output import fail
 from tatolab._control.client import Client
+from tatolab._control.words import reason_words
 
 KEPT_NOTE = "a live change: {stream} is kept, and loads as recorded after a restart"
 
@@ -71,7 +72,7 @@ def _link(args: argparse.Namespace, op: str, done: str) -> int:
                     "e.g. counting/probe/numbers")
     stream, port = where
     result = Client().request(op, stream=stream, output=args.output, input=port)
-    state = f"; waiting: {result['reason']}" if result["state"] == "waiting" else ""
+    state = f"; waiting: {reason_words(result)}" if result["state"] == "waiting" else ""
     print(f"link {result['link']} {done} in stream {result['stream']}{state}")
     _kept(result)
     return 0

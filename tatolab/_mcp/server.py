@@ -25,10 +25,10 @@ from mcp_types.jsonrpc import INVALID_PARAMS
 
 from tatolab import __version__
 from tatolab._control.client import AsyncClient, NoRuntime, RequestFailed
-from tatolab._control.errors import ControlError
+from tatolab._control.errors import ControlError, Reason
 from tatolab._control.words import render
 from tatolab._mcp import images, prompts
-from tatolab._mcp.calls import in_words, tool_calls
+from tatolab._mcp.calls import in_words, tool_call, tool_calls
 from tatolab._mcp.resources import GRAPH_TEMPLATE, Resources
 from tatolab._mcp.tools import BY_NAME, TOOLS, Tool, description, input_schema
 
@@ -263,6 +263,9 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         return error_result(exc)
     if params.name == "exchange":
         return images_result(result)
+    if isinstance(result, dict) and isinstance(result.get("why"), dict) and result["why"].get("fixes"):
+        # a link that waits (connect): what would wire it, as tool calls
+        result["fix_calls"] = [c for c in map(tool_call, Reason.from_wire(result["why"]).fixes) if c is not None]
     text = json.dumps(result, indent=2, default=str)
     structured = result if isinstance(result, dict) else {"result": result}
     return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured)

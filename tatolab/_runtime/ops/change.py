@@ -58,6 +58,7 @@ class Linked(TypedDict):
     link: str  # "<output>-><node>/<port>"
     state: str  # wired, or waiting (a remote output not readable yet: `graph` says why)
     reason: str | None  # why it waits
+    why: dict[str, Any] | None  # the same, with the operations that fix it ({text, code, fixes, details})
     kept: bool
     changes: int
 
@@ -184,7 +185,8 @@ async def connect(runtime: Runtime, stream: str, output: str, input: str) -> Lin
         _note(target, {"change": "connect", "output": link.source, "input": link.target},
               f"link {key} added to stream {stream}")
         return {"stream": stream, "link": key, "state": "waiting" if why else "wired",
-                "reason": why.text if why else None, "kept": _kept(target), "changes": len(target.changes)}
+                "reason": why.text if why else None, "why": why.to_wire() if why and why.code else None,
+                "kept": _kept(target), "changes": len(target.changes)}
 
     return await runtime.change_live(stream, change)
 
@@ -200,7 +202,7 @@ async def disconnect(runtime: Runtime, stream: str, output: str, input: str) -> 
         key = f"{link.source}->{link.target}"
         _note(target, {"change": "disconnect", "output": link.source, "input": link.target},
               f"link {key} removed from stream {stream}")
-        return {"stream": stream, "link": key, "state": "removed", "reason": None, "kept": _kept(target),
+        return {"stream": stream, "link": key, "state": "removed", "reason": None, "why": None, "kept": _kept(target),
                 "changes": len(target.changes)}
 
     return await runtime.change_live(stream, change)
