@@ -72,6 +72,7 @@ def test_an_agent_adds_links_taps_and_removes_a_node_and_the_kept_stream_comes_b
                                               node_class="nodes.doubler:Doubler")
             assert not error, text
             assert added["outputs"] == ["doubled"] and added["kept"] is True
+            assert added["state"] == "waiting" and added["pid"]  # running, set up; unlinked, so no bags yet
             error, text, linked = await s.call("connect", stream="counting", output="counter/counts",
                                                input="doubler/numbers")
             assert not error and linked["state"] == "wired", text
@@ -99,7 +100,7 @@ def test_an_agent_adds_links_taps_and_removes_a_node_and_the_kept_stream_comes_b
             assert entry["changed_since_recorded"] is True
             assert [c["change"] for c in entry["changes"]] == ["add_node", "connect"]
             now = {n["name"]: n["pid"] for n in entry["nodes"]}
-            assert {k: now[k] for k in before} == before
+            assert {k: now[k] for k in before} == before and now["doubler"] == added["pid"]
 
             error, text, removed = await s.call("remove_node", stream="counting", name="doubler")
             assert not error, text
