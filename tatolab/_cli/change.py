@@ -23,7 +23,8 @@ def _started(result: dict[str, Any]) -> str:
     pid = f" (pid {result['pid']})" if result.get("pid") else ""
     took = f" in {result['start_ms']:g} ms" if result.get("start_ms") is not None else ""
     state = {"ready": f"ready{took}", "waiting": f"set up{took}, waiting for bags on its inputs",
-             "starting": f"still starting (`tatolab graph --stream {result['stream']}` shows when it runs)"}
+             "starting": f"still starting (`tatolab graph --stream {result['stream']}` shows when it runs)",
+             "stopped": "stopped again meanwhile"}
     return f"running in its own process{pid}, {state.get(result.get('state', ''), result.get('state'))}"
 
 

@@ -21,6 +21,7 @@ from tatolab._host import spec as host_spec
 from tatolab._host import status
 from tatolab._links import ring
 from tatolab._runtime.nodes import READY_POLL_S, claim_reader, release_reader
+from tatolab._runtime.rules.health import NodeState
 from tatolab._runtime.streams import LinkWiring, LoadedStream, OutputRing, link_key
 from tatolab._runtime.supervisor import NodeProcess
 from tatolab._runtime.surfaces import is_builtin, python_for
@@ -63,7 +64,8 @@ def start_node(stream: LoadedStream, entry: dict[str, Any], project_python: Path
 class Start:
     """How a node added live started: ``state`` is ready (it made its first ``process()`` call),
     waiting (set up, waiting for bags on its inputs), starting (still importing or in ``setup()``
-    when the wait ended) or failed (its process ended: ``error`` is its log's last error)."""
+    when the wait ended), failed (its process ended: ``error`` is its log's last error) or stopped
+    (removed meanwhile)."""
 
     pid: int | None
     state: str
@@ -78,6 +80,8 @@ async def started(process: NodeProcess, has_inputs: bool, timeout: float, since_
     while True:
         if process.crash_streak or process.restarts:  # counted once its end was read, with its last error
             return Start(process.pid, "failed", None, process.last_error or "its process ended")
+        if process.state == NodeState.STOPPED:  # removed (or its stream stopped) meanwhile
+            return Start(None, "stopped", None)
         ready, set_up = process.ready_ns(), process.set_up_ns()
         late = time.monotonic() >= deadline
         if ready or (set_up and (has_inputs or late)):

@@ -39,7 +39,8 @@ class NodeAdded(TypedDict):
     outputs: list[str]  # its output ports, for `connect` and `tap` (<stream>/<node>/<port>)
     pid: int | None  # its process
     state: str  # ready (made its first process() call), waiting (set up; no process() call yet: it waits for
-    # bags on its inputs), or starting (still importing or in setup() after START_WAIT_S: `graph` shows it)
+    # bags on its inputs), starting (still importing or in setup() after START_WAIT_S: `graph` shows it), or
+    # stopped (removed again meanwhile)
     start_ms: float | None  # from the request until ready (waiting: until set up)
     kept: bool  # a kept stream: the change is live only, and its record is as recorded
     changes: int  # live changes to the stream since it loaded
