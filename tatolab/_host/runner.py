@@ -139,6 +139,7 @@ class NodeRunner:
         setup = getattr(self.instance, "setup", None)
         if setup is not None:
             setup(self.ctx)
+        self.status.set_up()
         try:
             if self.execution == "continuous":
                 self._run_continuous(control)
