@@ -158,6 +158,7 @@ class NodeRunner:
         setup = getattr(self.instance, "setup", None)
         if setup is not None:
             setup(self.ctx)
+        self.status.set_up()
         try:
             if self.execution == "continuous":
                 self._run_continuous(control)
@@ -183,6 +184,10 @@ class NodeRunner:
         inputs = list(self.inputs.values())
         stopping = control.stopping
         status = self.status
+        # A built-in that must keep answering between bags (a window: its events, redraws) has
+        # _tatolab_idle, called whenever no bag is waiting and at least every _tatolab_idle_s.
+        idle = getattr(self.instance, "_tatolab_idle", None)
+        wait_s = min(IDLE_WAKE_S, getattr(self.instance, "_tatolab_idle_s", IDLE_WAKE_S)) if idle else IDLE_WAKE_S
         while not stopping.is_set():
             arrived = False
             for port in inputs:
@@ -199,16 +204,18 @@ class NodeRunner:
                 self._drain_control(control)
                 inputs = list(self.inputs.values())
             self._relax_outputs()
+            if idle is not None:
+                idle(self.ctx)
             # Wait only on links that can bring the node something new: an ordered link whose
             # delivered bag process() left unread has nothing to deliver until it is read
             # (waiting on it would return at once, for ever).
             readers = [reader for port in inputs for reader in port.waiting_readers()]
             if len(readers) == 1:
-                readers[0].wait(IDLE_WAKE_S)
+                readers[0].wait(wait_s)
             elif readers:
-                wait_any(readers, IDLE_WAKE_S)
+                wait_any(readers, wait_s)
             else:
-                stopping.wait(IDLE_WAKE_S)
+                stopping.wait(wait_s)
 
     def _run_continuous(self, control: Any) -> None:
         process = self.instance.process

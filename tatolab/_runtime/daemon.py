@@ -110,11 +110,13 @@ async def serve(lock: MachineLock) -> None:
         listener.close()
         loading.cancel()
         await asyncio.gather(loading, return_exceptions=True)
-        await runtime.shutdown()
-        if clean:
-            kept.stopped_cleanly()  # a clean stop ends every crash streak
-        ring.reap(paths.shm_namespace())
-        groups.reap_remembered()
+        try:
+            await runtime.shutdown()
+            if clean:
+                kept.stopped_cleanly()  # a clean stop ends every crash streak
+        finally:  # whatever went wrong above, no file or process group outlives the runtime
+            ring.reap(paths.shm_namespace())
+            groups.reap_remembered()
         try:
             sock_path.unlink()
         except FileNotFoundError:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import importlib.util
 import sys
 
-# numpy and moderngl: built-in video nodes; soxr, sounddevice and av: built-in audio nodes
-RUNTIME_DEPENDENCIES = ("psutil", "watchfiles", "numpy", "moderngl", "soxr", "sounddevice", "av")
+# numpy, moderngl and av: built-in video nodes; soxr, sounddevice (and av): built-in audio nodes
+RUNTIME_DEPENDENCIES = ("psutil", "watchfiles", "numpy", "moderngl", "av", "soxr", "sounddevice")
 
 
 def missing_dependencies() -> list[str]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Awaitable, Callable, TypeVar
 
+from tatolab._builtins.v4l2 import resolve_camera
 from tatolab._control.errors import ControlError, Fix, Reason
 from tatolab._control.source import StreamSource
 from tatolab._control.words import fixes_in_turn
@@ -18,7 +19,7 @@ from tatolab._runtime.kept import KeptLoadFailed, KeptStreams, preflight, strip_
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.nodes import restart_nodes, start_nodes, stop_nodes
 from tatolab._runtime.records import DamagedRecord, KeptRecord
-from tatolab._runtime.rules import names
+from tatolab._runtime.rules import cameras, names
 from tatolab._runtime.snapshots import SnapshotError
 from tatolab._runtime.starter import ProcessStarter
 from tatolab._runtime.starter import shared as shared_starter
@@ -132,6 +133,7 @@ class Runtime:
                 if old is None and held is not None and held.mode == "kept" and held.project == start.keeping_from:
                     old = held
                 self.check_name_free(name, replacing=old, keeping_from=start.keeping_from)
+                self.check_cameras(name, start.stream.graph, replacing=old)
                 if start.prepare is not None:
                     await start.prepare()
                 if old is not None:
@@ -237,6 +239,7 @@ class Runtime:
                     raise ControlError("the runtime is stopping")
                 if self.streams.get(stream.name) is not stream:
                     raise stopped_meanwhile(stream)
+                self.check_cameras(stream.name, graph, replacing=stream)
                 await restart_nodes(stream, graph, names)
 
         await asyncio.shield(asyncio.ensure_future(swap()))
@@ -347,6 +350,17 @@ class Runtime:
             loaded=None if holder is None or holder is replacing else names.Loaded(str(holder.project), holder.mode),
             keeping_from=str(keeping_from) if keeping_from is not None else None,
         )
+        if refused is not None:
+            raise refused
+
+    def check_cameras(self, stream_name: str, graph: dict[str, Any], *, replacing: LoadedStream | None = None) -> None:
+        """Refuse a stream whose camera another stream holds, or that names no camera here (rules/cameras.py)."""
+        loading, missing = cameras.cameras_of(stream_name, graph, resolve_camera)
+        if not loading and not missing:
+            return
+        running = [use for other in self.streams.values() if other is not replacing and other.name != stream_name
+                   for use in cameras.cameras_of(other.name, other.graph, resolve_camera)[0]]
+        refused = cameras.refusal(stream_name, loading, missing, running)
         if refused is not None:
             raise refused
 

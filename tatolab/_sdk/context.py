@@ -145,6 +145,14 @@ class InputPort:
         self.last_link = chosen.key
         return payload, chosen
 
+    def drop(self) -> bool:
+        """Take the next bag without handing it to the node: it counts as dropped, not read."""
+        got = self.take()
+        if got is None:
+            return False
+        got[1].reader.discard(1)
+        return True
+
     def gone(self, link: _Link) -> None:
         """The bag last taken from ``link`` named a frame whose surface was reused before this
         reader got to it: the reader fell behind, so it counts as dropped, like a lapped bag."""
@@ -297,6 +305,12 @@ class Inputs:
                 if not isinstance(bag, dict) or "surface_id" not in bag:
                     raise BagError(f"node {self._node} port {port}: {exc}") from None
                 source.gone(link)
+
+    def drop(self, port: str) -> bool:
+        """Take the next bag on ``port`` without using it, counted as dropped on its link (the
+        node's ``inputs`` in `tatolab graph`), not read: for a node that cannot use bags now,
+        such as a window with no display. False when there was none."""
+        return self._port(port).drop()
 
 
     def shape_audio(self, port: str, audio: dict[str, Any]) -> None:

@@ -16,6 +16,12 @@ from tatolab._sdk.builtins.audio import (
     SpeakerConfig,
     SpeakerSink,
 )
+from tatolab._sdk.builtins.camera import (
+    CameraSource,
+    CameraSourceConfig,
+    VirtualCameraSink,
+    VirtualCameraSinkConfig,
+)
 from tatolab._sdk.builtins.codecs import (
     H264Decoder,
     H264DecoderConfig,
@@ -34,8 +40,13 @@ from tatolab._sdk.builtins.video import (
     TestPatternConfig,
     TestPatternSource,
 )
+from tatolab._sdk.builtins.window import DisplayWindow, DisplayWindowConfig
 
 __all__ = [
+    "CameraSource",
+    "CameraSourceConfig",
+    "DisplayWindow",
+    "DisplayWindowConfig",
     "GlslPixelEffect",
     "GlslPixelEffectConfig",
     "H264Decoder",
@@ -59,6 +70,8 @@ __all__ = [
     "SpeakerSink",
     "TestPatternConfig",
     "TestPatternSource",
+    "VirtualCameraSink",
+    "VirtualCameraSinkConfig",
     "builtin",
     "implementation_of",
 ]
