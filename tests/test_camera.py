@@ -4,6 +4,8 @@ per-camera rule, and `tatolab enable-virtual-camera`."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 from pathlib import Path
 
@@ -458,6 +460,30 @@ def test_a_camera_that_does_not_exist_is_refused_by_name(runtime, video_venv, tm
     assert refused.returncode != 0
     assert "node camera (CameraSource) asks for a camera and there is no camera /dev/video97" in refused.stderr
     assert runtime.stream_names() == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a stand-in camera device (mknod) needs root")
+def test_a_kept_streams_camera_missing_when_the_runtime_starts_is_waited_for_not_failed(tmp_path, video_venv):
+    # at boot a USB camera may come after the runtime: the kept stream loads, its node waits
+    camera = tmp_path / "video0"
+    os.mknod(camera, stat.S_IFCHR | 0o600, os.makedev(1, 3))  # a character device, as /dev/null is
+    project = _camera_project(tmp_path / "watch", video_venv, "watch", {"device": str(camera)}, recorder=False)
+    runtime = Runtime(tmp_path / "rt").start()
+    try:
+        runtime.cli("run", "-d", cwd=project, check=True)
+        runtime.stop()
+        camera.unlink()
+        runtime.start()  # loading what it keeps, it waits for the camera
+        node = wait_for(lambda: (lambda n: n if n.get("last_error") else None)(graph_node(runtime, "watch", "camera")),
+                        timeout=60, what="the camera's error in graph")
+        assert str(camera) in node["last_error"] and node["state"] != "failed"
+        assert "failed" not in runtime.cli("streams", check=True).stdout
+        refused = runtime.cli("run", "--name", "again", cwd=project, timeout=60)  # asked for by hand: refused
+        assert f"there is no camera {camera}" in refused.stderr
+    finally:
+        runtime.stop()
+    assert runtime.leftover_processes() == [] and runtime.shm_files() == []
 
 
 @pytest.mark.slow

@@ -89,6 +89,9 @@ class StreamStart:
     commit: Callable[[], None] | None = None  # the old version has stopped (run -d: the record is written)
     failed: Callable[[str], None] | None = None  # the start failed, with this reason
     started: Callable[[], None] | None = None  # the start worked
+    # a kept stream loading as the runtime starts (at boot, say): a camera not there yet is waited
+    # for by its node, not a reason to mark the stream failed
+    devices_may_come: bool = False
 
 
 class Runtime:
@@ -133,7 +136,7 @@ class Runtime:
                 if old is None and held is not None and held.mode == "kept" and held.project == start.keeping_from:
                     old = held
                 self.check_name_free(name, replacing=old, keeping_from=start.keeping_from)
-                self.check_cameras(name, start.stream.graph, replacing=old)
+                self.check_cameras(name, start.stream.graph, replacing=old, missing_ok=start.devices_may_come)
                 if start.prepare is not None:
                     await start.prepare()
                 if old is not None:
@@ -267,9 +270,10 @@ class Runtime:
 
         return await asyncio.shield(asyncio.ensure_future(run()))
 
-    async def start_kept(self, name: str, record: KeptRecord) -> LoadedStream | None:
+    async def start_kept(self, name: str, record: KeptRecord, *, at_runtime_start: bool = False) -> LoadedStream | None:
         """Load a kept stream from its record. On a load problem it is marked failed and
-        ``KeptLoadFailed`` is raised; returns None if the record changed meanwhile."""
+        ``KeptLoadFailed`` is raised; returns None if the record changed meanwhile. At the runtime's
+        start a device the stream names may not be there yet (a USB camera at boot): its node waits."""
         kept = self.kept
         if name in self.streams:
             return self.streams[name]
@@ -298,7 +302,8 @@ class Runtime:
                                   env=record.env, sources=Path(record.sources) if record.sources else None)
             try:
                 started = await self.start_stream(StreamStart(stream, Path(record.python), check=check,
-                                                              keeping_from=Path(record.project), failed=failed))
+                                                              keeping_from=Path(record.project), failed=failed,
+                                                              devices_may_come=at_runtime_start))
             except ControlError:
                 if self.closing:
                     return None
@@ -324,7 +329,7 @@ class Runtime:
             if record.stopped or record.failed:
                 continue
             try:
-                stream = await self.start_kept(record.name, record)
+                stream = await self.start_kept(record.name, record, at_runtime_start=True)
             except KeptLoadFailed:
                 continue  # already reported by mark_failed
             except Exception as exc:  # a bug must not keep the other streams from starting
@@ -353,9 +358,13 @@ class Runtime:
         if refused is not None:
             raise refused
 
-    def check_cameras(self, stream_name: str, graph: dict[str, Any], *, replacing: LoadedStream | None = None) -> None:
-        """Refuse a stream whose camera another stream holds, or that names no camera here (rules/cameras.py)."""
+    def check_cameras(self, stream_name: str, graph: dict[str, Any], *, replacing: LoadedStream | None = None,
+                      missing_ok: bool = False) -> None:
+        """Refuse a stream whose camera another stream holds, or (unless ``missing_ok``) that names no
+        camera here (rules/cameras.py)."""
         loading, missing = cameras.cameras_of(stream_name, graph, resolve_camera)
+        if missing_ok:
+            missing = []
         if not loading and not missing:
             return
         running = [use for other in self.streams.values() if other is not replacing and other.name != stream_name
