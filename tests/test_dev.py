@@ -91,7 +91,8 @@ def test_an_edit_reaches_the_sink_a_syntax_error_keeps_the_old_version_and_ctrl_
     dev = Dev(runtime, project)
     try:
         wait_version(project, 1, "bags from version 1")
-        assert "edited running attached (3 nodes" in dev.output
+        # the nodes may write before dev's own line reaches its terminal
+        wait_for(lambda: "edited running attached (3 nodes" in dev.output, what="dev to say the stream runs")
         save_tagger(project, 2)
         wait_version(project, 2, "bags from the edited tagger")
         wait_for(lambda: dev.count("reloaded edited (3 nodes)") == 1, what="the reload line")
