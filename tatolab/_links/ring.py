@@ -376,6 +376,7 @@ class RingWriter:
         self._g = g
         self._q = g.q
         self._mv = g.mv
+        self._mm = g.mm
         self._slot_size = g.slot_size
         self._count = g.count
         self._seq = g.q[_WRITE_SEQ]
@@ -422,7 +423,7 @@ class RingWriter:
             q[h] = s + s - 1  # (no fence() calls here: see the import)
             q[h_len] = n
             q[h_ns] = _clock()
-            self._mv[off:off + n] = payload
+            self._mm[off:off + n] = payload  # (the mmap's own slice store: cheaper than the memoryview's)
             q[h] = s + s
             q[_WRITE_SEQ] = s  # (last_write_ns is the slot's publish_ns: see read_counters)
             q[_FUTEX_Q] = s & _WORD_MASK
@@ -521,7 +522,7 @@ class RingWriter:
         """Unmap the ring (the files stay: the runtime removes them)."""
         with self._lock:
             if self._g is not None:
-                self._q = self._mv = self._word = self._sleepers = self._slots = None
+                self._q = self._mv = self._mm = self._word = self._sleepers = self._slots = None
                 self._g.close()
                 self._g = None
 
