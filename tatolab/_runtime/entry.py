@@ -8,7 +8,8 @@ from __future__ import annotations
 import importlib.util
 import sys
 
-RUNTIME_DEPENDENCIES = ("psutil", "watchfiles", "numpy", "moderngl")  # the last two: built-in video nodes
+# numpy, moderngl and av: built-in video nodes; soxr, sounddevice (and av): built-in audio nodes
+RUNTIME_DEPENDENCIES = ("psutil", "watchfiles", "numpy", "moderngl", "av", "soxr", "sounddevice")
 
 
 def missing_dependencies() -> list[str]:
