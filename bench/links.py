@@ -10,7 +10,8 @@ ring (published, and copied out with read_into and with read), ring writer cost 
 1 vs 4 readers (asleep between bags at 2 kHz, and keeping up with a busy 25 kHz link),
 and the CPU an idle ring reader uses; and what a node's write costs, encode included
 (ctx.outputs.write against pyzmq's send(encode(bag)), both flat out). Prints a table,
-then one JSON line. --write measures only the write path's figures.
+then one JSON line. --write measures only the write path's figures (and latency).
+Instruction counts of the write path against pyzmq's: bench/write_cost.py.
 """
 
 from __future__ import annotations
@@ -248,10 +249,14 @@ def _waiting_reader(base: str, index: int, ctl) -> None:
     ctl.send("done")
 
 
-def writer_cost(readers: int, writes: int, period_s: float = 0.0005, busy: bool = False) -> float:
+def writer_cost(readers: int, writes: int, period_s: float = 0.0005, busy: bool = False,
+                cpu: bool = False) -> float:
     """Median ns per write() with `readers` processes attached, a bag every `period_s`:
     sleeping between bags (time.sleep, 2 kHz), or busy-waiting the pace (`busy`), where
-    readers see a busy link and poll instead of sleeping."""
+    readers see a busy link and may poll instead of sleeping. With `cpu`, the writer
+    thread's own CPU time per write (CLOCK_THREAD_CPUTIME_ID around each call, less the
+    cost of reading that clock), not wall time: on a machine whose cores are shared with
+    other work, wall time counts whatever ran while the writer waited for a core."""
     base = _make_link("ring")
     procs = []
     for index in range(readers):
@@ -264,17 +269,19 @@ def writer_cost(readers: int, writes: int, period_s: float = 0.0005, busy: bool 
             raise RuntimeError("a waiting reader did not start")
     w = RingWriter(base)
     payload = _bag(0)
-    clock = time.perf_counter_ns
+    pace = time.perf_counter_ns
+    clock = time.thread_time_ns if cpu else pace
+    empty = statistics.median(-clock() + clock() for _ in range(1000)) if cpu else 0
     costs = []
     period = int(period_s * 1e9)
-    due = clock()
+    due = pace()
     for _ in range(writes):
         t0 = clock()
         w.write(payload)
         costs.append(clock() - t0)
         if busy:
             due += period
-            while clock() < due:
+            while pace() < due:
                 pass
         else:
             time.sleep(period_s)  # let every reader go back to sleep
@@ -284,7 +291,7 @@ def writer_cost(readers: int, writes: int, period_s: float = 0.0005, busy: bool 
         p.join(10)
     w.close()
     reap(base)
-    return statistics.median(costs)
+    return statistics.median(costs) - empty
 
 
 def _idle_reader(base: str, seconds: float, ctl) -> None:
@@ -355,8 +362,12 @@ def write_only(repeats: int) -> None:
         node = node_write(repeats)
         busy1 = writer_cost(1, 20000, period_s=BUSY_PERIOD_S, busy=True)
         busy4 = writer_cost(4, 20000, period_s=BUSY_PERIOD_S, busy=True)
+        cpu1 = [writer_cost(1, 20000, period_s=BUSY_PERIOD_S, busy=True, cpu=True) for _ in range(repeats)]
+        cpu4 = [writer_cost(4, 20000, period_s=BUSY_PERIOD_S, busy=True, cpu=True) for _ in range(repeats)]
+        lat = [latency("ring", 2000) for _ in range(repeats)]
     finally:
         reap(PREFIX)
+    cpu1, cpu4 = med(cpu1), med(cpu4)
     out = {
         "tatolab_bags_per_s": round(med(x[0] for x in batched)),
         "tatolab_sent_per_s": round(med(x[1] for x in batched)),
@@ -367,13 +378,20 @@ def write_only(repeats: int) -> None:
         **node,
         "writer_cost_busy_1_reader_ns": round(busy1), "writer_cost_busy_4_readers_ns": round(busy4),
         "writer_cost_busy_ratio_4_vs_1": round(busy4 / busy1, 2),
+        "writer_cpu_busy_1_reader_ns": round(cpu1), "writer_cpu_busy_4_readers_ns": round(cpu4),
+        "writer_cpu_busy_ratio_4_vs_1": round(cpu4 / cpu1, 2),
+        "tatolab_p50_us": round(med(x[0] for x in lat), 1), "tatolab_p99_us": round(med(x[1] for x in lat), 1),
+        "load_average": round(os.getloadavg()[0], 2),
     }
     print(f"flat out, pre-encoded bags, median of {repeats}: ring {out['tatolab_bags_per_s']:,}/s received with "
           f"read_many ({out['tatolab_sent_per_s']:,}/s sent), {out['tatolab_bags_per_s_read']:,}/s with read(); "
           f"pyzmq {out['pyzmq_bags_per_s']:,}/s ({out['pyzmq_sent_per_s']:,}/s sent)")
     _print_node_write(node)
     print(f"ring writer cost, busy link: {busy1:,.0f} ns/write with 1 reader, {busy4:,.0f} ns with 4 "
-          f"(ratio {busy4 / busy1:.2f})")
+          f"(ratio {busy4 / busy1:.2f}); the writer thread's CPU: {cpu1:,.0f} ns with 1, {cpu4:,.0f} ns with 4 "
+          f"(ratio {cpu4 / cpu1:.2f}, median of {repeats})")
+    print(f"one-way latency at 1 kHz: p50 {out['tatolab_p50_us']} µs, p99 {out['tatolab_p99_us']} µs; "
+          f"load average {out['load_average']}")
     print(json.dumps(out))
 
 
@@ -401,6 +419,8 @@ def main() -> None:
         cost4 = writer_cost(4, 2000)
         busy1 = writer_cost(1, 20000, period_s=BUSY_PERIOD_S, busy=True)
         busy4 = writer_cost(4, 20000, period_s=BUSY_PERIOD_S, busy=True)
+        cpu1 = writer_cost(1, 20000, period_s=BUSY_PERIOD_S, busy=True, cpu=True)
+        cpu4 = writer_cost(4, 20000, period_s=BUSY_PERIOD_S, busy=True, cpu=True)
         idle = idle_cpu(2.0)
     finally:
         reap(PREFIX)
@@ -435,7 +455,8 @@ def main() -> None:
     print(f"ring writer cost, readers asleep between bags (2 kHz): {cost1:,.0f} ns/write with 1 reader, "
           f"{cost4:,.0f} ns with 4 (ratio {cost4 / cost1:.2f})")
     print(f"ring writer cost, busy link ({1 / BUSY_PERIOD_S / 1000:.0f} kHz, readers keeping up): "
-          f"{busy1:,.0f} ns/write with 1 reader, {busy4:,.0f} ns with 4 (ratio {busy4 / busy1:.2f})")
+          f"{busy1:,.0f} ns/write with 1 reader, {busy4:,.0f} ns with 4 (ratio {busy4 / busy1:.2f}); "
+          f"the writer thread's CPU {cpu1:,.0f} ns with 1, {cpu4:,.0f} ns with 4 (ratio {cpu4 / cpu1:.2f})")
     print(f"idle ring reader CPU: {idle:.3f}%")
     print(json.dumps({
         "tatolab_p50_us": round(p50["ring"], 1), "tatolab_p99_us": round(p99["ring"], 1),
@@ -459,6 +480,9 @@ def main() -> None:
         "writer_cost_ratio_4_vs_1": round(cost4 / cost1, 2),
         "writer_cost_busy_1_reader_ns": round(busy1), "writer_cost_busy_4_readers_ns": round(busy4),
         "writer_cost_busy_ratio_4_vs_1": round(busy4 / busy1, 2),
+        "writer_cpu_busy_1_reader_ns": round(cpu1), "writer_cpu_busy_4_readers_ns": round(cpu4),
+        "writer_cpu_busy_ratio_4_vs_1": round(cpu4 / cpu1, 2),
+        "load_average": round(os.getloadavg()[0], 2),
         "idle_reader_cpu_pct": round(idle, 3),
     }))
 

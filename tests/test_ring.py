@@ -572,3 +572,25 @@ def test_last_write_ns_is_the_last_bags_publish_time(base, monkeypatch):
     assert read_counters(base)["last_write_ns"] == big_ns
     r.close()
     w.close()
+
+
+def test_a_publish_after_an_interrupt_always_changes_the_futex_word(base):
+    """The writer stores the futex word (the bag's number) instead of bumping it; an
+    interrupt sets the word's top bit. A reader about to sleep on the value it saw after an
+    interrupt must not sleep through the next bag: the publish has to change the word."""
+    create_ring(base, slot_size=256, slot_count=64)
+    w = RingWriter(base)
+    r = RingReader(base, 0, "ordered")
+    seen = {r._g.word.value}
+    for seq in range(1, 40):
+        r.interrupt()
+        after_interrupt = r._g.word.value
+        assert after_interrupt not in seen
+        seen.add(after_interrupt)
+        w.write(_bag(seq))
+        published = r._g.word.value
+        assert published not in seen, f"bag {seq} left the futex word at {published}, a value seen before"
+        seen.add(published)
+    assert len(r.read_many(100)) == 39
+    r.close()
+    w.close()

@@ -115,6 +115,12 @@ _MAX_TRIES = 1000
 (_MAGIC, _VERSION, _GEN, _SLOT_SIZE, _SLOT_COUNT, _WRITE_SEQ, _LAST_WRITE_NS, _MOVED, _BASE_SEQ, _STRIDE,
  _H_SLOTS_OFF, _NORMAL_SLOT_SIZE, _NORMAL_SLOT_COUNT, _MAX_BYTES) = range(14)
 _FUTEX_OFF = 128
+# The writer stores the futex word as the low half of the u64 at 128 (bytes 132..135 are
+# unused): the bag's sequence number, 31 bits. An interrupt or a move sets the top bit
+# instead (_Gen.bump_and_wake), so a publish always changes the word from any value a
+# reader may have seen before it, which is all futex_wait's compare needs.
+_FUTEX_Q = _FUTEX_OFF // 8
+_WORD_MASK = 0x7FFFFFFF
 _SLEEPERS_OFF = 192
 # The sleepers line as 8 u64 words: comparing two 'Q' views of 8 items is ~4x cheaper than 64 bytes.
 _NO_SLEEPERS = memoryview(bytes(MAX_READERS)).cast("Q")
@@ -268,7 +274,8 @@ class _Gen:
         return (_TABLE_OFF + index * _RECORD_BYTES) // 8
 
     def bump_and_wake(self) -> None:
-        self.word.value += 1  # c_uint32 wraps
+        word = self.word
+        word.value = ((word.value + 1) & _WORD_MASK) | (_WORD_MASK + 1)  # never a publish's value
         futex_wake(self.addr)
 
     def close(self) -> None:
@@ -369,6 +376,7 @@ class RingWriter:
         self._g = g
         self._q = g.q
         self._mv = g.mv
+        self._mm = g.mm
         self._slot_size = g.slot_size
         self._count = g.count
         self._seq = g.q[_WRITE_SEQ]
@@ -402,6 +410,8 @@ class RingWriter:
 
     def write(self, payload: bytes) -> int:
         """Publish one bag and wake every sleeping reader; returns its sequence number."""
+        # Every line here costs: each memoryview store is ~300 instructions, so the futex
+        # word is stored through the same view (see _word_for) rather than bumped by ctypes.
         self._acquire()
         try:
             n = len(payload)
@@ -410,23 +420,21 @@ class RingWriter:
             s = self._seq + 1
             q = self._q
             h, h_len, h_ns, off = next(self._slots)
-            q[h] = 2 * s - 1  # (no fence() calls here: see the import)
-            ts = _clock()
+            q[h] = s + s - 1  # (no fence() calls here: see the import)
             q[h_len] = n
-            q[h_ns] = ts
-            self._mv[off:off + n] = payload
-            q[h] = 2 * s
+            q[h_ns] = _clock()
+            self._mm[off:off + n] = payload  # (the mmap's own slice store: cheaper than the memoryview's)
+            q[h] = s + s
             q[_WRITE_SEQ] = s  # (last_write_ns is the slot's publish_ns: see read_counters)
+            q[_FUTEX_Q] = s & _WORD_MASK
             self._seq = s
-            self._word.value += 1
-            sleepers, addr = self._sleepers, self._addr
         finally:
             self._release()  # also the barrier between the word store and the sleepers load
         try:
-            if sleepers != _NO_SLEEPERS:
-                futex_wake(addr)
-        except ValueError:
-            pass  # another thread moved the ring meanwhile (and woke every reader of this one)
+            if self._sleepers != _NO_SLEEPERS:
+                futex_wake(self._addr)
+        except (ValueError, TypeError):
+            pass  # another thread moved or closed the ring meanwhile (and woke every reader of it)
         return s
 
     def _resize_for(self, payload):
@@ -514,7 +522,7 @@ class RingWriter:
         """Unmap the ring (the files stay: the runtime removes them)."""
         with self._lock:
             if self._g is not None:
-                self._q = self._mv = self._word = self._sleepers = self._slots = None
+                self._q = self._mv = self._mm = self._word = self._sleepers = self._slots = None
                 self._g.close()
                 self._g = None
 

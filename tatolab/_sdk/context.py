@@ -339,24 +339,23 @@ class Outputs:
     def __init__(self, node: str, ports: dict[str, OutputPort]) -> None:
         self._node = node
         self._ports = ports
+        self._writes = {name: port.write for name, port in ports.items()}
 
     def write(self, port: str, bag: Any) -> None:
         """Send ``bag`` on ``port``. Never waits for readers."""
-        try:
-            target = self._ports[port]
-        except KeyError:
+        write = self._writes.get(port)
+        if write is None:
             known = ", ".join(sorted(self._ports)) or "none"
             raise GraphError(
                 f"node {self._node} has no output port {port!r}; its outputs are: {known}"
-            ) from None
-        as_bag = getattr(bag, "_tatolab_bag", None)  # a VideoFrame sends the bag that names it
-        if as_bag is not None:
-            bag = as_bag()
+            )
+        if type(bag) is not dict:
+            as_bag = getattr(bag, "_tatolab_bag", None)  # a VideoFrame sends the bag that names it
+            if as_bag is not None:
+                bag = as_bag()
         try:
-            target.write(_encode(bag, self._node, port))
-        except BagError:
-            raise
-        except ValueError as exc:  # the ring refuses what it cannot carry
+            write(_encode(bag, self._node, port))
+        except ValueError as exc:  # the ring refuses what it cannot carry (BagError is no ValueError)
             raise BagError(f"node {self._node} port {port}: {exc}") from None
 
 
