@@ -8,14 +8,11 @@ from typing import Any
 from tatolab._control.client import Client
 
 
-# What each level means today. Nothing serves other machines yet: public is recorded, and the
-# relay will serve it by URL once it exists; until then a public output reads like a private one.
 MEANING = {
     "internal": "internal: only its own stream reads it",
-    "private": "private: other streams on this machine can read it",
-    "public": ("public: other streams on this machine can read it now; public is recorded, and readers "
-               "on other machines will read it by URL once the relay serves this machine (nothing "
-               "serves other machines yet)"),
+    "private": "private: other streams and tools on this machine can read it (`tatolab url` gives its URL)",
+    "public": ("public: your other machines can read it by URL too, over your tailnet "
+               "(`tatolab url` gives its URL)"),
 }
 
 
@@ -32,7 +29,17 @@ def register(commands: Any) -> None:
     expose = commands.add_parser("expose", help="change who may read an output: <stream>/<node>/<port>")
     expose.add_argument("address", help="<stream>/<node>/<port> (or <machine>/<stream>/<node>/<port>)")
     level = expose.add_mutually_exclusive_group()
-    level.add_argument("--public", action="store_true",
-                       help="readers on other machines too, by URL, once the relay serves them (recorded now)")
-    level.add_argument("--remove", action="store_true", help="make it internal again, cutting other streams' readers")
+    level.add_argument("--public", action="store_true", help="readers on your other machines too, by URL")
+    level.add_argument("--remove", action="store_true",
+                       help="make it internal again, cutting other streams' and network readers")
     expose.set_defaults(func=cmd_expose)
+    url = commands.add_parser("url", help="print an exposed output's MoQ URL and the certificate fingerprint")
+    url.add_argument("address", help="<stream>/<node>/<port>")
+    url.set_defaults(func=cmd_url)
+
+
+def cmd_url(args: argparse.Namespace) -> int:
+    result = Client().request("url", address=args.address)
+    print(result["url"])
+    print(f"fingerprint sha-256 {result['fingerprint']}")
+    return 0

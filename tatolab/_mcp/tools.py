@@ -47,6 +47,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool("start_stream", "start", "manage"),
     Tool("remove_stream", "rm", "manage"),
     Tool("expose_port", "expose", "manage"),
+    Tool("output_url", "url", "observe"),
 )
 
 BY_NAME = {tool.name: tool for tool in TOOLS}

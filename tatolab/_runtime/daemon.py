@@ -18,6 +18,9 @@ from tatolab._control import paths, protocol
 from tatolab._runtime import groups, unwritten
 from tatolab._runtime.kept import KeptStreams
 from tatolab._runtime.runtime import Runtime
+from tatolab._runtime.machine import machine_name
+from tatolab._runtime.relay.config import ConfigError
+from tatolab._runtime.relay.relay import Relay
 from tatolab._runtime.lock import MachineLock, RuntimeAlreadyRunning
 from tatolab._runtime.logs import RotatingJsonl
 from tatolab._runtime.server import ControlServer
@@ -78,6 +81,11 @@ async def serve(lock: MachineLock) -> None:
     kept = KeptStreams(state, say)
     kept.begin()  # the two-crash rule, from the marker the previous run left
     runtime = Runtime(kept)
+    try:
+        runtime.relay = Relay(state, say, machine_name())
+    except ConfigError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    runtime.relay.start()
     server = ControlServer(runtime, say)
     asyncio.get_running_loop().set_exception_handler(server.exception_handler)
     old_umask = os.umask(0o177)
@@ -104,6 +112,7 @@ async def serve(lock: MachineLock) -> None:
         loading.cancel()
         await asyncio.gather(loading, return_exceptions=True)
         await runtime.shutdown()
+        await runtime.relay.close()
         if clean:
             kept.stopped_cleanly()  # a clean stop ends every crash streak
         ring.reap(paths.shm_namespace())

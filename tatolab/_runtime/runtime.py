@@ -24,6 +24,8 @@ from tatolab._runtime.starter import ProcessStarter
 from tatolab._runtime.starter import shared as shared_starter
 from tatolab._runtime.streams import LoadedStream
 from tatolab._runtime.wiring import release_remote, rewire
+from tatolab._runtime.relay.relay import Relay
+from tatolab._runtime.relay.wanted import wanted
 from tatolab._words import counted
 
 
@@ -103,6 +105,7 @@ class Runtime:
         self._load_lock = asyncio.Lock()
         self._unloading: set[asyncio.Task] = set()
         self.closing = False  # set by shutdown: no stream starts after it
+        self.relay: Relay | None = None  # the MoQ relay serving exposed outputs (tatolabd sets it)
 
     # -- starting ------------------------------------------------------------------------------
 
@@ -326,6 +329,8 @@ class Runtime:
 
     def rewire(self) -> None:
         rewire(self.streams, self.kept.rows(set(self.streams)), machine_name())
+        if self.relay is not None:
+            self.relay.sync(wanted(self.streams, machine_name()))
 
     def list_streams(self) -> list[dict[str, Any]]:
         """Loaded streams, then kept ones not loaded now (stopped, failed with a reason, or about to load)."""

@@ -1,0 +1,378 @@
+"""The runtime's MoQ relay (moq-rs, the moq-dev implementation): each exposed output is a broadcast
+whose path is its address, with one track of bags, one frame per bag.
+
+It runs on a thread of its own with its own event loop, so no network work runs on the runtime's
+loop; the Rust side runs on its own threads. Private outputs are served on loopback only; public
+ones also on the configured public addresses. Nothing listens while nothing is exposed, and an
+output's ring is read only while someone subscribes to its track.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from tatolab._links.aio import AsyncRingReader
+from tatolab._links.ring import RingError, RingReader
+from tatolab._runtime.nodes import claim_reader, release_reader
+from tatolab._runtime.relay import cert as certs
+from tatolab._runtime.relay import config
+from tatolab._runtime.relay.wanted import TRACK, Serve
+
+RENEW_CHECK_S = 3600.0
+CUT = 403  # the code network readers are cut with when an output stops being theirs to read
+
+Say = Callable[..., None]
+
+
+@dataclass
+class _Listener:
+    kind: str  # "loopback" | "public"
+    host: str
+    server: Any  # moq.Server
+    origin: Any  # moq.OriginProducer: what this listener serves
+    task: asyncio.Task | None = None
+
+
+@dataclass
+class _Reader:
+    """One network session: the listener it came in on and the path it asked for."""
+
+    kind: str
+    path: str
+    session: Any  # moq.Session
+    bytes_sent: int = 0
+
+    def sent(self) -> int:
+        try:
+            stats = self.session.stats()
+        except Exception:  # a closed session has nothing more to say
+            return self.bytes_sent
+        self.bytes_sent = max(self.bytes_sent, stats.bytes_sent or 0)
+        return self.bytes_sent
+
+
+@dataclass
+class _Output:
+    serve: Serve
+    broadcasts: dict[str, Any] = field(default_factory=dict)  # "loopback"/"public" -> moq.BroadcastProducer
+    tracks: dict[str, Any] = field(default_factory=dict)  # same keys -> moq.TrackProducer
+    task: asyncio.Task | None = None
+    bags_sent: int = 0
+    reader_index: int | None = None  # the ring's reader record it holds while someone subscribes
+
+
+class Relay:
+    """Serves the exposed outputs ``sync`` is given; ``url``, ``fingerprint`` and ``network`` tell about them."""
+
+    def __init__(self, state: Path, say: Say, machine: str) -> None:
+        self.state = state
+        self.machine = machine
+        self.port = config.port()
+        self.public_hosts = config.public_addresses()
+        self._say_main = say
+        self._main = asyncio.get_running_loop()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="tatolab-moq-relay", daemon=True)
+        self._lock = threading.Lock()  # guards _readers and _closed_bytes (read by `graph` on the runtime's loop)
+        self._readers: list[_Reader] = []
+        self._closed_bytes: dict[str, int] = {}
+        self._outputs: dict[str, _Output] = {}  # relay thread only
+        self._listeners: dict[str, _Listener] = {}  # relay thread only
+        self._want: dict[str, Serve] | None = None
+        self._syncing: asyncio.Task | None = None
+        self._renewing: asyncio.Task | None = None
+        self.cert: certs.Certificate | None = None
+        self._cert_lock = threading.Lock()
+
+    # -- the runtime's side (its event loop) -----------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def sync(self, wanted: dict[str, Serve]) -> None:
+        """Serve exactly ``wanted`` from now on; outputs no longer in it cut their readers at once."""
+        self._loop.call_soon_threadsafe(self._request_sync, dict(wanted))
+
+    async def close(self) -> None:
+        if not self._thread.is_alive():
+            return
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._close(), self._loop))
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
+
+    def url(self, path: str, level: str) -> str:
+        """The URL of the broadcast at ``path``: on loopback for a private output, on the first
+        public address for a public one (loopback when the machine has none)."""
+        host = self.public_hosts[0] if level == "public" and self.public_hosts else config.LOOPBACK
+        return config.url(host, self.port, path)
+
+    def fingerprint(self) -> str:
+        """The SHA-256 of the certificate the relay serves (made now if it has none yet)."""
+        return self._certificate().fingerprint
+
+    def _certificate(self) -> certs.Certificate:
+        with self._cert_lock:  # both threads may ask first
+            if self.cert is None or self.cert.due():
+                self.cert, _ = certs.ensure(self.state, self._names())
+            return self.cert
+
+    def network(self, path: str) -> dict[str, Any]:
+        """Network readers of the broadcast at ``path`` and what was sent to them."""
+        with self._lock:
+            readers = [r for r in self._readers if r.path == path]
+            closed = self._closed_bytes.get(path, 0)
+        output = self._outputs.get(path)
+        return {
+            "readers": len(readers),
+            "bytes_sent": closed + sum(r.sent() for r in readers),
+            "bags_sent": output.bags_sent if output else 0,
+            "reading": output is not None and output.reader_index is not None,
+        }
+
+    def reader_index(self, path: str) -> int | None:
+        output = self._outputs.get(path)
+        return output.reader_index if output else None
+
+    # -- the relay's thread --------------------------------------------------------------------
+
+    def _say(self, level: str, message: str, **fields: Any) -> None:
+        self._main.call_soon_threadsafe(lambda: self._say_main(level, message, **fields))
+
+    async def _on_main(self, function: Callable[..., Any], *args: Any) -> Any:
+        """Run ``function`` on the runtime's loop (reader records are the runtime's to hand out)."""
+        done: concurrent.futures.Future = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                done.set_result(function(*args))
+            except BaseException as exc:
+                done.set_exception(exc)
+
+        self._main.call_soon_threadsafe(run)
+        return await asyncio.wrap_future(done)
+
+    def _names(self) -> list[str]:
+        return ["localhost", config.LOOPBACK, "::1", self.machine, *self.public_hosts]
+
+    def _request_sync(self, wanted: dict[str, Serve]) -> None:
+        self._want = wanted
+        if self._syncing is None or self._syncing.done():
+            self._syncing = self._loop.create_task(self._sync_latest())
+
+    async def _sync_latest(self) -> None:
+        while self._want is not None:
+            wanted, self._want = self._want, None
+            try:
+                await self._apply(wanted)
+            except Exception as exc:  # never leaves the relay's thread without saying why
+                self._say("error", f"MoQ relay: could not serve the exposed outputs: {exc}")
+
+    async def _apply(self, wanted: dict[str, Serve]) -> None:
+        await self._listen(want_loopback=bool(wanted), want_public=any(s.public for s in wanted.values()))
+        for path in list(self._outputs):
+            serve = wanted.get(path)
+            if serve is None:
+                self._drop(path, ("loopback", "public"), "no longer exposed")
+            elif not serve.public and "public" in self._outputs[path].broadcasts:
+                self._drop(path, ("public",), "now private")
+        for path, serve in wanted.items():
+            output = self._outputs.get(path)
+            if output is None:
+                output = self._outputs[path] = _Output(serve)
+            elif output.serve.out is not serve.out:  # the stream was loaded again: new rings
+                output.serve = serve
+                self._stop_feeding(output)
+            output.serve = serve
+            for kind in ("loopback", "public") if serve.public else ("loopback",):
+                if kind in self._listeners and kind not in output.broadcasts:
+                    origin = self._listeners[kind].origin
+                    broadcast = origin.create_broadcast(path)
+                    output.tracks[kind] = broadcast.publish_track(TRACK)
+                    broadcast.announce()
+                    output.broadcasts[kind] = broadcast
+            if output.task is None or output.task.done():
+                output.task = self._loop.create_task(self._feed(output))
+
+    async def _listen(self, want_loopback: bool, want_public: bool) -> None:
+        if not want_loopback and not want_public:
+            await self._stop_listening()
+            return
+        self._certificate()
+        wants = {"loopback": [config.LOOPBACK] if want_loopback else [],
+                 "public": self.public_hosts[:1] if want_public else []}
+        for kind, hosts in wants.items():
+            if not hosts and kind in self._listeners:
+                await self._stop_listener(kind)
+            elif hosts and kind not in self._listeners:
+                await self._start_listener(kind, hosts[0])
+        if self._renewing is None:
+            self._renewing = self._loop.create_task(self._renew())
+
+    async def _start_listener(self, kind: str, host: str) -> None:
+        try:
+            import moq
+        except ImportError:
+            self._say("error", "MoQ relay: the moq-rs package is missing, so exposed outputs have no URL; "
+                      "install the runtime with pip install \"tatolab[runtime]\" and restart tatolabd")
+            return
+        assert self.cert is not None
+        origin = moq.OriginProducer()
+        server = moq.Server(config.bind(host, self.port), tls_cert=[str(self.cert.cert)], tls_key=[str(self.cert.key)],
+                            publish=origin)
+        try:
+            await server.__aenter__()
+        except Exception as exc:
+            self._say("error", f"MoQ relay: cannot listen on udp {config.bind(host, self.port)} ({kind}): {exc}. "
+                      "Set TATOLAB_MOQ_PORT to a free port (and TATOLAB_MOQ_PUBLIC to this machine's addresses), "
+                      "then restart tatolabd", port=self.port, host=host)
+            return
+        listener = self._listeners[kind] = _Listener(kind, host, server, origin)
+        listener.task = self._loop.create_task(self._accept(listener))
+        self._say("info", f"MoQ relay serving {'public' if kind == 'public' else 'exposed'} outputs on udp "
+                  f"{server.local_addr}; certificate sha-256 {self.cert.fingerprint} (until "
+                  f"{self.cert.not_after:%Y-%m-%d %H:%M} UTC)", fingerprint=self.cert.fingerprint,
+                  listen=server.local_addr)
+
+    async def _stop_listener(self, kind: str) -> None:
+        listener = self._listeners.pop(kind)
+        for path, output in list(self._outputs.items()):
+            if kind in output.broadcasts:
+                self._drop(path, (kind,), "the relay stopped listening there")
+        if listener.task is not None:
+            listener.task.cancel()
+        await listener.server.__aexit__(None, None, None)
+        self._cut(lambda r: r.kind == kind)
+
+    async def _stop_listening(self) -> None:
+        for kind in list(self._listeners):
+            await self._stop_listener(kind)
+
+    async def _accept(self, listener: _Listener) -> None:
+        async def one(request: Any) -> None:
+            path = request.path.strip("/")
+            try:
+                session = await request.accept()
+            except Exception:
+                return
+            reader = _Reader(listener.kind, path, session)
+            with self._lock:
+                self._readers.append(reader)
+            try:
+                await session.closed()
+            except Exception:
+                pass  # how a reader left changes nothing here
+            finally:
+                sent = reader.sent()
+                with self._lock:
+                    if reader in self._readers:
+                        self._readers.remove(reader)
+                        self._closed_bytes[path] = self._closed_bytes.get(path, 0) + sent
+
+        pending: set[asyncio.Task] = set()
+        try:
+            async for request in listener.server:
+                task = self._loop.create_task(one(request))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+        finally:
+            for task in pending:
+                task.cancel()
+
+    def _cut(self, which: Callable[[_Reader], bool]) -> None:
+        with self._lock:
+            cut = [r for r in self._readers if which(r)]
+        for reader in cut:
+            try:
+                reader.session.cancel(CUT)
+            except Exception:
+                pass
+
+    def _drop(self, path: str, kinds: tuple[str, ...], why: str) -> None:
+        """Stop serving ``path`` on ``kinds`` of listener, cutting the readers there at once."""
+        output = self._outputs[path]
+        for kind in kinds:
+            broadcast = output.broadcasts.pop(kind, None)
+            output.tracks.pop(kind, None)
+            if broadcast is not None:
+                broadcast.close()
+        self._cut(lambda r: r.path == path and r.kind in kinds)
+        if not output.broadcasts:
+            self._stop_feeding(output)
+            del self._outputs[path]
+
+    def _stop_feeding(self, output: _Output) -> None:
+        if output.task is not None:
+            output.task.cancel()
+            output.task = None
+
+    async def _feed(self, output: _Output) -> None:
+        """Read the output's ring only while some track of it has a subscriber."""
+        while True:
+            demands = [track.demand() for track in output.tracks.values()]
+            if not demands:
+                return
+            if not any(d.is_used() for d in demands):
+                waits = [self._loop.create_task(d.used()) for d in demands]
+                try:
+                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for wait in waits:
+                        wait.cancel()
+                continue
+            out = output.serve.out
+            try:
+                index = await self._on_main(claim_reader, out)
+            except RingError as exc:
+                self._say("warning", f"MoQ relay cannot read {output.serve.path}: {exc}")
+                await asyncio.Event().wait()  # until the next sync replaces or drops this output
+            bags: AsyncRingReader | None = None
+            output.reader_index = index
+            try:
+                bags = AsyncRingReader(RingReader(out.base, index, "ordered", start="now"))
+                while any(track.demand().is_used() for track in output.tracks.values()):
+                    item = await bags.next(None)
+                    if item is None:
+                        continue
+                    payload, _size, publish_ns = item
+                    for track in list(output.tracks.values()):
+                        if track.demand().is_used():
+                            track.write_frame(payload, publish_ns // 1000)
+                    output.bags_sent += 1
+            except RingError as exc:  # the stream stopped under us; the next sync drops the output
+                self._say("info", f"MoQ relay stopped reading {output.serve.path}: {exc}")
+                await asyncio.Event().wait()
+            finally:
+                output.reader_index = None
+                if bags is not None:
+                    await asyncio.shield(bags.close())
+                await asyncio.shield(self._on_main(release_reader, out, index))
+
+    async def _renew(self) -> None:
+        """Renew the certificate before it expires; listeners restart with the new one (readers reconnect)."""
+        while True:
+            await asyncio.sleep(RENEW_CHECK_S)
+            if self.cert is None or not self.cert.due():
+                continue
+            self._certificate()
+            want = {o.serve.path: o.serve for o in self._outputs.values()}
+            await self._stop_listening()
+            self._say("info", f"MoQ relay certificate renewed: sha-256 {self.cert.fingerprint}")
+            self._request_sync(want)  # listens again, with the new certificate
+
+    async def _close(self) -> None:
+        if self._syncing is not None:
+            self._syncing.cancel()
+        if self._renewing is not None:
+            self._renewing.cancel()
+        for path in list(self._outputs):
+            self._drop(path, ("loopback", "public"), "the runtime is stopping")
+        await self._stop_listening()
+        tasks = [t for t in asyncio.all_tasks(self._loop) if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
