@@ -32,7 +32,8 @@ async def main(args: argparse.Namespace) -> str:
             await asyncio.sleep(args.idle_s)  # connected, subscribed to nothing: nothing may come
             say(received_before_subscribe=client.session.stats().bytes_received)
         broadcast = await asyncio.wait_for(client.announced_broadcast(path), args.timeout)
-        track = await broadcast.subscribe_track("bags")
+        # every bag, in order (without a staleness allowance, a group that arrives late is skipped)
+        track = await broadcast.subscribe_track("bags", moq.Subscription(max_age_us=10_000_000))
         say(subscribed=path)
         got = 0
         while got < args.count:

@@ -331,3 +331,48 @@ def test_relay_settings_are_checked_with_the_fix(monkeypatch):
     monkeypatch.setenv("TATOLAB_MOQ_PUBLIC", "")
     assert config.public_addresses() == []
     assert config.url("::1", 4443, "m/s/n/p") == "https://[::1]:4443/m/s/n/p"
+
+
+def url_link(runtime: Runtime, stream: str) -> dict:
+    graph = json.loads(runtime.cli("graph", "--stream", stream, check=True).stdout)
+    (entry,) = graph["streams"]
+    links = [link for link in entry["links"] if "url" in link["from"]]
+    return links[0] if links else {}
+
+
+@pytest.mark.slow
+def test_a_second_runtime_reads_a_public_output_through_remote_output_url(project_venv, tmp_path):
+    from test_share import reader_project, source_project as counter_project
+
+    from harness import read_jsonl
+
+    # two runtimes side by side: their own paths, machine names and ports; alpha serves its
+    # public outputs on a second address (standing in for its tailnet address)
+    alpha = started(tmp_path / "alpha", TATOLAB_MACHINE_NAME="alpha", TATOLAB_MOQ_PUBLIC="127.0.0.2")
+    beta = started(tmp_path / "beta", TATOLAB_MACHINE_NAME="beta")
+    source = counter_project(tmp_path / "source", project_venv,
+                             expose="stream_builder.expose(counter.output('counts'), Exposure.PUBLIC)")
+    alpha.cli("run", "-d", cwd=source, check=True)
+    pinned = alpha.cli("url", "source/counter/counts", check=True).stdout.splitlines()[2].split()[-1]
+    assert pinned.startswith(f"https://127.0.0.2:{alpha.env['TATOLAB_MOQ_PORT']}/alpha/source/counter/counts#sha256=")
+
+    reader = reader_project(tmp_path / "reader", project_venv, address=pinned)
+    beta.cli("run", "-d", cwd=reader, check=True)
+    got = reader / "got.jsonl"
+    wait_for(lambda: len(read_jsonl(got)) >= 20, timeout=30, what="bags read from alpha over MoQ")
+    link = url_link(beta, "reader")
+    assert link["state"] == "wired" and link["from"]["address"] == "alpha/source/counter/counts", link
+    rows = read_jsonl(got)
+    assert [r["n"] for r in rows[-10:]] == list(range(rows[-10]["n"], rows[-10]["n"] + 10))  # in order
+    assert link["key"] == "alpha/source/counter/counts->orderedsink/rows"
+    network = output_entry(alpha, "source/counter/counts")["network"]
+    assert network["readers"] == 1 and network["bags_sent"] >= 20, network
+
+    # alpha goes away: the link waits and says why; alpha comes back: it reads again on its own
+    alpha.stop()
+    wait_for(lambda: url_link(beta, "reader").get("state") == "waiting", timeout=60, what="the link to wait")
+    assert "127.0.0.2" in url_link(beta, "reader")["reason"]
+    alpha.start()
+    wait_for(lambda: url_link(beta, "reader").get("state") == "wired", timeout=60, what="the link to read again")
+    count = len(read_jsonl(got))
+    wait_for(lambda: len(read_jsonl(got)) >= count + 20, timeout=30, what="bags after alpha came back")

@@ -42,4 +42,5 @@ def cmd_url(args: argparse.Namespace) -> int:
     result = Client().request("url", address=args.address)
     print(result["url"])
     print(f"fingerprint sha-256 {result['fingerprint']}")
+    print(f"pinned, for stream_builder.remote_output(): {result['url']}#sha256={result['fingerprint']}")
     return 0

@@ -82,10 +82,10 @@ async def serve(lock: MachineLock) -> None:
     kept.begin()  # the two-crash rule, from the marker the previous run left
     runtime = Runtime(kept)
     try:
-        runtime.relay = Relay(state, say, machine_name())
+        runtime.use_relay(Relay(state, say, machine_name()))
     except ConfigError as exc:
         raise SystemExit(f"error: {exc}") from None
-    runtime.relay.start()
+    runtime.relay.start()  # type: ignore[union-attr]
     server = ControlServer(runtime, say)
     asyncio.get_running_loop().set_exception_handler(server.exception_handler)
     old_umask = os.umask(0o177)
@@ -112,7 +112,7 @@ async def serve(lock: MachineLock) -> None:
         loading.cancel()
         await asyncio.gather(loading, return_exceptions=True)
         await runtime.shutdown()
-        await runtime.relay.close()
+        await runtime.relay.close()  # type: ignore[union-attr]
         if clean:
             kept.stopped_cleanly()  # a clean stop ends every crash streak
         ring.reap(paths.shm_namespace())

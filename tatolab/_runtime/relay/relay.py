@@ -17,13 +17,17 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tatolab._links.aio import AsyncRingReader
-from tatolab._links.ring import RingError, RingReader
+from tatolab._links.ring import RingError, RingReader, RingWriter
 from tatolab._runtime.nodes import claim_reader, release_reader
 from tatolab._runtime.relay import cert as certs
 from tatolab._runtime.relay import config
+from tatolab._runtime.relay.pulls import Pull, PullId
 from tatolab._runtime.relay.wanted import TRACK, Serve
 
 RENEW_CHECK_S = 3600.0
+NOT_SERVED_S = 3.0  # a URL link says why it waits once its broadcast is not there this long
+BACKOFF_S = (0.5, 10.0)
+KEEP_US = 10_000_000  # a URL link takes every bag up to 10 s late; its input's profile then decides  # a URL link dials again after 0.5 s, doubling up to 10 s
 CUT = 403  # the code network readers are cut with when an output stops being theirs to read
 
 Say = Callable[..., None]
@@ -86,6 +90,9 @@ class Relay:
         self._want: dict[str, Serve] | None = None
         self._syncing: asyncio.Task | None = None
         self._renewing: asyncio.Task | None = None
+        self._pulls: dict[PullId, tuple[Pull, asyncio.Task]] = {}  # relay thread only
+        # told each URL link's state (None: reading; else why it waits), on the runtime's loop
+        self.on_pull_state: Callable[[Pull, str | None], None] = lambda pull, waiting: None
         self.cert: certs.Certificate | None = None
         self._cert_lock = threading.Lock()
 
@@ -94,9 +101,12 @@ class Relay:
     def start(self) -> None:
         self._thread.start()
 
-    def sync(self, wanted: dict[str, Serve]) -> None:
-        """Serve exactly ``wanted`` from now on; outputs no longer in it cut their readers at once."""
+    def sync(self, wanted: dict[str, Serve], pulls: dict[PullId, Pull] | None = None) -> None:
+        """Serve exactly ``wanted`` from now on (outputs no longer in it cut their readers at once),
+        and read exactly ``pulls`` (other runtimes' outputs, by URL)."""
         self._loop.call_soon_threadsafe(self._request_sync, dict(wanted))
+        if pulls is not None:
+            self._loop.call_soon_threadsafe(self._sync_pulls, dict(pulls))
 
     async def close(self) -> None:
         if not self._thread.is_alive():
@@ -352,6 +362,77 @@ class Relay:
                     await asyncio.shield(bags.close())
                 await asyncio.shield(self._on_main(release_reader, out, index))
 
+    # -- reading other runtimes' outputs (URL links) ----------------------------------------------
+
+    def _sync_pulls(self, wanted: dict[PullId, Pull]) -> None:
+        for pull_id in list(self._pulls):
+            pull, task = self._pulls[pull_id]
+            if wanted.get(pull_id) != pull:
+                task.cancel()
+                del self._pulls[pull_id]
+        for pull_id, pull in wanted.items():
+            if pull_id not in self._pulls:
+                self._pulls[pull_id] = (pull, self._loop.create_task(self._pull(pull)))
+
+    def _pull_state(self, pull: Pull, waiting: str | None) -> None:
+        self._main.call_soon_threadsafe(self.on_pull_state, pull, waiting)
+
+    async def _pull(self, pull: Pull) -> None:
+        """Read the broadcast at ``pull.url`` into ``pull.base``, dialling again with backoff."""
+        try:
+            import moq
+        except ImportError:
+            self._pull_state(pull, "the moq-rs package is missing from the runtime's install; "
+                             "pip install \"tatolab[runtime]\" and restart tatolabd")
+            return
+        writer = RingWriter(pull.base)
+        delay = BACKOFF_S[0]
+        while True:
+            try:
+                async with moq.Client(pull.url, tls_fingerprints=[pull.fingerprint] if pull.fingerprint else None,
+                                      websocket_enabled=False, reconnect=False) as client:
+                    delay = BACKOFF_S[0]
+                    reading = self._loop.create_task(self._read_broadcast(pull, client, writer))
+                    closed = self._loop.create_task(client.session.closed())
+                    try:
+                        done, _ = await asyncio.wait({reading, closed}, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        reading.cancel()
+                        closed.cancel()
+                    for task in done:
+                        task.result()  # its error, if any, says why
+                    raise ConnectionError("the connection closed")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                text = str(exc) or type(exc).__name__
+                self._pull_state(pull, f"cannot read {pull.url}: {text}; dialling again in {delay:g} s")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, BACKOFF_S[1])
+
+    async def _read_broadcast(self, pull: Pull, client: Any, writer: RingWriter) -> None:
+        import moq
+
+        while True:
+            available = self._loop.create_task(client.announced_broadcast(pull.path).available())
+            try:
+                done, _ = await asyncio.wait({available}, timeout=NOT_SERVED_S)
+                if not done:
+                    self._pull_state(pull, f"{pull.url} does not serve {pull.path} (not exposed there, or its "
+                                     "stream is not running); waiting for it")
+                broadcast = await available
+            finally:
+                available.cancel()
+            # a staleness allowance: without one, a group that arrives after a newer one is skipped
+            track = await broadcast.subscribe_track(TRACK, moq.Subscription(max_age_us=KEEP_US))
+            self._pull_state(pull, None)
+            while True:
+                frame = await track.read_frame()
+                if frame is None:
+                    break
+                writer.write(frame.payload)
+            self._pull_state(pull, f"{pull.url} stopped serving {pull.path}; waiting for it")
+
     async def _renew(self) -> None:
         """Renew the certificate before it expires; listeners restart with the new one (readers reconnect)."""
         while True:
@@ -365,6 +446,9 @@ class Relay:
             self._request_sync(want)  # listens again, with the new certificate
 
     async def _close(self) -> None:
+        for _pull, task in self._pulls.values():
+            task.cancel()
+        self._pulls.clear()
         if self._syncing is not None:
             self._syncing.cancel()
         if self._renewing is not None:
