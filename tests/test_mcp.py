@@ -19,7 +19,7 @@ from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
 TOOLS = ["list_streams", "graph", "tap", "logs", "run_stream", "stop_stream", "start_stream", "remove_stream",
-         "expose_port"]
+         "expose_port", "output_url"]
 
 STREAM = """
 from tatolab.stream import StreamBuilder, stream
