@@ -90,6 +90,18 @@ def private_dir(path: Path, what: str = "this folder", fix: str = DEFAULT_FIX) -
     return path
 
 
+def check_private_dir(path: Path | str, what: str = "this folder", fix: str = DEFAULT_FIX) -> None:
+    """Refuse ``path`` unless it is a real folder (not a link) of the user's that no one else can write.
+
+    FileNotFoundError passes through: the caller names what should have made it."""
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise UnsafePath(path, _describe(path, info), what, fix)
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o022:
+        raise UnsafePath(path, f"can be written by other users (mode {mode:o})", what, fix)
+
+
 def _check_own_file(fd: int, path: Path | str, what: str) -> None:
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():

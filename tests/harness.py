@@ -84,12 +84,15 @@ class Runtime:
         return paths.shm_namespace(self.root / "state" / "tatolab", make_folder=False)
 
     def shm_files(self) -> list[str]:
-        """This runtime's shared-memory files (also any in /dev/shm itself, where none may be)."""
+        """This runtime's shared-memory files (also any in /dev/shm itself, where none may be);
+        while it runs, less its ``.owner`` record, which lives exactly as long as it does."""
         name = os.path.basename(self.shm_prefix)
+        running = self.process is not None and self.process.poll() is None
         found = []
         for folder in (SHM_FOLDER, "/dev/shm"):
             try:
-                found += [os.path.join(folder, e) for e in os.listdir(folder) if e.startswith(name)]
+                found += [os.path.join(folder, e) for e in os.listdir(folder)
+                          if e.startswith(name) and not (running and e == name + ".owner")]
             except FileNotFoundError:
                 pass
         return sorted(found)

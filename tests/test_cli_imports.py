@@ -17,7 +17,8 @@ main(sys.argv[1:])
 """
 
 
-@pytest.mark.parametrize("argv", [["streams"], ["stop", "x"], ["graph"], ["rm", "x"]])
+@pytest.mark.parametrize("argv", [["streams"], ["stop", "x"], ["graph"], ["rm", "x"], ["node", "rm", "s", "x"],
+                                  ["link", "add", "s/a/out", "s/b/in"]])
 def test_a_command_that_only_asks_the_runtime_loads_no_runtime_module(argv, tmp_path):
     env = {"XDG_RUNTIME_DIR": str(tmp_path), "XDG_STATE_HOME": str(tmp_path / "state"), "PATH": "/usr/bin:/bin"}
     result = subprocess.run([sys.executable, "-c", PROBE, *argv], env=env, capture_output=True, text=True,

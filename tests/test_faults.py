@@ -104,6 +104,27 @@ def test_a_node_group_whose_guard_is_gone_is_ended_by_the_next_runtime(tmp_path,
     assert all(not alive(h) for _, h in helpers(project))
 
 
+def test_a_killed_runtimes_shared_memory_is_removed_by_any_later_runtime(tmp_path, project_venv):
+    killed = Runtime(tmp_path / "killed").start()
+    project = make_project(tmp_path / "helped", project_venv, one_node_files("helped", "Spawner", HELPER_NODE))
+    try:
+        killed.cli("run", "-d", cwd=project, check=True)
+        wait_for(lambda: helpers(project), timeout=30, what="the node to start")
+        killed.stop(signal.SIGKILL)
+        wait_for(lambda: killed.leftover_processes() == [], timeout=10, what="the killed runtime's nodes to end")
+        assert killed.shm_files(), "a SIGKILLed runtime cannot remove its own files"
+        other = Runtime(tmp_path / "other").start()  # another state folder: never reaps by name
+        other.stop()
+        assert killed.shm_files() == [], "the dead runtime's files outlived it"
+    finally:
+        for _, pid in helpers(project):
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        killed.start()
+        killed.stop()
+    assert killed.shm_files() == [] and killed.leftover_processes() == []
+
+
 # -- a full disk ---------------------------------------------------------------------------
 
 CHATTY_NODE = """

@@ -28,6 +28,7 @@ COMMAND_MODULES = {
     "exchange": ("exchange",),
     "kept": ("start", "rm"),
     "expose": ("expose", "url"),
+    "change": ("node", "link"),
     "service": ("service",),
     "mcp": ("mcp",),
 }

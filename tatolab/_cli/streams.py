@@ -71,6 +71,13 @@ def cmd_streams(args: argparse.Namespace) -> int:
     client.close()
     rows = listing["streams"]
     print(format_streams_table(rows))
+    changed = [row for row in rows if row.get("changes")]
+    if changed:
+        print()
+        for row in changed:
+            again = "loads as recorded" if row["state"] == "kept" else "is as its stream function builds it"
+            print(f"{row['name']} changed live since it loaded ({counted(row['changes'], 'change')}; "
+                  f"`tatolab graph --stream {row['name']}` lists them); after a restart it {again}")
     failed = [row for row in rows if row["state"] == "failed"]
     if failed:
         print()

@@ -17,7 +17,23 @@ from tatolab._sdk.naming import as_argument
 # The flag that gives an argument of a loading operation (load, dev) on the command line.
 FLAGS = {"project": "--dir", "name": "--name", "count": "--count", "file": "--file"}
 
-KEEP = Fix("load", {"mode": "kept"})  # `run -d` itself, named in words such as "kept at `run -d`"
+KEEP = Fix("load", {"mode": "kept"})
+
+
+def _link(verb: str) -> Callable[[dict[str, Any]], str]:
+    def words(args: dict[str, Any]) -> str:
+        return f"tatolab link {verb} {as_argument(str(args['output']))} {args['stream']}/{args['input']}"
+    return words
+
+
+# The live-change operations, as the `tatolab node` and `tatolab link` commands write them.
+CHANGE_VERBS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "add_node": lambda a: " ".join(["tatolab node add", a["stream"], a["name"]]
+                                   + ([str(a["node_class"])] if a.get("node_class") else ["<class>"])),
+    "remove_node": lambda a: f"tatolab node rm {a['stream']} {a['name']}",
+    "connect": _link("add"),
+    "disconnect": _link("rm"),
+}  # `run -d` itself, named in words such as "kept at `run -d`"
 
 
 def command(fix: Fix) -> str:
@@ -28,6 +44,8 @@ def command(fix: Fix) -> str:
         return f"`tatolab run -d` in {fix.args.get('project')}"
     if fix.op in ("load", "dev"):  # an argument of the command being run: its flag
         return " ".join(FLAGS.get(arg, f"--{arg}") for arg in fix.args)
+    if fix.op in CHANGE_VERBS:
+        return "`" + CHANGE_VERBS[fix.op](fix.args) + "`"
     words = ["tatolab", fix.op] + [as_argument(str(v)) for v in fix.args.values() if v is not None]
     return "`" + " ".join(words) + "`"
 

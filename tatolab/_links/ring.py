@@ -331,6 +331,12 @@ def _unlink_quietly(path: str) -> bool:
         return False
 
 
+def remove_ring(base: str) -> None:
+    """Unlink every generation of the ring at `base` (a node removed from a running stream)."""
+    for gen in _generations(base):
+        _unlink_quietly(_gen_path(base, gen))
+
+
 def reap(prefix: str) -> int:
     """Unlink every file whose name starts with `prefix`; returns how many went.
 

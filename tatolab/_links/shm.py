@@ -13,10 +13,9 @@ checks; here they raise RingError, which every reader of a ring handles).
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
-from tatolab._safe_fs import UnsafePath, create_private_file, open_own_file, owner_name, private_dir
+from tatolab._safe_fs import UnsafePath, check_private_dir, create_private_file, open_own_file, private_dir
 
 SHM_ROOT = "/dev/shm"
 _FIX = "Remove it (an administrator can, if you cannot) and start again."
@@ -43,23 +42,11 @@ def private_folder(path: str | None = None) -> str:
 def check_folder(path: str) -> None:
     """Refuse `path` unless it is a real folder (not a symlink) of this user that no one else can write."""
     try:
-        info = os.lstat(path)
+        check_private_dir(path, "the folder of a ring", f"Keep rings in {default_folder()} (tatolab makes it).")
     except FileNotFoundError:
         raise RingError(f"the shared-memory folder {path} does not exist") from None
-    owner = owner_name(info.st_uid)
-    mode = stat.S_IMODE(info.st_mode)
-    if stat.S_ISLNK(info.st_mode):
-        problem = f"is a symbolic link owned by {owner}"
-    elif not stat.S_ISDIR(info.st_mode):
-        problem = f"is not a folder (owner {owner})"
-    elif info.st_uid != os.getuid():
-        problem = f"is a folder owned by {owner}, not by you"
-    elif mode & 0o022:
-        problem = f"can be written by other users (mode {mode:o})"
-    else:
-        return
-    fix = f"Keep rings in {default_folder()} (tatolab makes it)."
-    raise RingError(str(UnsafePath(path, problem, "the folder of a ring", fix)))
+    except UnsafePath as exc:
+        raise RingError(str(exc)) from None
 
 
 def create_exclusive(path: str, size: int) -> int:

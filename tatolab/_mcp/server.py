@@ -2,7 +2,9 @@
 
 With no runtime, every tool answers what the CLI prints then (``error: no runtime is running
 ...``) and the session stays open; the next call asks again, so it serves once a runtime starts.
-A refusal comes back as a tool error in the CLI's words (tatolab/_control/words.py).
+A refusal comes back as a tool error in the CLI's words (tatolab/_control/words.py), its fixes
+also as tool calls (tatolab/_mcp/calls.py). Resources (the node catalog, each stream's graph) are
+in resources.py, prompts in prompts.py.
 """
 
 from __future__ import annotations
@@ -14,13 +16,20 @@ from typing import Any
 
 import jsonschema
 import mcp_types as types
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import ListenHandler
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import INVALID_PARAMS
 
 from tatolab import __version__
 from tatolab._control.client import AsyncClient, NoRuntime, RequestFailed
 from tatolab._control.errors import ControlError
 from tatolab._control.words import render
+from tatolab._mcp import images, prompts
+from tatolab._mcp.calls import in_words, tool_calls
+from tatolab._mcp.resources import GRAPH_TEMPLATE, Resources
 from tatolab._mcp.tools import BY_NAME, TOOLS, Tool, description, input_schema
 
 INSTRUCTIONS = (
@@ -31,24 +40,37 @@ TOOL_SLACK_S = 10.0  # beyond a tap's own timeout, before the call gives up on t
 
 
 class Failed(Exception):
-    """A tool call that did not work: its text is what the CLI prints for it."""
+    """A tool call that did not work: its text is what the CLI prints for it; ``calls``, the
+    refusal's fixes as tool calls."""
+
+    def __init__(self, text: str, calls: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(text)
+        self.calls = calls or []
 
 
-def _words(exc: Exception) -> str:
-    text = render(exc) if isinstance(exc, ControlError) else str(exc)
-    return f"error: {text}"
+def _failed(exc: Exception) -> Failed:
+    if isinstance(exc, ControlError):
+        return Failed(f"error: {render(exc)}", tool_calls(exc))
+    return Failed(f"error: {exc}")
 
 
 async def _ask(op: str, args: dict[str, Any]) -> tuple[AsyncClient, Any]:
     try:
         client = await AsyncClient.connect()
     except (NoRuntime, RequestFailed) as exc:
-        raise Failed(_words(exc)) from None
+        raise _failed(exc) from None
     try:
         return client, await client.request(op, **args)
     except (ControlError, RequestFailed) as exc:
         await client.close()
-        raise Failed(_words(exc)) from None
+        raise _failed(exc) from None
+
+
+async def _answer(op: str, args: dict[str, Any]) -> Any:
+    """The answer to one request, the connection closed."""
+    client, answer = await _ask(op, args)
+    await client.close()
+    return answer
 
 
 async def operations() -> dict[str, dict[str, Any]]:
@@ -82,6 +104,7 @@ def _checked(tool: Tool, arguments: dict[str, Any], described: dict[str, Any]) -
         raise Failed(f"error: bad arguments for {tool.name}: {where + ': ' if where else ''}{exc.message}") from None
     full = {name: spec["default"] for name, spec in tool.limits.items() if name not in arguments}
     full.update(arguments)
+    full = tool.op_args(full)
     full.update(tool.fixed)
     if tool.name == "run_stream" and "project" in full:
         full["project"] = str(Path(full["project"]).expanduser().resolve())
@@ -124,6 +147,26 @@ async def _logs(args: dict[str, Any]) -> dict[str, Any]:
     return {"stream": opened.get("stream"), "log": opened.get("log"), "records": records}
 
 
+async def _exchange(args: dict[str, Any]) -> list[dict[str, Any]]:
+    frames = args.pop("frames")
+    if args.get("surface_id") is None and args.get("address") is None:
+        raise Failed("error: exchange needs `address` (a video output, <stream>/<node>/<port>) or `surface_id`")
+    if args.get("surface_id") is not None:
+        args = {"surface_id": args["surface_id"]}
+    client, opened = await _ask("exchange", {**args, "count": None})
+    try:
+        async with asyncio.timeout(args.get("timeout", 0) + TOOL_SLACK_S):
+            if "surface_id" in args:
+                return await images.by_id(client, opened)
+            return await images.from_output(client, opened, frames, args["timeout"])
+    except images.NoFrame as exc:
+        raise Failed(str(exc)) from None
+    except TimeoutError:
+        raise Failed(f"error: the runtime went away during the exchange of {opened.get('address')}") from None
+    finally:
+        await client.close()  # hanging up releases the tap's reader record
+
+
 class Attached:
     """The streams this session runs attached: each holds a connection open (reading its log, which
     `logs` also reads); hanging up when the session ends unloads them."""
@@ -162,6 +205,8 @@ async def call(name: str, arguments: dict[str, Any]) -> Any:
     args = _checked(tool, arguments, described)
     if tool.op == "tap":
         return await _tap(args)
+    if tool.op == "exchange":
+        return await _exchange(args)
     if tool.op == "logs":
         return await _logs(args)
     if tool.op == "load" and args["mode"] == "attached":
@@ -171,27 +216,127 @@ async def call(name: str, arguments: dict[str, Any]) -> Any:
     return result
 
 
+def error_result(exc: Failed) -> types.CallToolResult:
+    """The CLI's words first, word for word; then the fixes as tool calls, when there are any."""
+    content = [types.TextContent(text=str(exc))]
+    if exc.calls:
+        content.append(types.TextContent(text=in_words(exc.calls)))
+    return types.CallToolResult(content=content, is_error=True,
+                                structured_content={"error": str(exc), "fixes": exc.calls})
+
+
+def images_result(frames: list[dict[str, Any]]) -> types.CallToolResult:
+    content: list[Any] = []
+    for frame in frames:
+        shown = {k: v for k, v in frame.items() if k != "png_base64"}
+        content.append(types.TextContent(text=json.dumps(shown)))
+        content.append(types.ImageContent(data=frame["png_base64"], mime_type="image/png"))
+    return types.CallToolResult(content=content)
+
+
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
     try:
         result = await call(params.name, params.arguments or {})
     except Failed as exc:
-        return types.CallToolResult(content=[types.TextContent(text=str(exc))], is_error=True)
+        return error_result(exc)
+    if params.name == "exchange":
+        return images_result(result)
     text = json.dumps(result, indent=2, default=str)
     structured = result if isinstance(result, dict) else {"result": result}
     return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured)
 
 
+RESOURCES = Resources(_answer)
+LISTEN = ListenHandler(RESOURCES.bus)
+
+
+def _handshake_era(ctx: Any) -> None:
+    """On a handshake-era session, changes are told as plain notifications (2026-07-28: on listen streams)."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        RESOURCES.listening(ctx.session)
+
+
+async def listen(ctx: Any, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
+    """A 2026-07-28 listen stream: watch what it asks for while it is open."""
+    wanted = params.notifications
+    uris = [str(uri) for uri in wanted.resource_subscriptions or ()]
+    await RESOURCES.hold(uris, list_changed=bool(wanted.resources_list_changed))
+    try:
+        return await LISTEN(ctx, params)
+    finally:
+        RESOURCES.release(uris)
+
+
+def _no_resource(exc: Exception) -> MCPError:
+    return MCPError(INVALID_PARAMS, str(exc))
+
+
+async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+    _handshake_era(ctx)
+    return types.ListResourcesResult(resources=await RESOURCES.list())
+
+
+async def list_resource_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+    return types.ListResourceTemplatesResult(resource_templates=[types.ResourceTemplate(
+        uri_template=GRAPH_TEMPLATE, name="stream graph", mime_type="application/json",
+        description="The live graph of one stream, as the `graph` tool returns it.")])
+
+
+async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    _handshake_era(ctx)
+    uri = str(params.uri)
+    try:
+        data = await RESOURCES.read(uri)
+    except (Failed, LookupError) as exc:
+        raise _no_resource(exc) from None
+    return types.ReadResourceResult(contents=[types.TextResourceContents(
+        uri=uri, mime_type="application/json", text=json.dumps(data, indent=2, default=str))])
+
+
+async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+    _handshake_era(ctx)
+    try:
+        await RESOURCES.subscribe(str(params.uri))
+    except LookupError as exc:
+        raise _no_resource(exc) from None
+    return types.EmptyResult()
+
+
+async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+    RESOURCES.unsubscribe(str(params.uri))
+    return types.EmptyResult()
+
+
+async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+    return types.ListPromptsResult(prompts=[prompt.listed() for prompt in prompts.PROMPTS])
+
+
+async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+    prompt = prompts.BY_NAME.get(params.name)
+    if prompt is None:
+        raise MCPError(INVALID_PARAMS, f"no prompt {params.name!r}; the prompts are {', '.join(prompts.BY_NAME)}")
+    return types.GetPromptResult(description=prompt.description, messages=[types.PromptMessage(
+        role="user", content=types.TextContent(text=prompt.text(params.arguments or {})))])
+
+
 def make_server() -> Server[Any]:
     return Server("tatolab", version=__version__, instructions=INSTRUCTIONS,
-                  on_list_tools=list_tools, on_call_tool=call_tool)
+                  on_list_tools=list_tools, on_call_tool=call_tool,
+                  on_list_resources=list_resources, on_list_resource_templates=list_resource_templates,
+                  on_read_resource=read_resource, on_subscribe_resource=subscribe,
+                  on_unsubscribe_resource=unsubscribe, on_subscriptions_listen=listen, on_list_prompts=list_prompts, on_get_prompt=get_prompt)
 
 
 async def serve() -> None:
     server = make_server()
+    watching = asyncio.create_task(RESOURCES.watch())
     try:
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            await server.run(read_stream, write_stream,
+                             server.create_initialization_options(NotificationOptions(resources_changed=True)))
     finally:
+        watching.cancel()
+        LISTEN.close()
         await ATTACHED.hang_up()
 
 

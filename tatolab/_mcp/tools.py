@@ -14,17 +14,29 @@ from typing import Any
 TAP_MAX_COUNT = 50
 TAP_MAX_TIMEOUT_S = 30.0
 LOGS_MAX = 500
+EXCHANGE_MAX_COUNT = 4
 
 
 @dataclass(frozen=True)
 class Tool:
     name: str
     op: str
-    kind: str  # "observe" or "manage"
+    kind: str  # "observe", "manage" or "change" (a running graph)
     fixed: dict[str, Any] = field(default_factory=dict)  # arguments the tool always sends, hidden from the agent
     hidden: tuple[str, ...] = ()  # arguments left at the operation's default
     limits: dict[str, dict[str, Any]] = field(default_factory=dict)  # per argument: schema keywords to add
     note: str = ""  # what the tool does beyond the operation's description
+    renamed: dict[str, str] = field(default_factory=dict)  # the tool's name of an argument -> the operation's
+    own_words: bool = False  # the note is the whole description (the operation's is about something else)
+
+    def op_args(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The tool's arguments under the operation's names."""
+        return {self.renamed.get(name, name): value for name, value in arguments.items()}
+
+    def tool_args(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The operation's arguments under the tool's names (a fix rendered as a tool call)."""
+        back = {op_name: name for name, op_name in self.renamed.items()}
+        return {back.get(name, name): value for name, value in args.items()}
 
 
 TOOLS: tuple[Tool, ...] = (
@@ -38,15 +50,27 @@ TOOLS: tuple[Tool, ...] = (
     Tool("logs", "logs", "observe", fixed={"follow": False},
          limits={"tail": {"type": "integer", "minimum": 1, "maximum": LOGS_MAX, "default": 50}},
          note=f"Here: never follows; ``tail`` is at most {LOGS_MAX} (default 50)."),
+    Tool("exchange", "exchange", "observe", hidden=("count",),
+         limits={"timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": TAP_MAX_TIMEOUT_S, "default": 10.0},
+                 "frames": {"type": "integer", "minimum": 1, "maximum": EXCHANGE_MAX_COUNT, "default": 1}},
+         note=f"Look at the frames a video output carries: give ``address`` (``<stream>/<node>/<port>``) "
+              f"for the newest frame its bags name (up to ``frames``, at most {EXCHANGE_MAX_COUNT}, default 1, "
+              "each the newest when read, within ``timeout`` seconds), or ``surface_id`` (as `tap` shows it) for "
+              "that one surface. Each frame comes back as a PNG image beside a line naming it.",
+         own_words=True),
     Tool("run_stream", "load", "manage", hidden=("env",),
          limits={"mode": {"enum": ["kept", "attached"], "default": "kept"}},
          note="Here kept is the default: the runtime runs it until `stop_stream` or `remove_stream`, "
               "across restarts too; attached, it runs until this MCP session ends. ``project`` is a "
               "folder path (absolute, or relative to where `tatolab mcp` runs)."),
-    Tool("stop_stream", "stop", "manage"),
-    Tool("start_stream", "start", "manage"),
-    Tool("remove_stream", "rm", "manage"),
+    Tool("stop_stream", "stop", "manage", renamed={"stream": "name"}),
+    Tool("start_stream", "start", "manage", renamed={"stream": "name"}),
+    Tool("remove_stream", "rm", "manage", renamed={"stream": "name"}),
     Tool("expose_port", "expose", "manage"),
+    Tool("add_node", "add_node", "change"),
+    Tool("connect", "connect", "change"),
+    Tool("disconnect", "disconnect", "change"),
+    Tool("remove_node", "remove_node", "change"),
     Tool("output_url", "url", "observe"),
 )
 
@@ -60,6 +84,10 @@ def input_schema(tool: Tool, described: dict[str, Any]) -> dict[str, Any]:
     for name in (*tool.fixed, *tool.hidden):
         properties.pop(name, None)
     schema["required"] = [name for name in schema.get("required", []) if name in properties]
+    if tool.renamed:
+        back = {op_name: name for name, op_name in tool.renamed.items()}
+        schema["properties"] = properties = {back.get(k, k): v for k, v in properties.items()}
+        schema["required"] = [back.get(name, name) for name in schema["required"]]
     for name, keywords in tool.limits.items():
         properties[name] = dict(keywords)
     if "$defs" in described:
@@ -69,5 +97,9 @@ def input_schema(tool: Tool, described: dict[str, Any]) -> dict[str, Any]:
 
 
 def description(tool: Tool, described: dict[str, Any]) -> str:
+    if tool.own_words:
+        return tool.note.replace("``", "`")
     text = " ".join(described["description"].split()).replace("``", "`")
-    return f"{text} {tool.note}".strip() if tool.note else text
+    for name, op_name in tool.renamed.items():
+        text = text.replace(f"`{op_name}`", f"`{name}`")
+    return f"{text} {tool.note.replace('``', '`')}".strip() if tool.note else text

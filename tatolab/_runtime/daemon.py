@@ -15,7 +15,7 @@ from tatolab import __version__, _records
 from tatolab._safe_fs import UnsafePath, private_dir
 from tatolab._links import ring
 from tatolab._control import paths, protocol
-from tatolab._runtime import groups, unwritten
+from tatolab._runtime import groups, namespaces, unwritten
 from tatolab._runtime.kept import KeptStreams
 from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.machine import machine_name
@@ -69,11 +69,16 @@ async def serve(lock: MachineLock) -> None:
     refuse_if_answering(sock_path)
     try:
         ring.link_memory_limit()  # TATOLAB_LINK_MEMORY_MB: refuse a bad value now, not at each stream
-        reaped = ring.reap(paths.shm_namespace())
-    except (ValueError, ring.RingError) as exc:  # or the shared-memory folder is not this user's alone
+        namespace = paths.shm_namespace()
+        reaped = ring.reap(namespace)
+        others = namespaces.reap_dead(os.path.dirname(namespace), keep=namespace)
+        namespaces.claim(namespace)
+    except (ValueError, ring.RingError, UnsafePath) as exc:  # or the shared-memory folder is not this user's alone
         raise SystemExit(f"error: {exc}") from None
     if reaped:
         say("info", f"removed {reaped} shared-memory files left by an earlier runtime")
+    if others:
+        say("info", f"removed {others} shared-memory files left by runtimes that died (other state folders)")
     ended = groups.reap_remembered()
     if ended:
         say("info", f"ended {ended} process groups left by the nodes of an earlier runtime")

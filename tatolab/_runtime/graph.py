@@ -37,6 +37,7 @@ def node_entry(node: dict[str, Any], process: NodeProcess | None) -> dict[str, A
     entry: dict[str, Any] = {
         "name": node["name"],
         "kind": node["class"],
+        "doc": node.get("doc"),  # the node class's docstring: what an agent reads to know what it does
         "builtin": is_builtin(node),
         "execution": node.get("execution", "reactive"),
         "pid": None,
@@ -154,13 +155,17 @@ def stream_entry(
             }
         links.append(entry)
     _sum_into_inputs(nodes, links)
-    return {
+    entry = {
         "name": row["name"],
         "state": row["state"],
         "project": row.get("project"),
         "nodes": nodes,
         "links": links,
+        "changes": [dict(change) for change in stream.changes],  # live changes since it loaded, oldest first
     }
+    if stream.mode == "kept":  # its record holds the graph from `run -d`: a restart loads that one
+        entry["changed_since_recorded"] = bool(stream.changes)
+    return entry
 
 
 def _sum_into_inputs(nodes: list[dict[str, Any]], links: list[dict[str, Any]]) -> None:

@@ -91,6 +91,9 @@ async def restart_nodes(stream: LoadedStream, graph: dict[str, Any], names: list
     old = [stream.nodes[name] for name in names]
     await asyncio.gather(*(node.stop() for node in old))
     stream.graph = graph
+    if stream.changes and stream.log is not None:
+        stream.log.say(f"{dropped_changes(stream)}: this version is the stream function's graph", level="warning")
+    stream.changes = []
     for previous in old:
         entry = entries[previous.name]
         spec = dict(previous.spec, config=entry.get("config") or {}, watchdog_ms=entry.get("watchdog_ms"),
@@ -99,6 +102,19 @@ async def restart_nodes(stream: LoadedStream, graph: dict[str, Any], names: list
                               log=stream.log, env=stream.env, starter=stream.starter)
         stream.nodes[previous.name] = process
         process.start()
+
+def dropped_changes(stream: LoadedStream) -> str:
+    """What a log says when a stream's live changes end (a stop, a restart, a dev reload)."""
+    listed = ", ".join(describe_change(c) for c in stream.changes)
+    return f"the live changes to stream {stream.name} are dropped ({listed})"
+
+
+def describe_change(change: dict[str, Any]) -> str:
+    """One live change in words: `add_node probe`, `connect counter/counts->probe/numbers`."""
+    if "node" in change:
+        return f"{change['change']} {change['node']}"
+    return f"{change['change']} {change.get('output')}->{change.get('input')}"
+
 
 def ended_event(stream: LoadedStream) -> dict[str, Any]:
     """What a watcher of ``stream`` (an attached terminal, dev) is told when it has ended."""
@@ -132,6 +148,9 @@ async def stop_nodes(stream: LoadedStream, reason: Reason | str, *, by_runtime: 
     ring.reap(paths.loaded_stream_prefix(stream.instance))
     surfaces.release()
     stream.end_reason = reason if isinstance(reason, Reason) else Reason(reason)
+    if stream.changes and stream.log is not None:
+        again = "as recorded" if stream.mode == "kept" else "as its stream function builds it"
+        stream.log.say(f"{dropped_changes(stream)}: it loads {again} when it starts again", level="warning")
     if stream.log is not None:  # a log is read by a person: the cause in the CLI's words, by the one renderer
         stream.log.say(f"stream {stream.name} stopped: {render(stream.end_reason)}")
     stream.ended.set()

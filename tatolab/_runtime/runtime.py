@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, TypeVar
 
 from tatolab._control.errors import ControlError, Fix, Reason
 from tatolab._control.source import StreamSource
@@ -28,6 +28,9 @@ from tatolab._runtime.relay.relay import Relay
 from tatolab._runtime.relay.pulls import set_state, wanted_pulls
 from tatolab._runtime.relay.wanted import wanted
 from tatolab._words import counted
+
+
+T = TypeVar("T")
 
 
 def open_project(project: str | Path) -> tuple[Path, Path]:
@@ -242,6 +245,29 @@ class Runtime:
 
         await asyncio.shield(asyncio.ensure_future(swap()))
 
+    def running(self, name: str) -> LoadedStream:
+        """The running stream ``name``, or the refusal a change to it gets (stopped, or no such stream)."""
+        stream = self.streams.get(name)
+        if stream is not None:
+            return stream
+        record = self.kept.holder(name)
+        if isinstance(record, KeptRecord):
+            raise ControlError(f"stream {name} is not running ({record.state}); a live change applies to a running "
+                               "stream", code="not_running", fixes=[Fix("start", {"name": name}, "start it first")],
+                               details={"stream": name})
+        raise self.unknown(name)
+
+    async def change_live(self, name: str, change: Callable[[LoadedStream], Awaitable[T]]) -> T:
+        """Apply ``change`` to running stream ``name`` under the load lock, so no start, stop or reload
+        of it runs meanwhile; cancelling the caller does not cut it short."""
+        async def run() -> T:
+            async with self._load_lock:
+                if self.closing:
+                    raise ControlError("the runtime is stopping")
+                return await change(self.running(name))
+
+        return await asyncio.shield(asyncio.ensure_future(run()))
+
     async def start_kept(self, name: str, record: KeptRecord) -> LoadedStream | None:
         """Load a kept stream from its record. On a load problem it is marked failed and
         ``KeptLoadFailed`` is raised; returns None if the record changed meanwhile."""
@@ -340,7 +366,8 @@ class Runtime:
     def list_streams(self) -> list[dict[str, Any]]:
         """Loaded streams, then kept ones not loaded now (stopped, failed with a reason, or about to load)."""
         loaded = [
-            {"name": s.name, "state": s.mode, "nodes": len(s.graph["nodes"]), "project": str(s.project)}
+            {"name": s.name, "state": s.mode, "nodes": len(s.graph["nodes"]), "project": str(s.project),
+             **({"changes": len(s.changes)} if s.changes else {})}
             for s in self.streams.values()
         ]
         return loaded + self.kept.rows(set(self.streams))

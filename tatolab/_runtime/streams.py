@@ -62,3 +62,6 @@ class LoadedStream:
     ended_by_runtime: bool = False
     started_ns: int = 0
     starter: ProcessStarter | None = None  # how its node processes start (None: the runtime's shared one)
+    # live changes since it loaded (add_node, connect...: rules/changes.py), oldest first; a kept
+    # stream's record never holds them, so after a restart it loads as recorded
+    changes: list[dict[str, Any]] = field(default_factory=list)

@@ -35,13 +35,14 @@ async def expose(runtime: Runtime, address: str, level: Literal["internal", "pri
     if stream is None and record is None:
         raise runtime.unknown(where.stream)
     graph = stream.graph if stream is not None else record.graph  # type: ignore[union-attr]
-    outputs = {(n["name"], p["port"]) for n in graph["nodes"] for p in n["outputs"]}
+    outputs = _outputs(graph)
     if (where.node, where.port) not in outputs:
         raise no_output(where.stream, where, outputs)
 
     if stream is not None:
         set_level(stream.graph, where.node, where.port, level)
-    if record is not None:
+    recorded = record is not None and (where.node, where.port) in _outputs(record.graph)
+    if record is not None and recorded:  # (an output of a node added live is not in the record)
         set_level(record.graph, where.node, where.port, level)  # wins over the stream function's across restarts
         runtime.kept.store.save(record)
     before = _readers_of(runtime, short)
@@ -49,7 +50,11 @@ async def expose(runtime: Runtime, address: str, level: Literal["internal", "pri
     cut = sorted(before - _readers_of(runtime, short))
     if stream is not None and stream.log is not None:
         stream.log.say(f"{short} is now {level}" + (f"; cut: {', '.join(cut)}" if cut else ""))
-    return {"address": short, "level": level, "kept": record is not None, "cut": cut}
+    return {"address": short, "level": level, "kept": recorded, "cut": cut}
+
+
+def _outputs(graph: dict) -> set[tuple[str, str]]:
+    return {(n["name"], p["port"]) for n in graph["nodes"] for p in n["outputs"]}
 
 
 def _readers_of(runtime: Runtime, address: str) -> set[str]:

@@ -58,6 +58,7 @@ class StreamRow(TypedDict, total=False):
     project: str
     reason: str  # failed: why, in plain words
     why: dict[str, Any]  # failed: why, with its own fixes ({text, code, fixes, details}: tatolab/_control/errors.py Reason)
+    changes: int  # loaded and changed live since (add_node, connect...); a kept one loads as recorded after a restart
     hint: str  # a damaged record: what to do
     fixes: list[dict[str, Any]]  # failed: the operations that fix it ({op, args, does}: tatolab/_control/errors.py)
 

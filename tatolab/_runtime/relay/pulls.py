@@ -4,6 +4,7 @@ thread tells each link's state; it is applied here, on the runtime's loop."""
 
 from __future__ import annotations
 
+import hashlib
 import urllib.parse
 from dataclasses import dataclass
 from typing import Mapping
@@ -40,11 +41,13 @@ def wanted_pulls(streams: Mapping[str, LoadedStream]) -> dict[PullId, Pull]:
     for stream in streams.values():
         if stream.ended.is_set():
             continue
-        for index, (key, link) in enumerate(sorted(url_links(stream).items())):
+        for key, link in url_links(stream).items():
             out = stream.remote_rings.get(key)
             if out is None:
-                # "%" is never in a node name, so this ring cannot meet an output's
-                base = paths.ring_base(paths.loaded_stream_prefix(stream.instance), f"%url{index}", "bags")
+                # "%" is never in a node name, so this ring cannot meet an output's; named by its
+                # link, so a link added or removed live never renames another's
+                name = "%url-" + hashlib.sha1(key.encode()).hexdigest()[:12]
+                base = paths.ring_base(paths.loaded_stream_prefix(stream.instance), name, "bags")
                 ring.create_ring(base)
                 out = stream.remote_rings[key] = OutputRing(base)
             dial, pinned, path = split_url(link["from"]["url"])
@@ -56,8 +59,8 @@ def set_state(streams: Mapping[str, LoadedStream], pull: Pull, waiting: str | No
     """The relay reads ``pull`` now (``waiting`` None: the link is wired) or waits, and why."""
     stream = next((s for s in streams.values() if s.instance == pull.id[0]), None)
     key = pull.id[1]
-    if stream is None or stream.ended.is_set() or key not in stream.remote_rings:
-        return  # unloaded meanwhile
+    if stream is None or stream.ended.is_set() or key not in stream.remote_rings or key not in url_links(stream):
+        return  # unloaded, or the link removed, meanwhile
     out = stream.remote_rings[key]
     bound = stream.wiring.get(key)
     if waiting is None:

@@ -1,0 +1,119 @@
+"""Live changes carried out on a running stream: a node's process started or stopped, a link wired
+or cut, each touching nothing else (the other nodes keep their processes and rings).
+
+Which change is valid and what the graph becomes is rules/changes.py's; the Runtime calls these
+under its load lock (Runtime.change_live). A remote link added live is wired by wiring.rewire,
+like any other.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from tatolab._control import paths
+from tatolab._control.errors import Reason
+from tatolab._host import spec as host_spec
+from tatolab._host import status
+from tatolab._links import ring
+from tatolab._runtime.nodes import claim_reader, release_reader
+from tatolab._runtime.streams import LinkWiring, LoadedStream, OutputRing, link_key
+from tatolab._runtime.supervisor import NodeProcess
+from tatolab._runtime.surfaces import is_builtin, python_for
+
+
+def start_node(stream: LoadedStream, entry: dict[str, Any], project_python: Path) -> NodeProcess:
+    """Make the rings of node ``entry`` (already in ``stream.graph``) and start its process, unlinked."""
+    prefix = paths.loaded_stream_prefix(stream.instance)
+    name = entry["name"]
+    outputs: dict[str, host_spec.OutputSpec] = {}
+    made: list[str] = []
+    try:
+        for out in entry["outputs"]:
+            base = paths.ring_base(prefix, name, out["port"])
+            ring.create_ring(base)
+            made.append(base)
+            outputs[out["port"]] = {"base": base}
+        status_path = paths.status_file(prefix, name)
+        _unlink(status_path)  # a node of that name removed earlier left none, but a crash might have
+        status.create(status_path)
+    except BaseException:
+        for base in made:
+            ring.remove_ring(base)
+        raise
+    for port, out in outputs.items():
+        stream.rings[(name, port)] = OutputRing(out["base"])
+    spec = host_spec.node_spec(
+        stream.name, entry, project=str(stream.project), status=status_path,
+        sources=str(stream.sources) if stream.sources is not None else None, outputs=outputs,
+        surfaces=paths.surface_pool(), builtin=is_builtin(entry))
+    assert stream.log is not None
+    process = NodeProcess(stream=stream.name, spec=spec, python=python_for(spec, project_python),
+                          project=stream.project, log=stream.log, env=stream.env, starter=stream.starter)
+    stream.nodes[name] = process
+    process.start()
+    return process
+
+
+def take_node(stream: LoadedStream, name: str) -> tuple[NodeProcess | None, list[str]]:
+    """Take node ``name`` out of ``stream`` (its process and rings), for ``stop_node`` to end them."""
+    process = stream.nodes.pop(name, None)
+    gone = [key for key in stream.rings if key[0] == name]
+    return process, [stream.rings.pop(key).base for key in gone]
+
+
+async def stop_node(stream: LoadedStream, name: str, process: NodeProcess | None, bases: list[str]) -> None:
+    """Stop a node taken out of ``stream`` and remove its rings and status file (its links are cut already)."""
+    if process is not None:
+        await process.stop()
+    for base in bases:
+        ring.remove_ring(base)
+    _unlink(paths.status_file(paths.loaded_stream_prefix(stream.instance), name))
+
+
+def wire_local(stream: LoadedStream, link: dict[str, Any]) -> None:
+    """Wire a link between two nodes of ``stream``: its input reads the output from now on."""
+    source, to = link["from"], link["to"]
+    out = stream.rings[(source["node"], source["port"])]
+    wiring = LinkWiring(out.base, claim_reader(out))
+    key = link_key(link)
+    entry: host_spec.LinkSpec = {"key": key, "base": out.base, "reader_index": wiring.reader_index, "start": "now"}
+    process = stream.nodes[to["node"]]
+    links = process.spec["inputs"][to["port"]]["links"]
+    links[:] = [existing for existing in links if existing["key"] != key] + [entry]  # a restart reads this
+    process.send(host_spec.add_link(to["port"], entry))
+    stream.wiring[key] = wiring
+
+
+def cut(streams: dict[str, LoadedStream], stream: LoadedStream, link: dict[str, Any]) -> None:
+    """Cut one of ``stream``'s links at once, local or remote, giving its reader record back."""
+    key = link_key(link)
+    to = link["to"]
+    stream.waiting.pop(key, None)
+    wiring = stream.wiring.pop(key, None)
+    process = stream.nodes.get(to["node"])
+    if process is not None:
+        links = process.spec["inputs"][to["port"]]["links"]
+        links[:] = [existing for existing in links if existing["key"] != key]
+        if wiring is not None:
+            process.send(host_spec.remove_link(key))
+    if wiring is None:
+        return
+    for source in streams.values():
+        for out in source.rings.values():
+            if out.base == wiring.base:
+                release_reader(out, wiring.reader_index)
+                return
+
+
+def waiting(stream: LoadedStream, link: dict[str, Any]) -> None:
+    """A remote link added live waits until wiring.rewire decides (right after the change)."""
+    stream.waiting[link_key(link)] = Reason("not wired yet")
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
