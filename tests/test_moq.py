@@ -376,3 +376,85 @@ def test_a_second_runtime_reads_a_public_output_through_remote_output_url(projec
     wait_for(lambda: url_link(beta, "reader").get("state") == "wired", timeout=60, what="the link to read again")
     count = len(read_jsonl(got))
     wait_for(lambda: len(read_jsonl(got)) >= count + 20, timeout=30, what="bags after alpha came back")
+
+
+class StandIn:
+    """tests/relay_standin.py: a MoQ relay on loopback, with a certificate that survives its restarts."""
+
+    def __init__(self, folder: Path) -> None:
+        from harness import free_udp_port
+        from tatolab._runtime.relay import cert
+
+        folder.mkdir(parents=True, exist_ok=True)
+        self.cert = cert.generate(folder, ["localhost", "127.0.0.1"])
+        self.port = free_udp_port()
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> "StandIn":
+        self.process = subprocess.Popen(
+            [sys.executable, str(HERE / "relay_standin.py"), str(self.port), str(self.cert.cert), str(self.cert.key)],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert json.loads(self.process.stdout.readline())["fingerprint"] == self.cert.fingerprint
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.communicate()
+
+    def url(self, path: str = "") -> str:
+        return f"https://127.0.0.1:{self.port}/{path}"
+
+
+@pytest.fixture
+def standin(tmp_path):
+    relay = StandIn(tmp_path / "standin")
+    yield relay
+    relay.stop()
+
+
+@pytest.mark.slow
+def test_relay_join_publishes_public_outputs_into_a_relay_also_after_it_restarts(
+        runtime, project_venv, tmp_path, readers, standin):
+    standin.start()
+    project = make_project(tmp_path / "source", project_venv, {
+        "stream.py": SOURCE.replace("LEVEL", "Exposure.PUBLIC").replace("SIZE", "100")
+                           .replace("    stream_builder.expose(blob.output(\"blobs\"), Exposure.PUBLIC)",
+                                    "    stream_builder.expose(blob.output(\"blobs\"), Exposure.PUBLIC)\n"
+                                    "    other = stream_builder.add(Blob, name=\"other\")\n"
+                                    "    stream_builder.expose(other.output(\"blobs\"), Exposure.PRIVATE)"),
+        "nodes/__init__.py": "", "nodes/blob.py": BLOB,
+    })
+    runtime.cli("run", "-d", cwd=project, check=True)
+    machine = json.loads(runtime.cli("graph", check=True).stdout)["runtime"]["name"]
+    joined = runtime.cli("relay", "join", f"{standin.url()}#sha256={standin.cert.fingerprint}", check=True)
+    assert joined.stdout.startswith(f"relay: {standin.url()}#sha256=")
+    wait_for(lambda: "(connected)" in runtime.cli("relay", check=True).stdout, what="the runtime to join the relay")
+
+    # a plain MoQ client reads the public output through the relay; the private one is not there
+    public = f"{machine}/{ADDRESS}"
+    events = readers(standin.url(public), standin.cert.fingerprint, 3).finish()
+    assert events[-1] == {"end": "count"}, events
+    private = readers(standin.url(f"{machine}/source/other/blobs"), standin.cert.fingerprint, 1,
+                      "--timeout", "3").finish()
+    assert private[-1]["end"] != "count", private
+
+    # the relay restarts: the runtime dials it again on its own, and readers read again
+    standin.stop()
+    wait_for(lambda: "cannot reach" in runtime.cli("relay", check=True).stdout, timeout=60,
+             what="the runtime to notice the relay went away")
+    standin.start()
+    wait_for(lambda: "(connected)" in runtime.cli("relay", check=True).stdout, timeout=60,
+             what="the runtime to join the relay again")
+    assert readers(standin.url(public), standin.cert.fingerprint, 3).finish()[-1] == {"end": "count"}
+
+    # recorded: it holds across a restart of the runtime; leave forgets it
+    runtime.stop()
+    runtime.start()
+    wait_for(lambda: "(connected)" in runtime.cli("relay", check=True).stdout, timeout=60,
+             what="the runtime to join the relay after its restart")
+    assert runtime.cli("relay", "leave", check=True).stdout.strip() == "relay: none joined"
+    gone = readers(standin.url(public), standin.cert.fingerprint, 1, "--timeout", "3").finish()
+    assert gone[-1]["end"] != "count", gone
+    refused = runtime.cli("relay", "join", "http://relay.example")
+    assert refused.returncode != 0 and "is not a relay's URL" in refused.stderr

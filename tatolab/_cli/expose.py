@@ -36,6 +36,12 @@ def register(commands: Any) -> None:
     url = commands.add_parser("url", help="print an exposed output's MoQ URL and the certificate fingerprint")
     url.add_argument("address", help="<stream>/<node>/<port>")
     url.set_defaults(func=cmd_url)
+    relay = commands.add_parser("relay", help="publish this machine's public outputs into a MoQ relay on the internet")
+    actions = relay.add_subparsers(dest="action", metavar="ACTION")
+    join = actions.add_parser("join", help="publish public outputs into the relay at URL (recorded)")
+    join.add_argument("url", help="https://<host>[:<port>]/[<path>][?<token>][#sha256=<fingerprint>]")
+    actions.add_parser("leave", help="stop publishing into the joined relay, and forget it")
+    relay.set_defaults(func=cmd_relay, action=None)
 
 
 def cmd_url(args: argparse.Namespace) -> int:
@@ -43,4 +49,15 @@ def cmd_url(args: argparse.Namespace) -> int:
     print(result["url"])
     print(f"fingerprint sha-256 {result['fingerprint']}")
     print(f"pinned, for stream_builder.remote_output(): {result['url']}#sha256={result['fingerprint']}")
+    return 0
+
+
+def cmd_relay(args: argparse.Namespace) -> int:
+    if args.action == "join":
+        result = Client().request("relay_join", url=args.url)
+    elif args.action == "leave":
+        result = Client().request("relay_leave")
+    else:
+        result = Client().request("relay_status")
+    print(f"relay: {result['url']} ({result['state']})" if result["url"] else "relay: none joined")
     return 0

@@ -20,7 +20,7 @@ from tatolab._links.aio import AsyncRingReader
 from tatolab._links.ring import RingError, RingReader, RingWriter
 from tatolab._runtime.nodes import claim_reader, release_reader
 from tatolab._runtime.relay import cert as certs
-from tatolab._runtime.relay import config
+from tatolab._runtime.relay import config, upstream
 from tatolab._runtime.relay.pulls import Pull, PullId
 from tatolab._runtime.relay.wanted import TRACK, Serve
 
@@ -38,7 +38,6 @@ class _Listener:
     kind: str  # "loopback" | "public"
     host: str
     server: Any  # moq.Server
-    origin: Any  # moq.OriginProducer: what this listener serves
     task: asyncio.Task | None = None
 
 
@@ -63,7 +62,7 @@ class _Reader:
 @dataclass
 class _Output:
     serve: Serve
-    broadcasts: dict[str, Any] = field(default_factory=dict)  # "loopback"/"public" -> moq.BroadcastProducer
+    broadcasts: dict[str, Any] = field(default_factory=dict)  # origin ("loopback"/"public") -> moq.BroadcastProducer
     tracks: dict[str, Any] = field(default_factory=dict)  # same keys -> moq.TrackProducer
     task: asyncio.Task | None = None
     bags_sent: int = 0
@@ -87,6 +86,12 @@ class Relay:
         self._closed_bytes: dict[str, int] = {}
         self._outputs: dict[str, _Output] = {}  # relay thread only
         self._listeners: dict[str, _Listener] = {}  # relay thread only
+        # what each listener serves: every exposed output on loopback; public ones on the public
+        # addresses and to the joined relay (made with the first exposure: moq is imported then)
+        self._origins: dict[str, Any] = {}
+        self.upstream = upstream.load(state)  # the relay on the internet this machine joined, if any
+        self.upstream_state = "not joined"
+        self._upstream_task: asyncio.Task | None = None
         self._want: dict[str, Serve] | None = None
         self._syncing: asyncio.Task | None = None
         self._renewing: asyncio.Task | None = None
@@ -120,6 +125,11 @@ class Relay:
         public address for a public one (loopback when the machine has none)."""
         host = self.public_hosts[0] if level == "public" and self.public_hosts else config.LOOPBACK
         return config.url(host, self.port, path)
+
+    def join(self, url: str | None) -> None:
+        """Publish the public outputs into the relay at ``url`` from now on (None: leave it)."""
+        self.upstream = url
+        self._loop.call_soon_threadsafe(self._set_upstream, url)
 
     def fingerprint(self) -> str:
         """The SHA-256 of the certificate the relay serves (made now if it has none yet)."""
@@ -183,6 +193,15 @@ class Relay:
                 self._say("error", f"MoQ relay: could not serve the exposed outputs: {exc}")
 
     async def _apply(self, wanted: dict[str, Serve]) -> None:
+        if wanted and not self._origins:
+            try:
+                import moq
+            except ImportError:
+                self._say("error", "MoQ relay: the moq-rs package is missing, so exposed outputs have no URL; "
+                          "install the runtime with pip install \"tatolab[runtime]\" and restart tatolabd")
+                return
+            self._origins = {"loopback": moq.OriginProducer(), "public": moq.OriginProducer()}
+            self._set_upstream(self.upstream)
         await self._listen(want_loopback=bool(wanted), want_public=any(s.public for s in wanted.values()))
         for path in list(self._outputs):
             serve = wanted.get(path)
@@ -199,9 +218,8 @@ class Relay:
                 self._stop_feeding(output)
             output.serve = serve
             for kind in ("loopback", "public") if serve.public else ("loopback",):
-                if kind in self._listeners and kind not in output.broadcasts:
-                    origin = self._listeners[kind].origin
-                    broadcast = origin.create_broadcast(path)
+                if kind not in output.broadcasts:
+                    broadcast = self._origins[kind].create_broadcast(path)
                     output.tracks[kind] = broadcast.publish_track(TRACK)
                     broadcast.announce()
                     output.broadcasts[kind] = broadcast
@@ -224,16 +242,11 @@ class Relay:
             self._renewing = self._loop.create_task(self._renew())
 
     async def _start_listener(self, kind: str, host: str) -> None:
-        try:
-            import moq
-        except ImportError:
-            self._say("error", "MoQ relay: the moq-rs package is missing, so exposed outputs have no URL; "
-                      "install the runtime with pip install \"tatolab[runtime]\" and restart tatolabd")
-            return
+        import moq
+
         assert self.cert is not None
-        origin = moq.OriginProducer()
         server = moq.Server(config.bind(host, self.port), tls_cert=[str(self.cert.cert)], tls_key=[str(self.cert.key)],
-                            publish=origin)
+                            publish=self._origins[kind])
         try:
             await server.__aenter__()
         except Exception as exc:
@@ -241,7 +254,7 @@ class Relay:
                       "Set TATOLAB_MOQ_PORT to a free port (and TATOLAB_MOQ_PUBLIC to this machine's addresses), "
                       "then restart tatolabd", port=self.port, host=host)
             return
-        listener = self._listeners[kind] = _Listener(kind, host, server, origin)
+        listener = self._listeners[kind] = _Listener(kind, host, server)
         listener.task = self._loop.create_task(self._accept(listener))
         self._say("info", f"MoQ relay serving {'public' if kind == 'public' else 'exposed'} outputs on udp "
                   f"{server.local_addr}; certificate sha-256 {self.cert.fingerprint} (until "
@@ -250,9 +263,6 @@ class Relay:
 
     async def _stop_listener(self, kind: str) -> None:
         listener = self._listeners.pop(kind)
-        for path, output in list(self._outputs.items()):
-            if kind in output.broadcasts:
-                self._drop(path, (kind,), "the relay stopped listening there")
         if listener.task is not None:
             listener.task.cancel()
         await listener.server.__aexit__(None, None, None)
@@ -433,6 +443,45 @@ class Relay:
                 writer.write(frame.payload)
             self._pull_state(pull, f"{pull.url} stopped serving {pull.path}; waiting for it")
 
+    # -- a relay on the internet (relay join) ---------------------------------------------------
+
+    def _set_upstream(self, url: str | None) -> None:
+        if self._upstream_task is not None:
+            self._upstream_task.cancel()
+            self._upstream_task = None
+        if url is None:
+            self.upstream_state = "not joined"
+        elif self._origins:  # else: from the first exposure on
+            self._upstream_task = self._loop.create_task(self._publish_upstream(url))
+
+    async def _publish_upstream(self, url: str) -> None:
+        """Announce the public outputs to the relay at ``url``; its subscribers' demand reaches our
+        tracks like a local reader's. Dials again with backoff when the relay goes away."""
+        import moq
+
+        from tatolab._runtime.relay.pulls import split_url
+
+        dial, pinned, _path = split_url(url)
+        delay = BACKOFF_S[0]
+        while True:
+            self.upstream_state = f"connecting to {dial}"
+            try:
+                async with moq.Client(dial, tls_fingerprints=[pinned] if pinned else None, websocket_enabled=False,
+                                      reconnect=False, publish=self._origins["public"]) as client:
+                    delay = BACKOFF_S[0]
+                    self.upstream_state = "connected"
+                    self._say("info", f"MoQ relay: publishing this machine's public outputs to {dial}")
+                    await client.session.closed()
+                    raise ConnectionError("the connection closed")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                text = str(exc) or type(exc).__name__
+                self.upstream_state = f"cannot reach {dial}: {text}; dialling again in {delay:g} s"
+                self._say("warning", f"MoQ relay: {self.upstream_state}")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, BACKOFF_S[1])
+
     async def _renew(self) -> None:
         """Renew the certificate before it expires; listeners restart with the new one (readers reconnect)."""
         while True:
@@ -446,6 +495,7 @@ class Relay:
             self._request_sync(want)  # listens again, with the new certificate
 
     async def _close(self) -> None:
+        self._set_upstream(None)
         for _pull, task in self._pulls.values():
             task.cancel()
         self._pulls.clear()
