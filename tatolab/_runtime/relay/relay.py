@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from tatolab._links.aio import AsyncRingReader
 from tatolab._links.ring import RingError, RingReader, RingWriter
 from tatolab._runtime.nodes import claim_reader, release_reader
 from tatolab._runtime.relay import cert as certs
@@ -25,6 +24,7 @@ from tatolab._runtime.relay.pulls import Pull, PullId
 from tatolab._runtime.relay.wanted import TRACK, Serve
 
 RENEW_CHECK_S = 3600.0
+WAIT_S = 0.25  # a feeding thread looks at its tracks' subscribers at least this often
 NOT_SERVED_S = 3.0  # a URL link says why it waits once its broadcast is not there this long
 BACKOFF_S = (0.5, 10.0)
 KEEP_US = 10_000_000  # a URL link takes every bag up to 10 s late; its input's profile then decides  # a URL link dials again after 0.5 s, doubling up to 10 s
@@ -350,27 +350,57 @@ class Relay:
             except RingError as exc:
                 self._say("warning", f"MoQ relay cannot read {output.serve.path}: {exc}")
                 await asyncio.Event().wait()  # until the next sync replaces or drops this output
-            bags: AsyncRingReader | None = None
             output.reader_index = index
+            stop = threading.Event()
+            pumped: asyncio.Future = self._loop.create_future()
+
+            def pump() -> None:
+                try:
+                    self._pump(output, out.base, index, stop)
+                    outcome: BaseException | None = None
+                except BaseException as exc:  # told to the relay's loop below
+                    outcome = exc
+                self._loop.call_soon_threadsafe(lambda: pumped.done() or pumped.set_result(outcome))
+
+            threading.Thread(target=pump, name=f"tatolab-moq-feed {output.serve.path}", daemon=True).start()
             try:
-                bags = AsyncRingReader(RingReader(out.base, index, "ordered", start="now"))
-                while any(track.demand().is_used() for track in output.tracks.values()):
-                    item = await bags.next(None)
-                    if item is None:
-                        continue
-                    payload, _size, publish_ns = item
-                    for track in list(output.tracks.values()):
-                        if track.demand().is_used():
-                            track.write_frame(payload, publish_ns // 1000)
-                    output.bags_sent += 1
-            except RingError as exc:  # the stream stopped under us; the next sync drops the output
-                self._say("info", f"MoQ relay stopped reading {output.serve.path}: {exc}")
-                await asyncio.Event().wait()
+                failed = await asyncio.shield(pumped)
+                if isinstance(failed, RingError):  # the stream stopped under us; the next sync drops it
+                    self._say("info", f"MoQ relay stopped reading {output.serve.path}: {failed}")
+                    await asyncio.Event().wait()
+                elif failed is not None:
+                    self._say("error", f"MoQ relay stopped reading {output.serve.path}: {failed!r}")
+                    await asyncio.Event().wait()
             finally:
+                stop.set()
+                await asyncio.shield(pumped)  # the reader is closed before its record is given back
                 output.reader_index = None
-                if bags is not None:
-                    await asyncio.shield(bags.close())
                 await asyncio.shield(self._on_main(release_reader, out, index))
+
+    @staticmethod
+    def _pump(output: _Output, base: str, index: int, stop: threading.Event) -> None:
+        """On a thread of its own: ring -> the tracks that have subscribers, each bag one frame,
+        until none has (or ``stop``). Writing to a track is thread-safe (moq-rs)."""
+        reader = RingReader(base, index, "ordered", start="now")
+        demands: dict[int, tuple[Any, Any]] = {}
+        try:
+            while not stop.is_set():
+                tracks = list(output.tracks.values())
+                if len(demands) != len(tracks) or any(id(t) not in demands for t in tracks):
+                    demands = {id(t): (t, t.demand()) for t in tracks}
+                used = [t for t, d in demands.values() if d.is_used()]
+                if not used:
+                    return
+                got = reader.read()
+                if got is None:
+                    reader.wait(WAIT_S)
+                    continue
+                payload, publish_ns = got
+                for track in used:
+                    track.write_frame(payload, publish_ns // 1000)
+                output.bags_sent += 1
+        finally:
+            reader.close()
 
     # -- reading other runtimes' outputs (URL links) ----------------------------------------------
 
