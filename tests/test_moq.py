@@ -458,3 +458,58 @@ def test_relay_join_publishes_public_outputs_into_a_relay_also_after_it_restarts
     assert gone[-1]["end"] != "count", gone
     refused = runtime.cli("relay", "join", "http://relay.example")
     assert refused.returncode != 0 and "is not a relay's URL" in refused.stderr
+
+
+def test_remote_output_takes_the_url_tatolab_url_prints():
+    from tatolab._errors import GraphError
+    from tatolab.stream import StreamBuilder
+
+    builder = StreamBuilder("reader")
+    pinned = "https://100.64.0.7:4443/lab/cam/detector/motion#sha256=" + "ab" * 32
+    ref = builder.remote_output(pinned)
+    assert str(ref) == "lab/cam/detector/motion" and ref.url == pinned
+    for wrong, words in (("https://100.64.0.7:4443/cam/detector/motion", "full address, <machine>/"),
+                         ("https://100.64.0.7:4443/lab/cam/detector/motion#abc", "is not an output's URL")):
+        with pytest.raises(GraphError, match=re.escape(words)):
+            builder.remote_output(wrong)
+
+
+def test_what_the_relay_serves_and_reads():
+    import asyncio as aio
+
+    from tatolab._runtime.relay.pulls import split_url
+    from tatolab._runtime.relay.wanted import wanted
+    from tatolab._runtime.streams import LoadedStream, OutputRing
+
+    async def loaded() -> LoadedStream:  # its Event needs a loop
+        graph = {"nodes": [], "links": [], "exposures": [
+            {"node": "a", "port": "out", "level": "private"}, {"node": "b", "port": "out", "level": "public"}]}
+        stream = LoadedStream("s", Path("/p"), graph, "kept")
+        stream.rings = {("a", "out"): OutputRing("A"), ("b", "out"): OutputRing("B"), ("c", "out"): OutputRing("C")}
+        return stream
+
+    stream = aio.run(loaded())
+    serve = wanted({"s": stream}, "box")
+    assert {p: (s.level, s.out.base) for p, s in serve.items()} == {
+        "box/s/a/out": ("private", "A"), "box/s/b/out": ("public", "B")}  # c/out is internal: not served
+    stream.ended.set()
+    assert wanted({"s": stream}, "box") == {}
+    assert split_url("https://h:1/m/s/n/p#sha256=" + "AB" * 32) == ("https://h:1/m/s/n/p", "ab" * 32, "m/s/n/p")
+    assert split_url("https://relay.example/m/s/n/p?jwt=x") == ("https://relay.example/m/s/n/p?jwt=x", None, "m/s/n/p")
+
+
+@pytest.mark.slow
+def test_a_relay_that_cannot_listen_says_why_and_the_runtime_runs_on(project_venv, tmp_path):
+    import socket
+
+    taken = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    taken.bind(("127.0.0.1", 0))
+    try:
+        runtime = started(tmp_path / "rt", TATOLAB_MOQ_PORT=str(taken.getsockname()[1]))
+        runtime.cli("run", "-d", cwd=source_project(tmp_path / "source", project_venv), check=True)
+        log = runtime.root / "state" / "tatolab" / "runtime.jsonl"
+        wait_for(lambda: "cannot listen on udp 127.0.0.1" in log.read_text(), what="the relay to say it cannot listen")
+        assert "Set TATOLAB_MOQ_PORT to a free port" in log.read_text()
+        assert "source" in runtime.stream_names() and output_entry(runtime)["written"] > 0
+    finally:
+        taken.close()
