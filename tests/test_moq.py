@@ -513,3 +513,42 @@ def test_a_relay_that_cannot_listen_says_why_and_the_runtime_runs_on(project_ven
         assert "source" in runtime.stream_names() and output_entry(runtime)["written"] > 0
     finally:
         taken.close()
+
+
+def _chromium() -> str | None:
+    import shutil
+
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.slow
+def test_headless_chromium_reads_bags_through_the_viewer_page_with_the_pinned_fingerprint(
+        runtime, project_venv, tmp_path):
+    playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
+    browser_path = _chromium()
+    if browser_path is None:
+        pytest.skip("no chromium here (.ci/run installs Debian's)")
+    if not (Path(__file__).resolve().parent.parent / "tatolab/_runtime/relay/viewer/moq-viewer.js").exists():
+        pytest.skip("the viewer's MoQ client is not built: scripts/build-viewer (.ci/run runs it)")
+    runtime.cli("run", "-d", cwd=source_project(tmp_path / "source", project_venv), check=True)
+    viewer = runtime.cli("url", ADDRESS, check=True).stdout.splitlines()[3].split()[-1]
+    machine = json.loads(runtime.cli("graph", check=True).stdout)["runtime"]["name"]
+    assert viewer == f"http://127.0.0.1:{runtime.env['TATOLAB_MOQ_PORT']}/#{machine}/{ADDRESS}"
+
+    with playwright.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.goto(viewer)
+            # the page lists the exposed output, reads it over WebTransport (certificate pinned
+            # by its hash, no authority) and shows each bag as a table that updates
+            assert f"{machine}/{ADDRESS}" in page.inner_text("#outputs")
+            page.wait_for_function("Number(document.getElementById('count').textContent) >= 5", timeout=20_000)
+            first = page.inner_text("#bag")
+            assert "pad" in first and "<100 bytes>" in first
+            page.wait_for_function(f"!document.getElementById('bag').innerText.includes({json.dumps(first)})",
+                                   timeout=10_000)
+            assert page.inner_text("#status") == f"reading {machine}/{ADDRESS}"
+        finally:
+            browser.close()
+    assert output_entry(runtime)["network"]["bags_sent"] >= 5

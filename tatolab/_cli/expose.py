@@ -35,6 +35,7 @@ def register(commands: Any) -> None:
     expose.set_defaults(func=cmd_expose)
     url = commands.add_parser("url", help="print an exposed output's MoQ URL and the certificate fingerprint")
     url.add_argument("address", help="<stream>/<node>/<port>")
+    url.add_argument("--open", action="store_true", help="open the viewer page showing it, in a browser")
     url.set_defaults(func=cmd_url)
     relay = commands.add_parser("relay", help="publish this machine's public outputs into a MoQ relay on the internet")
     actions = relay.add_subparsers(dest="action", metavar="ACTION")
@@ -49,6 +50,12 @@ def cmd_url(args: argparse.Namespace) -> int:
     print(result["url"])
     print(f"fingerprint sha-256 {result['fingerprint']}")
     print(f"pinned, for stream_builder.remote_output(): {result['url']}#sha256={result['fingerprint']}")
+    print(f"viewer: {result['viewer']}")
+    if args.open:
+        import webbrowser
+
+        if not webbrowser.open(result["viewer"]):
+            print("no browser could be started here; open the viewer's address in one on this machine")
     return 0
 
 

@@ -19,6 +19,7 @@ class Url(TypedDict):
     fingerprint: str  # SHA-256 of the relay's certificate, hex (WebTransport serverCertificateHashes)
     level: str
     track: str  # the broadcast's track of bags, one msgpack frame per bag
+    viewer: str  # the viewer page (loopback), showing this output
 
 
 @op("url")
@@ -40,4 +41,4 @@ async def url(runtime: Runtime, address: str) -> Url:
         raise ControlError("this runtime serves no MoQ relay")
     path = f"{machine_name()}/{short}"
     return {"address": path, "url": runtime.relay.url(path, level), "fingerprint": runtime.relay.fingerprint(),
-            "level": level, "track": TRACK}
+            "level": level, "track": TRACK, "viewer": runtime.relay.viewer(path)}

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from tatolab._links.ring import RingError, RingReader, RingWriter
 from tatolab._runtime.nodes import claim_reader, release_reader
 from tatolab._runtime.relay import cert as certs
-from tatolab._runtime.relay import config, upstream
+from tatolab._runtime.relay import config, upstream, viewer
 from tatolab._runtime.relay.pulls import Pull, PullId
 from tatolab._runtime.relay.wanted import TRACK, Serve
 
@@ -39,6 +39,7 @@ class _Listener:
     host: str
     server: Any  # moq.Server
     task: asyncio.Task | None = None
+    page: asyncio.base_events.Server | None = None  # the viewer page (loopback only)
 
 
 @dataclass
@@ -130,6 +131,16 @@ class Relay:
         """Publish the public outputs into the relay at ``url`` from now on (None: leave it)."""
         self.upstream = url
         self._loop.call_soon_threadsafe(self._set_upstream, url)
+
+    def viewer(self, path: str) -> str:
+        """The viewer page, showing the output at ``path``."""
+        return f"http://{config.bind(config.LOOPBACK, self.port)}/#{path}"
+
+    def _page_outputs(self) -> dict[str, Any]:
+        """What the viewer page lists (runs on the relay's thread)."""
+        return {"machine": self.machine, "fingerprint": self.fingerprint(),
+                "outputs": [{"path": path, "level": o.serve.level, "url": config.url(config.LOOPBACK, self.port, path)}
+                            for path, o in sorted(self._outputs.items())]}
 
     def fingerprint(self) -> str:
         """The SHA-256 of the certificate the relay serves (made now if it has none yet)."""
@@ -256,6 +267,11 @@ class Relay:
             return
         listener = self._listeners[kind] = _Listener(kind, host, server)
         listener.task = self._loop.create_task(self._accept(listener))
+        if kind == "loopback":
+            try:
+                listener.page = await viewer.serve(host, self.port, self._page_outputs)
+            except OSError as exc:
+                self._say("warning", f"MoQ relay: no viewer page on tcp {config.bind(host, self.port)}: {exc}")
         self._say("info", f"MoQ relay serving {'public' if kind == 'public' else 'exposed'} outputs on udp "
                   f"{server.local_addr}; certificate sha-256 {self.cert.fingerprint} (until "
                   f"{self.cert.not_after:%Y-%m-%d %H:%M} UTC)", fingerprint=self.cert.fingerprint,
@@ -263,6 +279,8 @@ class Relay:
 
     async def _stop_listener(self, kind: str) -> None:
         listener = self._listeners.pop(kind)
+        if listener.page is not None:
+            listener.page.close()
         if listener.task is not None:
             listener.task.cancel()
         await listener.server.__aexit__(None, None, None)
