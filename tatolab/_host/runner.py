@@ -49,6 +49,7 @@ class NodeRunner:
             inputs=Inputs(self.name, self.inputs),
             outputs=Outputs(self.name, outputs),
             log=self.log,
+            report=lambda values: sink.send({"metrics": values}),
         )
         surfaces.configure(spec.get("surfaces"))  # where VideoFrame finds the runtime's pool
         self.instance = create(node_class, spec.get("config"), node=self.name)

@@ -52,6 +52,7 @@ def node_entry(node: dict[str, Any], process: NodeProcess | None) -> dict[str, A
         "memory_restarts": 0,
         "cpu_percent": None,
         "memory_bytes": None,
+        "metrics": {},
     }
     if process is None:
         return entry
@@ -66,6 +67,7 @@ def node_entry(node: dict[str, Any], process: NodeProcess | None) -> dict[str, A
         watchdog_ms=process.watchdog_ms,
         hangs=process.hangs,
         memory_restarts=process.memory_restarts,
+        metrics=dict(process.metrics),
         **process.usage(),
     )
     return entry

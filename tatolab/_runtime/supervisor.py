@@ -74,6 +74,7 @@ class NodeProcess:
         self.crash_streak = 0
         self._kill_reason: str | None = None
         self.imports: set[str] | None = None  # what the running process imported (None: not told yet)
+        self.metrics: dict[str, Any] = {}  # what the node says about itself (ctx.report), shown in graph
         self._ps: psutil.Process | None = None  # kept between calls so cpu_percent measures an interval
 
     @property
@@ -192,6 +193,7 @@ class NodeProcess:
             self.last_error = f"could not start node {self.name}: {exc.strerror or exc}"
             return 127
         self.imports = None
+        self.metrics = {}
         env = stream_env(self.env)
         self.state = NodeState.STARTING
         # Spawning is shielded: a stop() arriving meanwhile waits for the process and ends it,
@@ -287,6 +289,10 @@ class NodeProcess:
                     continue
                 if "imports" in record:  # for dev's partial reload, not for the log
                     self._imported(record)
+                    continue
+                if "metrics" in record:  # ctx.report: for graph, not for the log
+                    if isinstance(record["metrics"], dict):
+                        self.metrics.update(record["metrics"])
                     continue
                 if record.get("level") in ("error", "critical"):
                     self.last_error = record.get("message")

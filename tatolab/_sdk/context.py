@@ -69,6 +69,7 @@ class InputPort:
         self.profile = profile
         self.links: dict[str, _Link] = {}
         self.stale = 0  # video bags whose surface was already reused when read
+        self.last_link: str | None = None  # the key of the link the last bag taken came by
         self._on_broken = on_broken
         self._on_bad = on_bad
 
@@ -134,11 +135,13 @@ class InputPort:
                 link.pending = None
                 if link is not chosen:
                     link.reader.discard(1)  # an older bag on another link: the node never sees it
+            self.last_link = chosen.key
             return payload, chosen
         # ordered: the earliest publish time across links is the arrival order
         chosen = min(candidates, key=lambda link: link.pending[1])  # type: ignore[index]
         payload = chosen.pending[0]  # type: ignore[index]
         chosen.pending = None
+        self.last_link = chosen.key
         return payload, chosen
 
     def gone(self, link: _Link) -> None:
@@ -160,17 +163,32 @@ class Inputs:
         self._node = node
         self._ports = ports
 
-    def read(self, port: str, into: type[T] | None = None) -> Any:
-        """The next bag on ``port`` as its profile defines it, or ``None`` when there is none.
-
-        With ``into``, the bag is built into that dataclass, TypedDict or pydantic model.
-        """
+    def _port(self, port: str) -> InputPort:
         source = self._ports.get(port)
         if source is None:
             known = ", ".join(sorted(self._ports)) or "none"
             raise GraphError(
                 f"node {self._node} has no input port {port!r}; its inputs are: {known}"
             )
+        return source
+
+    def link(self, port: str) -> str | None:
+        """Which link the bag last read from ``port`` came by, as ``tatolab graph`` names it
+        (``<node>/<port>-><this node>/<port>``), or ``None`` before the first bag. A fan-in
+        input (many links into one port) tells its sources apart by this, as Mp4Sink keeps
+        one track per link."""
+        return self._port(port).last_link
+
+    def links(self, port: str) -> list[str]:
+        """The links wired into ``port`` now, by the same names as ``link``."""
+        return list(self._port(port).links)
+
+    def read(self, port: str, into: type[T] | None = None) -> Any:
+        """The next bag on ``port`` as its profile defines it, or ``None`` when there is none.
+
+        With ``into``, the bag is built into that dataclass, TypedDict or pydantic model.
+        """
+        source = self._port(port)
         from_bag = getattr(into, "_tatolab_from_bag", None)
         while True:
             got = source.take()
@@ -248,12 +266,22 @@ class NodeLogger:
 class RuntimeContextLimitedAccess:
     """The context passed to ``setup``, ``process`` and ``teardown``."""
 
-    def __init__(self, *, stream: str, node: str, inputs: Inputs, outputs: Outputs, log: NodeLogger) -> None:
+    def __init__(self, *, stream: str, node: str, inputs: Inputs, outputs: Outputs, log: NodeLogger,
+                 report: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.stream = stream
         self.node = node
         self.inputs = inputs
         self.outputs = outputs
         self.log = log
+        self._report = report
+
+    def report(self, **values: Any) -> None:
+        """Say something about this node that ``tatolab graph`` shows under its ``metrics``
+        (which encoder it opened, frames it dropped...): merged into what it said before, until
+        the node restarts. Values must be JSON (numbers, strings, lists, dicts); call it when a
+        value changes or at most a few times a second, not per bag."""
+        if self._report is not None:
+            self._report(values)
 
     @property
     def time(self) -> int:

@@ -6,7 +6,18 @@ them. ``@builtin`` (in ``marks``) records which implementation the graph names. 
 family of nodes (video here; window, camera, codecs, recording, audio beside it), re-exported here.
 """
 
+from tatolab._sdk.builtins.codecs import (
+    H264Decoder,
+    H264DecoderConfig,
+    H264Encoder,
+    H264EncoderConfig,
+    H265Decoder,
+    H265DecoderConfig,
+    H265Encoder,
+    H265EncoderConfig,
+)
 from tatolab._sdk.builtins.marks import IMPLEMENTATIONS, builtin, implementation_of
+from tatolab._sdk.builtins.recording import Mp4Sink, Mp4SinkConfig
 from tatolab._sdk.builtins.video import (
     GlslPixelEffect,
     GlslPixelEffectConfig,
@@ -15,7 +26,17 @@ from tatolab._sdk.builtins.video import (
 )
 
 __all__ = [
+    "H264Decoder",
+    "H264DecoderConfig",
+    "H264Encoder",
+    "H264EncoderConfig",
+    "H265Decoder",
+    "H265DecoderConfig",
+    "H265Encoder",
+    "H265EncoderConfig",
     "IMPLEMENTATIONS",
+    "Mp4Sink",
+    "Mp4SinkConfig",
     "GlslPixelEffect",
     "GlslPixelEffectConfig",
     "TestPatternConfig",
