@@ -162,7 +162,7 @@ def test_a_moq_client_reads_an_exposed_output_by_its_url(runtime, project_venv, 
     # the certificate is kept across restarts: a pinned fingerprint stays good
     runtime.stop()
     runtime.start()
-    wait_for(lambda: "source" in runtime.stream_names(), what="the kept stream back")
+    wait_for(lambda: runtime.cli("url", ADDRESS).returncode == 0, what="the kept stream running again")
     assert url_of(runtime) == (url, fingerprint)
 
 
@@ -225,6 +225,11 @@ def test_public_to_private_cuts_readers_on_the_public_address_only(project_venv,
     # and a private output cannot be had on the public address at all
     late = readers(public_url, fingerprint, 1, "--timeout", "3")
     assert late.finish()[-1]["end"] != "count"
+
+    # public again: served on the public address again, to a reader there alone
+    on_loopback.kill()
+    runtime.cli("expose", ADDRESS, "--public", check=True)
+    assert readers(public_url, fingerprint, 3).finish()[-1] == {"end": "count"}
 
 
 def _netns_ok() -> str | None:

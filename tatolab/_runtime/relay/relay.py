@@ -66,6 +66,7 @@ class _Output:
     broadcasts: dict[str, Any] = field(default_factory=dict)  # origin ("loopback"/"public") -> moq.BroadcastProducer
     tracks: dict[str, Any] = field(default_factory=dict)  # same keys -> moq.TrackProducer
     task: asyncio.Task | None = None
+    stopping: asyncio.Task | None = None  # a feeder told to stop: the next one starts after it ended
     bags_sent: int = 0
     reader_index: int | None = None  # the ring's reader record it holds while someone subscribes
 
@@ -228,12 +229,16 @@ class Relay:
                 output.serve = serve
                 self._stop_feeding(output)
             output.serve = serve
+            added = False
             for kind in ("loopback", "public") if serve.public else ("loopback",):
                 if kind not in output.broadcasts:
                     broadcast = self._origins[kind].create_broadcast(path)
                     output.tracks[kind] = broadcast.publish_track(TRACK)
                     broadcast.announce()
                     output.broadcasts[kind] = broadcast
+                    added = True
+            if added:  # private -> public: the feeder waits for the new track's subscribers too
+                self._stop_feeding(output)
             if output.task is None or output.task.done():
                 output.task = self._loop.create_task(self._feed(output))
 
@@ -346,10 +351,13 @@ class Relay:
     def _stop_feeding(self, output: _Output) -> None:
         if output.task is not None:
             output.task.cancel()
-            output.task = None
+            output.stopping, output.task = output.task, None
 
     async def _feed(self, output: _Output) -> None:
         """Read the output's ring only while some track of it has a subscriber."""
+        if output.stopping is not None:  # never two feeders writing the same bags
+            await asyncio.gather(output.stopping, return_exceptions=True)
+            output.stopping = None
         while True:
             demands = [track.demand() for track in output.tracks.values()]
             if not demands:
@@ -392,7 +400,8 @@ class Relay:
             finally:
                 stop.set()
                 await asyncio.shield(pumped)  # the reader is closed before its record is given back
-                output.reader_index = None
+                if output.reader_index == index:
+                    output.reader_index = None
                 await asyncio.shield(self._on_main(release_reader, out, index))
 
     @staticmethod
