@@ -8,7 +8,8 @@ from __future__ import annotations
 import importlib.util
 import sys
 
-RUNTIME_DEPENDENCIES = ("psutil", "watchfiles", "numpy", "moderngl")  # the last two: built-in video nodes
+# numpy, moderngl: built-in video nodes; moq (moq-rs), cryptography: the MoQ relay and its certificate
+RUNTIME_DEPENDENCIES = ("psutil", "watchfiles", "numpy", "moderngl", "moq", "cryptography")
 
 
 def missing_dependencies() -> list[str]:

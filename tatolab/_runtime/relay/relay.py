@@ -210,7 +210,7 @@ class Relay:
                 import moq
             except ImportError:
                 self._say("error", "MoQ relay: the moq-rs package is missing, so exposed outputs have no URL; "
-                          "install the runtime with pip install \"tatolab[runtime]\" and restart tatolabd")
+                          "reinstall the runtime with its extras (tatolab[runtime]) and restart tatolabd")
                 return
             self._origins = {"loopback": moq.OriginProducer(), "public": moq.OriginProducer()}
             self._set_upstream(self.upstream)
@@ -450,7 +450,7 @@ class Relay:
             import moq
         except ImportError:
             self._pull_state(pull, "the moq-rs package is missing from the runtime's install; "
-                             "pip install \"tatolab[runtime]\" and restart tatolabd")
+                             "reinstall the runtime with its extras (tatolab[runtime]) and restart tatolabd")
             return
         writer = RingWriter(pull.base)
         delay = BACKOFF_S[0]
