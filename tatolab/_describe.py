@@ -60,6 +60,13 @@ def find_class(name: str) -> type:
     return found
 
 
+def live_words(text: str, class_name: str) -> str:
+    """The SDK's refusal of a config, for a node added live: its config comes with the request, not add()."""
+    return (text.replace(f" Fix the value given to add({class_name}, config={{...}}).", " Give a config that fits.")
+                .replace(", but add() was given ", ", but was given ")
+                .replace(" Remove config=, or give ", " Add it with no config, or give "))
+
+
 def describe(request: dict[str, Any]) -> dict[str, Any]:
     """The graph entry of the node ``request`` asks for (what ``stream_builder.add`` records)."""
     from tatolab._sdk.builder import StreamBuilder
@@ -69,7 +76,7 @@ def describe(request: dict[str, Any]) -> dict[str, Any]:
     try:
         builder.add(cls, request.get("config"), name=request["name"])
     except TatolabError as exc:
-        raise Refused(str(exc), "bad_config") from None
+        raise Refused(live_words(str(exc), cls.__name__), "bad_config") from None
     (entry,) = builder._graph()["nodes"]
     return entry
 

@@ -10,12 +10,18 @@ from tatolab._sdk.builder import (
     stream,
 )
 from tatolab._sdk.context import RuntimeContextLimitedAccess
-from tatolab._sdk.builtins import GlslPixelEffect, TestPatternSource
+from tatolab._sdk.audio import AudioBlock
+from tatolab._sdk.builtins import MicrophoneSource, OpusDecoder, OpusEncoder, SpeakerSink
+from tatolab._sdk.builtins import CameraSource, GlslPixelEffect, TestPatternSource, VirtualCameraSink
+from tatolab._sdk.builtins import DisplayWindow
 from tatolab._sdk.builtins import H264Decoder, H264Encoder, H265Decoder, H265Encoder, Mp4Sink
 from tatolab._sdk.nodes import node
 from tatolab._surfaces.frame import VideoFrame
 
 __all__ = [
+    "AudioBlock",
+    "CameraSource",
+    "DisplayWindow",
     "Exposure",
     "GlslPixelEffect",
     "H264Decoder",
@@ -23,14 +29,19 @@ __all__ = [
     "H265Decoder",
     "H265Encoder",
     "InputRef",
+    "MicrophoneSource",
     "Mp4Sink",
     "NodeHandle",
+    "OpusDecoder",
+    "OpusEncoder",
     "OutputRef",
     "RemoteOutputRef",
     "RuntimeContextLimitedAccess",
+    "SpeakerSink",
     "StreamBuilder",
     "TestPatternSource",
     "VideoFrame",
+    "VirtualCameraSink",
     "node",
     "stream",
 ]

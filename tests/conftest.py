@@ -33,12 +33,13 @@ def project_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def video_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A project environment with tatolab and numpy (for frame.cpu()), as `uv add numpy` makes."""
+    """A project environment with tatolab, numpy (for frame.cpu(), AudioBlock) and soxr (inputs declared
+    with audio={...}), as `uv add numpy soxr` makes."""
     path = tmp_path_factory.mktemp("video-venv") / "venv"
     venv.EnvBuilder(with_pip=True).create(path)
     subprocess.run(
         [str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(REPO),
-         "numpy"],
+         "numpy", "soxr"],
         check=True,
     )
     return path

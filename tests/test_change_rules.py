@@ -45,6 +45,8 @@ def test_a_taken_or_unsafe_name_is_refused_with_the_call_that_works():
     unsafe = refused(changes.checked_name, "counting", GRAPH, "My Probe", "TestPatternSource")
     assert unsafe == ("node name 'My Probe' is not URL-safe (it is part of every address of the node); add it as "
                       "my-probe with `tatolab node add counting my-probe TestPatternSource`")
+    empty = refused(changes.checked_name, "counting", GRAPH, "", "TestPatternSource")
+    assert empty.startswith("cannot add node '' to stream counting: the name '' has nothing left once made URL-safe")
 
 
 def test_connect_links_an_output_of_the_stream_by_node_port_or_by_its_own_address():

@@ -196,6 +196,7 @@ def test_tap_shows_bytes_as_length_and_hex_and_takes_the_full_address(runtime, p
                              "--timeout", "30", check=True)
         elsewhere = runtime.cli("tap", "other-machine/watched/slow/counts", "--count", "1")
         missing = runtime.cli("tap", "watched/slow/nope", "--count", "1")
+        an_input = runtime.cli("tap", "watched/steady/rows", "--count", "1")
     finally:
         stop(run)
     bags = [json.loads(line) for line in tapped.stdout.splitlines()]
@@ -204,6 +205,9 @@ def test_tap_shows_bytes_as_length_and_hex_and_takes_the_full_address(runtime, p
     assert bags[0]["bag"]["blob"] == {"$bytes": 80, "hex": "0001" * 8}
     assert elsewhere.returncode == 1 and "run `tatolab tap watched/slow/counts` on other-machine" in elsewhere.stderr
     assert missing.returncode == 1 and "has no output slow/nope" in missing.stderr and "watched/slow/counts" in missing.stderr
+    assert an_input.returncode == 1
+    assert an_input.stderr.startswith("error: rows of node steady of stream watched is an input, not an output: an "
+                                      "address names an output; its outputs: "), an_input.stderr
 
 
 @pytest.mark.slow

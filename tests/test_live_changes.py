@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,22 @@ def counting(stream_builder: StreamBuilder) -> None:
     counter = stream_builder.add(Counter, name="counter", config={"interval_ms": 10})
     sink = stream_builder.add(OrderedSink, name="sink", config={"path": "rows.jsonl"})
     stream_builder.connect(counter.output("counts"), sink.input("rows"))
+"""
+
+BROKEN = """
+from tatolab.stream import node
+
+
+@node
+class NoCamera:
+    @node.input(delivery_profile="newest")
+    def rows(self) -> dict: ...
+
+    def setup(self, ctx) -> None:
+        raise RuntimeError("no camera at /dev/video9")
+
+    def process(self, ctx) -> None:
+        pass
 """
 
 UNSURE = """
@@ -42,6 +59,7 @@ def counting_project(tmp_path: Path, venv: Path) -> Path:
     return make_project(tmp_path / "counting", venv, {
         "stream.py": STREAM, "nodes/__init__.py": "", "nodes/counter.py": COUNTER, "nodes/sinks.py": SINK,
         "nodes/doubler.py": PASS_THROUGH, "nodes/unsure.py": UNSURE,
+        "nodes/broken.py": BROKEN,
     })
 
 
@@ -81,8 +99,12 @@ def test_a_node_added_and_linked_live_flows_and_goes_and_the_others_keep_their_p
     before = running_pids(runtime, "counting", {"counter", "sink"})
 
     added = runtime.cli("node", "add", "counting", "doubler", "nodes.doubler:Doubler", check=True).stdout
-    assert added.startswith("doubler added to stream counting (nodes.doubler:Doubler), running in its own process; "
-                            "inputs: numbers (ordered); outputs: counting/doubler/doubled\n"), added
+    # it answers once the node runs: its pid, set up and waiting for bags (it is not linked yet)
+    said = re.fullmatch(r"doubler added to stream counting \(nodes.doubler:Doubler\), running in its own process "
+                        r"\(pid (\d+)\), set up in [\d.]+ ms, waiting for bags on its inputs; inputs: numbers "
+                        r"\(ordered\); outputs: counting/doubler/doubled", added.splitlines()[0])
+    assert said, added
+    assert pids(runtime, "counting")["doubler"] == int(said.group(1))
     assert "a live change: counting is kept, and loads as recorded after a restart" in added
     linked = runtime.cli("link", "add", "counting/counter/counts", "counting/doubler/numbers", check=True).stdout
     assert linked.startswith("link counter/counts->doubler/numbers added in stream counting\n"), linked
@@ -147,6 +169,30 @@ def test_a_node_added_and_linked_live_flows_and_goes_and_the_others_keep_their_p
 
     rows = read_jsonl(folder / "rows.jsonl")
     assert rows and {row["reader_pid"] for row in rows} == {before["sink"]}  # the sink never restarted
+
+
+@pytest.mark.slow
+def test_a_node_that_fails_to_start_is_reported_with_its_error_and_removed_again(runtime, project_venv, tmp_path):
+    folder = counting_project(tmp_path, project_venv)
+    runtime.cli("run", "-d", cwd=folder, check=True)
+    before = running_pids(runtime, "counting", {"counter", "sink"})
+
+    failed = runtime.cli("node", "add", "counting", "camera", "nodes.broken:NoCamera")
+    assert failed.returncode == 1
+    assert failed.stderr.strip() == (
+        "error: node camera (nodes.broken:NoCamera) failed to start in stream counting: node camera raised "
+        "RuntimeError: no camera at /dev/video9; it is removed again and the stream runs on as before: fix it and "
+        "add it again; `tatolab logs --stream counting --node camera` shows its traceback"), failed.stderr
+    entry = graph_of(runtime, "counting")
+    assert [node["name"] for node in entry["nodes"]] == ["counter", "sink"]
+    assert entry["changes"] == [] and entry["changed_since_recorded"] is False  # the stream is as it was
+    assert pids(runtime, "counting") == before
+    assert not [f for f in runtime.shm_files() if "camera" in f]
+    logged = runtime.cli("logs", "--stream", "counting", "--node", "camera", check=True).stdout
+    assert 'raise RuntimeError("no camera at /dev/video9")' in logged  # the traceback the answer points to
+
+    again = runtime.cli("node", "add", "counting", "camera", "nodes.doubler:Doubler", check=True).stdout
+    assert again.startswith("camera added to stream counting"), again  # the name is free again
 
 
 @pytest.mark.slow

@@ -344,6 +344,27 @@ def test_each_tool_takes_its_operations_arguments_less_what_it_fixes():
     assert "count" not in exchange["properties"] and exchange["properties"]["frames"]["maximum"] == 4
 
 
+
+def test_a_bad_argument_is_named_with_what_the_tool_takes():
+    from tatolab._mcp.server import Failed, _checked
+    from tatolab._mcp.tools import BY_NAME
+    from tatolab._runtime.ops import OPS, load_all
+
+    load_all()
+    add = OPS["add_node"].schema()
+    words = []
+    for arguments in ({"stream": "cam", "name": "p", "node_class": "TestPatternSource", "config": "fps=3"},
+                      {"name": "p", "node_class": "TestPatternSource"}):
+        with pytest.raises(Failed) as refused:
+            _checked(BY_NAME["add_node"], arguments, add)
+        words.append(str(refused.value))
+    assert words == [
+        'error: bad arguments for add_node: config: "fps=3" is not a JSON object or null; add_node takes stream, '
+        "name, node_class (required) and config",
+        "error: bad arguments for add_node: 'stream' is a required property; add_node takes stream, name, "
+        "node_class (required) and config"]
+
+
 PATTERN = """
 from tatolab.stream import StreamBuilder, TestPatternSource, stream
 

@@ -13,6 +13,7 @@ import pytest
 
 from harness import BIN, Runtime, wait_for
 from test_live_changes import counting_project, graph_of, running_pids
+from test_share import source_project
 
 mcp = pytest.importorskip("mcp")
 from mcp import ClientSession  # noqa: E402
@@ -71,6 +72,7 @@ def test_an_agent_adds_links_taps_and_removes_a_node_and_the_kept_stream_comes_b
                                               node_class="nodes.doubler:Doubler")
             assert not error, text
             assert added["outputs"] == ["doubled"] and added["kept"] is True
+            assert added["state"] == "waiting" and added["pid"]  # running, set up; unlinked, so no bags yet
             error, text, linked = await s.call("connect", stream="counting", output="counter/counts",
                                                input="doubler/numbers")
             assert not error and linked["state"] == "wired", text
@@ -98,7 +100,7 @@ def test_an_agent_adds_links_taps_and_removes_a_node_and_the_kept_stream_comes_b
             assert entry["changed_since_recorded"] is True
             assert [c["change"] for c in entry["changes"]] == ["add_node", "connect"]
             now = {n["name"]: n["pid"] for n in entry["nodes"]}
-            assert {k: now[k] for k in before} == before
+            assert {k: now[k] for k in before} == before and now["doubler"] == added["pid"]
 
             error, text, removed = await s.call("remove_node", stream="counting", name="doubler")
             assert not error, text
@@ -135,3 +137,56 @@ def test_an_agent_adds_links_taps_and_removes_a_node_and_the_kept_stream_comes_b
     finally:
         rt.stop()
     assert rt.leftover_processes() == [] and rt.shm_files() == []
+
+
+@pytest.mark.slow
+def test_an_agent_links_another_streams_exposed_output_live_and_taps_it_at_its_own_node(runtime, project_venv,
+                                                                                       tmp_path):
+    source = source_project(tmp_path / "source", project_venv, expose="")  # its output is internal at first
+    folder = counting_project(tmp_path, project_venv)
+
+    async def linking() -> None:
+        async with asyncio.timeout(180), session_with(runtime, tmp_path) as s:
+            for project in (source, folder):
+                error, text, _ = await s.call("run_stream", project=str(project))
+                assert not error, text
+            (counter_pid,) = (await asyncio.to_thread(running_pids, runtime, "source", {"counter"})).values()
+            before = await asyncio.to_thread(running_pids, runtime, "counting", {"counter", "sink"})
+
+            error, text, added = await s.call("add_node", stream="counting", name="doubler",
+                                              node_class="nodes.doubler:Doubler")
+            assert not error and added["state"] == "waiting" and added["pid"], text
+            error, text, linked = await s.call("connect", stream="counting", output="source/counter/counts",
+                                               input="doubler/numbers")
+            assert not error, text
+            assert linked["link"] == "source/counter/counts->doubler/numbers" and linked["state"] == "waiting"
+            assert "source/counter/counts is internal" in linked["reason"]
+            assert linked["why"]["fixes"] == [{"op": "expose", "args": {"address": "source/counter/counts"},
+                                               "does": "exposes it"}]
+            assert [call["call"] for call in linked["fix_calls"]] == ['expose_port(address="source/counter/counts")']
+
+            error, text, _ = await s.call("expose_port", address="source/counter/counts")
+            assert not error, text
+
+            def wired() -> bool:
+                links = {link["key"]: link for link in graph_of(runtime, "counting")["links"]}
+                return links["source/counter/counts->doubler/numbers"]["state"] == "wired"
+
+            await asyncio.to_thread(wait_for, wired, 30, "the live remote link to wire once exposed")
+            error, text, tap = await s.call("tap", address="counting/doubler/doubled", count=3, timeout=20)
+            assert not error and tap["end"]["got"] == 3, text
+            bags = [b["bag"] for b in tap["bags"]]
+            assert {bag["pid"] for bag in bags} == {counter_pid}  # source's counter wrote them, not counting's own
+            assert [bag["doubled"] for bag in bags] == [bag["n"] * 2 for bag in bags]
+
+            error, text, _ = await s.call("disconnect", stream="counting", output="source/counter/counts",
+                                          input="doubler/numbers")
+            assert not error, text
+            now = graph_of(runtime, "counting")
+            assert [link["key"] for link in now["links"]] == ["counter/counts->sink/rows"]
+            assert {n["name"]: n["pid"] for n in now["nodes"] if n["name"] in before} == before
+            for stream in ("counting", "source"):
+                error, text, _ = await s.call("remove_stream", stream=stream)
+                assert not error, text
+
+    asyncio.run(linking())

@@ -376,9 +376,11 @@ def test_the_tutorials_motion_watcher_reports_motion_to_motion_log(runtime, vide
                       what="motion events through motion_log")
     assert all(event["score"] > 0 for event in events)
     table = runtime.cli("streams", check=True).stdout
-    assert any(line.split()[:3] == ["motion_watcher", "attached", "3"] for line in table.splitlines()), table
+    # camera, detector, window, and the tint of the tutorial's step 5
+    assert any(line.split()[:3] == ["motion_watcher", "attached", "4"] for line in table.splitlines()), table
     nodes = {n["name"]: n for n in _graph(runtime, "motion_watcher")["streams"][0]["nodes"]}
-    assert {name: n["builtin"] for name, n in nodes.items()} == {"camera": True, "detector": False, "tint": True}
+    assert {name: n["builtin"] for name, n in nodes.items()} == {"camera": True, "detector": False, "tint": True,
+                                                                 "window": True}
     assert all(n["state"] == "running" and n["restarts"] == 0 for n in nodes.values()), nodes
 
 

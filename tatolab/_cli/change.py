@@ -8,6 +8,7 @@ from typing import Any
 
 from tatolab._cli.output import fail
 from tatolab._control.client import Client
+from tatolab._control.words import reason_words
 
 KEPT_NOTE = "a live change: {stream} is kept, and loads as recorded after a restart"
 
@@ -15,6 +16,16 @@ KEPT_NOTE = "a live change: {stream} is kept, and loads as recorded after a rest
 def _kept(result: dict[str, Any]) -> None:
     if result["kept"]:
         print(KEPT_NOTE.format(stream=result["stream"]))
+
+
+def _started(result: dict[str, Any]) -> str:
+    """running in its own process (pid 4242), ready in 180 ms"""
+    pid = f" (pid {result['pid']})" if result.get("pid") else ""
+    took = f" in {result['start_ms']:g} ms" if result.get("start_ms") is not None else ""
+    state = {"ready": f"ready{took}", "waiting": f"set up{took}, waiting for bags on its inputs",
+             "starting": f"still starting (`tatolab graph --stream {result['stream']}` shows when it runs)",
+             "stopped": "stopped again meanwhile"}
+    return f"running in its own process{pid}, {state.get(result.get('state', ''), result.get('state'))}"
 
 
 def cmd_node_add(args: argparse.Namespace) -> int:
@@ -31,7 +42,7 @@ def cmd_node_add(args: argparse.Namespace) -> int:
     stream, node = result["stream"], result["node"]
     inputs = ", ".join(f"{p['port']} ({p['delivery_profile']})" for p in result["inputs"]) or "none"
     outputs = ", ".join(f"{stream}/{node}/{p}" for p in result["outputs"]) or "none"
-    print(f"{node} added to stream {stream} ({result['node_class']}), running in its own process; "
+    print(f"{node} added to stream {stream} ({result['node_class']}), {_started(result)}; "
           f"inputs: {inputs}; outputs: {outputs}")
     if result["inputs"]:
         print(f"link it: `tatolab link add <output address> {stream}/{node}/{result['inputs'][0]['port']}`")
@@ -62,7 +73,7 @@ def _link(args: argparse.Namespace, op: str, done: str) -> int:
                     "e.g. counting/probe/numbers")
     stream, port = where
     result = Client().request(op, stream=stream, output=args.output, input=port)
-    state = f"; waiting: {result['reason']}" if result["state"] == "waiting" else ""
+    state = f"; waiting: {reason_words(result)}" if result["state"] == "waiting" else ""
     print(f"link {result['link']} {done} in stream {result['stream']}{state}")
     _kept(result)
     return 0

@@ -31,6 +31,7 @@ COMMAND_MODULES = {
     "change": ("node", "link"),
     "service": ("service",),
     "mcp": ("mcp",),
+    "camera": ("enable-virtual-camera",),
 }
 
 

@@ -46,6 +46,8 @@ def command(fix: Fix) -> str:
         return " ".join(FLAGS.get(arg, f"--{arg}") for arg in fix.args)
     if fix.op in CHANGE_VERBS:
         return "`" + CHANGE_VERBS[fix.op](fix.args) + "`"
+    if fix.op == "logs":  # its arguments are options
+        return "`" + " ".join(["tatolab logs"] + [f"--{k} {as_argument(str(v))}" for k, v in fix.args.items()]) + "`"
     words = ["tatolab", fix.op] + [as_argument(str(v)) for v in fix.args.values() if v is not None]
     return "`" + " ".join(words) + "`"
 
@@ -156,6 +158,7 @@ RENDER: dict[str, Callable[[Reason], str]] = {
     "not_importable": _not_importable,
     "internal": _or_command,
     "marked_failed": _command_does,
+    "node_failed": _command_does,
 }
 
 

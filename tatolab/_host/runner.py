@@ -16,7 +16,9 @@ from tatolab._sdk.context import (
     OutputPort,
     Outputs,
     RuntimeContextLimitedAccess,
+    ShapedInputPort,
 )
+from tatolab._sdk.audio import AudioShape
 
 IDLE_WAKE_S = 0.25  # how often a waiting node looks at control messages
 BAD_BAG_LOG_S = 1.0  # after its first BAD_BAGS_LOGGED, a link's bad bags are logged at most this often
@@ -34,9 +36,15 @@ class NodeRunner:
         self.log = NodeLogger(sink.emit)
         self._bad_logged: dict[str, tuple[float, int, int]] = {}  # link key -> (when logged, unlogged, logged)
         for port, port_spec in spec.get("inputs", {}).items():
-            self.inputs[port] = InputPort(
-                port, port_spec["delivery_profile"], on_broken=self._link_broken, on_bad=self._bad_bag
-            )
+            if port_spec.get("audio"):
+                self.inputs[port] = ShapedInputPort(
+                    port, port_spec["delivery_profile"], AudioShape.parse(port_spec["audio"], f"input {port}"),
+                    on_broken=self._link_broken, on_bad=self._bad_bag, on_audio=self._audio_news,
+                )
+            else:
+                self.inputs[port] = InputPort(
+                    port, port_spec["delivery_profile"], on_broken=self._link_broken, on_bad=self._bad_bag
+                )
             for link in port_spec.get("links", []):
                 self._add_link(port, link)
         outputs = {
@@ -103,6 +111,17 @@ class NodeRunner:
             link=key, port=port, bad=since,
         )
 
+    def _audio_news(self, port: str, key: str, what: str) -> None:
+        """A shaped audio input started its windows again (a gap, a change of format)."""
+        now = time.monotonic()
+        last, since, logged = self._bad_logged.get("audio " + key, (0.0, 0, 0))
+        since += 1
+        if logged >= BAD_BAGS_LOGGED and now - last < BAD_BAG_LOG_S:
+            self._bad_logged["audio " + key] = (last, since, logged)
+            return
+        self._bad_logged["audio " + key] = (now, 0, logged + 1)
+        self.log.warning(f"{self._where(port, key)}: {what}", link=key, port=port, audio_resets=since)
+
     def _remove_link(self, key: str) -> None:
         for port in self.inputs.values():
             reader = port.remove_link(key)
@@ -139,6 +158,7 @@ class NodeRunner:
         setup = getattr(self.instance, "setup", None)
         if setup is not None:
             setup(self.ctx)
+        self.status.set_up()
         try:
             if self.execution == "continuous":
                 self._run_continuous(control)
@@ -164,6 +184,10 @@ class NodeRunner:
         inputs = list(self.inputs.values())
         stopping = control.stopping
         status = self.status
+        # A built-in that must keep answering between bags (a window: its events, redraws) has
+        # _tatolab_idle, called whenever no bag is waiting and at least every _tatolab_idle_s.
+        idle = getattr(self.instance, "_tatolab_idle", None)
+        wait_s = min(IDLE_WAKE_S, getattr(self.instance, "_tatolab_idle_s", IDLE_WAKE_S)) if idle else IDLE_WAKE_S
         while not stopping.is_set():
             arrived = False
             for port in inputs:
@@ -180,16 +204,18 @@ class NodeRunner:
                 self._drain_control(control)
                 inputs = list(self.inputs.values())
             self._relax_outputs()
+            if idle is not None:
+                idle(self.ctx)
             # Wait only on links that can bring the node something new: an ordered link whose
             # delivered bag process() left unread has nothing to deliver until it is read
             # (waiting on it would return at once, for ever).
             readers = [reader for port in inputs for reader in port.waiting_readers()]
             if len(readers) == 1:
-                readers[0].wait(IDLE_WAKE_S)
+                readers[0].wait(wait_s)
             elif readers:
-                wait_any(readers, IDLE_WAKE_S)
+                wait_any(readers, wait_s)
             else:
-                stopping.wait(IDLE_WAKE_S)
+                stopping.wait(wait_s)
 
     def _run_continuous(self, control: Any) -> None:
         process = self.instance.process

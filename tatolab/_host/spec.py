@@ -21,9 +21,20 @@ class LinkSpec(TypedDict, total=False):
     start: Literal["beginning", "now"]  # a remote link wired later reads from now on
 
 
-class InputSpec(TypedDict):
+class AudioSpec(TypedDict):
+    sample_rate: int
+    channels: int
+    format: Literal["s16", "f32"]
+    window_ms: float
+
+
+class _InputSpec(TypedDict):
     delivery_profile: Literal["newest", "ordered"]
     links: list[LinkSpec]
+
+
+class InputSpec(_InputSpec, total=False):
+    audio: AudioSpec  # the audio blocks this input receives, shaped by the host (tatolab/_host/audio.py)
 
 
 class OutputSpec(TypedDict):
@@ -64,12 +75,18 @@ def node_spec(stream: str, node: dict[str, Any], *, project: str, status: str | 
         "status": status,
         "project": project,
         "sources": sources,
-        "inputs": {port["port"]: {"delivery_profile": port["delivery_profile"], "links": []}
-                   for port in node["inputs"]},
+        "inputs": {port["port"]: _input(port) for port in node["inputs"]},
         "outputs": outputs,
         "surfaces": surfaces,
         "builtin": builtin,
     })
+
+
+def _input(port: dict[str, Any]) -> InputSpec:
+    spec = InputSpec(delivery_profile=port["delivery_profile"], links=[])
+    if port.get("audio"):
+        spec["audio"] = port["audio"]
+    return spec
 
 
 class Stop(TypedDict):

@@ -8,7 +8,8 @@ the GIL is still seen as stuck.
 Layout (u64, little-endian): 0 busy_since_ns (monotonic ns when the running
 ``process()`` call began, 0 when idle), 1 calls completed, 2 pid of the writer, 3 when the
 process became ready (monotonic ns of its first ``process()`` call, or of a manual node's
-start; 0 until then): the runtime's measure of how long a stream took to start.
+start; 0 until then): the runtime's measure of how long a stream took to start; 4 when its
+``setup()`` returned (0 until then): a node added live is started, even before bags reach it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 from tatolab._safe_fs import create_private_file, open_own_file
 
 STATUS_BYTES = 64
-_BUSY, _CALLS, _PID, _READY = range(4)
+_BUSY, _CALLS, _PID, _READY, _SET_UP = range(5)
 
 
 def create(path: str) -> None:
@@ -52,6 +53,7 @@ class NodeStatus:
         """A node host starting: whatever a killed predecessor left is cleared."""
         self._q[_BUSY] = 0
         self._q[_READY] = 0
+        self._q[_SET_UP] = 0
         self._q[_PID] = os.getpid()
 
     def begin(self) -> None:
@@ -67,6 +69,13 @@ class NodeStatus:
 
     def ready_ns(self) -> int:
         return self._q[_READY]
+
+    def set_up(self) -> None:
+        """The node's ``setup()`` returned (or it has none): it runs, waiting for bags or its first call."""
+        self._q[_SET_UP] = time.monotonic_ns()
+
+    def set_up_ns(self) -> int:
+        return self._q[_SET_UP]
 
     def end(self) -> None:
         q = self._q
@@ -99,6 +108,8 @@ class NoStatus:
     def begin(self) -> None: ...
 
     def ready(self) -> None: ...
+
+    def set_up(self) -> None: ...
 
     def end(self) -> None: ...
 

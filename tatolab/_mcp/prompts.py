@@ -62,9 +62,12 @@ restarts), and what would fix it."""),
 Python node the streams use, with its docstring) and pick its config.
 2. `graph(stream="{{stream}}")`: the nodes and ports there now (and each node's pid, to check later that \
 they did not restart).
-3. `add_node(stream="{{stream}}", name="<a new node name>", node_class="{{node}}", config={{{{...}}}})`.
+3. `add_node(stream="{{stream}}", name="<a new node name>", node_class="{{node}}", config={{{{...}}}})`: it \
+answers once the node runs, with its `pid` and `state` (ready, or waiting for bags on its inputs); a node \
+that fails to start is removed again and the error gives its log's error.
 4. `connect(stream="{{stream}}", output="{{from_output}}", input="<new node>/<its input port>")`, and from \
-its output on to where it should go.
+its output on to where it should go. A link from another stream's output that is not exposed waits: the \
+answer says why, and `fix_calls` the call that exposes it.
 5. `tap(address="{{stream}}/<new node>/<its output>", count=3)` to see its bags; \
 `graph(stream="{{stream}}")` (or the resource `{GRAPH_TEMPLATE}`) to check it runs and the other nodes' \
 pids are unchanged. A kept stream changed this way says so in `graph`; after a runtime restart it \

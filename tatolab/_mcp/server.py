@@ -25,10 +25,10 @@ from mcp_types.jsonrpc import INVALID_PARAMS
 
 from tatolab import __version__
 from tatolab._control.client import AsyncClient, NoRuntime, RequestFailed
-from tatolab._control.errors import ControlError
+from tatolab._control.errors import ControlError, Reason
 from tatolab._control.words import render
 from tatolab._mcp import images, prompts
-from tatolab._mcp.calls import in_words, tool_calls
+from tatolab._mcp.calls import in_words, tool_call, tool_calls
 from tatolab._mcp.resources import GRAPH_TEMPLATE, Resources
 from tatolab._mcp.tools import BY_NAME, TOOLS, Tool, description, input_schema
 
@@ -95,13 +95,35 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
     ])
 
 
+KINDS = {"object": "a JSON object", "array": "a list", "string": "a string", "integer": "an integer",
+         "number": "a number", "boolean": "true or false", "null": "null"}
+
+
+def _schema_words(exc: jsonschema.ValidationError) -> str:
+    """jsonschema's message, but "is not a JSON object or null" for a choice of types."""
+    if exc.validator in ("anyOf", "oneOf"):
+        kinds = [alt.get("type") for alt in exc.validator_value if isinstance(alt, dict)]
+        if kinds and all(isinstance(kind, str) for kind in kinds):
+            return f"{json.dumps(exc.instance)} is not {' or '.join(KINDS.get(k, k) for k in kinds)}"
+    return exc.message
+
+
+def _takes(schema: dict[str, Any]) -> str:
+    """stream, name, node_class (required) and config"""
+    required = schema.get("required", [])
+    optional = [name for name in schema.get("properties", {}) if name not in required]
+    shown = ", ".join(required) + (" (required)" if required else "")
+    return " and ".join(part for part in (shown, ", ".join(optional)) if part) or "no arguments"
+
+
 def _checked(tool: Tool, arguments: dict[str, Any], described: dict[str, Any]) -> dict[str, Any]:
     schema = input_schema(tool, described)
     try:
         jsonschema.validate(arguments, schema)
     except jsonschema.ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path)
-        raise Failed(f"error: bad arguments for {tool.name}: {where + ': ' if where else ''}{exc.message}") from None
+        raise Failed(f"error: bad arguments for {tool.name}: {where + ': ' if where else ''}{_schema_words(exc)}; "
+                     f"{tool.name} takes {_takes(schema)}") from None
     full = {name: spec["default"] for name, spec in tool.limits.items() if name not in arguments}
     full.update(arguments)
     full = tool.op_args(full)
@@ -241,6 +263,9 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         return error_result(exc)
     if params.name == "exchange":
         return images_result(result)
+    if isinstance(result, dict) and isinstance(result.get("why"), dict) and result["why"].get("fixes"):
+        # a link that waits (connect): what would wire it, as tool calls
+        result["fix_calls"] = [c for c in map(tool_call, Reason.from_wire(result["why"]).fixes) if c is not None]
     text = json.dumps(result, indent=2, default=str)
     structured = result if isinstance(result, dict) else {"result": result}
     return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured)

@@ -93,6 +93,12 @@ async def serve(lock: MachineLock) -> None:
     runtime.relay.start()  # type: ignore[union-attr]
     server = ControlServer(runtime, say)
     asyncio.get_running_loop().set_exception_handler(server.exception_handler)
+    # Handlers before the socket listens: a client that sees the socket answer may stop us at
+    # once (a test's start then stop), and a SIGTERM's default action would skip the cleanup below.
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(sig, stopping.set)
     old_umask = os.umask(0o177)
     try:
         listener = await asyncio.start_unix_server(server.handle, path=str(sock_path), limit=protocol.MAX_LINE)
@@ -100,10 +106,6 @@ async def serve(lock: MachineLock) -> None:
         os.umask(old_umask)
     os.chmod(sock_path, 0o600)
 
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.add_signal_handler(sig, stopping.set)
     say("info", f"tatolabd {__version__} running (pid {os.getpid()}), listening on {sock_path}",
         socket=str(sock_path), state=str(state))
     loading = asyncio.create_task(runtime.load_kept_at_start(), name="load kept streams")
@@ -116,12 +118,14 @@ async def serve(lock: MachineLock) -> None:
         listener.close()
         loading.cancel()
         await asyncio.gather(loading, return_exceptions=True)
-        await runtime.shutdown()
-        await runtime.relay.close()  # type: ignore[union-attr]
-        if clean:
-            kept.stopped_cleanly()  # a clean stop ends every crash streak
-        ring.reap(paths.shm_namespace())
-        groups.reap_remembered()
+        try:
+            await runtime.shutdown()
+            await runtime.relay.close()  # type: ignore[union-attr]
+            if clean:
+                kept.stopped_cleanly()  # a clean stop ends every crash streak
+        finally:  # whatever went wrong above, no file or process group outlives the runtime
+            ring.reap(paths.shm_namespace())
+            groups.reap_remembered()
         try:
             sock_path.unlink()
         except FileNotFoundError:

@@ -8,7 +8,10 @@ like any other.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,8 @@ from tatolab._control.errors import Reason
 from tatolab._host import spec as host_spec
 from tatolab._host import status
 from tatolab._links import ring
-from tatolab._runtime.nodes import claim_reader, release_reader
+from tatolab._runtime.nodes import READY_POLL_S, claim_reader, release_reader
+from tatolab._runtime.rules.health import NodeState
 from tatolab._runtime.streams import LinkWiring, LoadedStream, OutputRing, link_key
 from tatolab._runtime.supervisor import NodeProcess
 from tatolab._runtime.surfaces import is_builtin, python_for
@@ -54,6 +58,38 @@ def start_node(stream: LoadedStream, entry: dict[str, Any], project_python: Path
     stream.nodes[name] = process
     process.start()
     return process
+
+
+@dataclass(frozen=True)
+class Start:
+    """How a node added live started: ``state`` is ready (it made its first ``process()`` call),
+    waiting (set up, waiting for bags on its inputs), starting (still importing or in ``setup()``
+    when the wait ended), failed (its process ended: ``error`` is its log's last error) or stopped
+    (removed meanwhile)."""
+
+    pid: int | None
+    state: str
+    start_ms: float | None  # from ``since_ns`` until ready (or set up, when waiting)
+    error: str | None = None
+
+
+async def started(process: NodeProcess, has_inputs: bool, timeout: float, since_ns: int) -> Start:
+    """Wait until the node of ``process`` (just started) is ready, or set up and waiting for its inputs,
+    or its process ended, or ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.crash_streak or process.restarts:  # counted once its end was read, with its last error
+            return Start(process.pid, "failed", None, process.last_error or "its process ended")
+        if process.state == NodeState.STOPPED:  # removed (or its stream stopped) meanwhile
+            return Start(None, "stopped", None)
+        ready, set_up = process.ready_ns(), process.set_up_ns()
+        late = time.monotonic() >= deadline
+        if ready or (set_up and (has_inputs or late)):
+            return Start(process.pid, "ready" if ready else "waiting",
+                         round(max(0, (ready or set_up) - since_ns) / 1e6, 1))
+        if late:
+            return Start(process.pid, "starting", None)
+        await asyncio.sleep(READY_POLL_S)
 
 
 def take_node(stream: LoadedStream, name: str) -> tuple[NodeProcess | None, list[str]]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Awaitable, Callable, TypeVar
 
+from tatolab._builtins.v4l2 import resolve_camera
 from tatolab._control.errors import ControlError, Fix, Reason
 from tatolab._control.source import StreamSource
 from tatolab._control.words import fixes_in_turn
@@ -18,7 +19,7 @@ from tatolab._runtime.kept import KeptLoadFailed, KeptStreams, preflight, strip_
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.nodes import restart_nodes, start_nodes, stop_nodes
 from tatolab._runtime.records import DamagedRecord, KeptRecord
-from tatolab._runtime.rules import names
+from tatolab._runtime.rules import cameras, names
 from tatolab._runtime.snapshots import SnapshotError
 from tatolab._runtime.starter import ProcessStarter
 from tatolab._runtime.starter import shared as shared_starter
@@ -91,6 +92,9 @@ class StreamStart:
     commit: Callable[[], None] | None = None  # the old version has stopped (run -d: the record is written)
     failed: Callable[[str], None] | None = None  # the start failed, with this reason
     started: Callable[[], None] | None = None  # the start worked
+    # a kept stream loading as the runtime starts (at boot, say): a camera not there yet is waited
+    # for by its node, not a reason to mark the stream failed
+    devices_may_come: bool = False
 
 
 class Runtime:
@@ -136,6 +140,7 @@ class Runtime:
                 if old is None and held is not None and held.mode == "kept" and held.project == start.keeping_from:
                     old = held
                 self.check_name_free(name, replacing=old, keeping_from=start.keeping_from)
+                self.check_cameras(name, start.stream.graph, replacing=old, missing_ok=start.devices_may_come)
                 if start.prepare is not None:
                     await start.prepare()
                 if old is not None:
@@ -241,6 +246,7 @@ class Runtime:
                     raise ControlError("the runtime is stopping")
                 if self.streams.get(stream.name) is not stream:
                     raise stopped_meanwhile(stream)
+                self.check_cameras(stream.name, graph, replacing=stream)
                 await restart_nodes(stream, graph, names)
 
         await asyncio.shield(asyncio.ensure_future(swap()))
@@ -268,9 +274,10 @@ class Runtime:
 
         return await asyncio.shield(asyncio.ensure_future(run()))
 
-    async def start_kept(self, name: str, record: KeptRecord) -> LoadedStream | None:
+    async def start_kept(self, name: str, record: KeptRecord, *, at_runtime_start: bool = False) -> LoadedStream | None:
         """Load a kept stream from its record. On a load problem it is marked failed and
-        ``KeptLoadFailed`` is raised; returns None if the record changed meanwhile."""
+        ``KeptLoadFailed`` is raised; returns None if the record changed meanwhile. At the runtime's
+        start a device the stream names may not be there yet (a USB camera at boot): its node waits."""
         kept = self.kept
         if name in self.streams:
             return self.streams[name]
@@ -299,7 +306,8 @@ class Runtime:
                                   env=record.env, sources=Path(record.sources) if record.sources else None)
             try:
                 started = await self.start_stream(StreamStart(stream, Path(record.python), check=check,
-                                                              keeping_from=Path(record.project), failed=failed))
+                                                              keeping_from=Path(record.project), failed=failed,
+                                                              devices_may_come=at_runtime_start))
             except ControlError:
                 if self.closing:
                     return None
@@ -325,7 +333,7 @@ class Runtime:
             if record.stopped or record.failed:
                 continue
             try:
-                stream = await self.start_kept(record.name, record)
+                stream = await self.start_kept(record.name, record, at_runtime_start=True)
             except KeptLoadFailed:
                 continue  # already reported by mark_failed
             except Exception as exc:  # a bug must not keep the other streams from starting
@@ -357,6 +365,21 @@ class Runtime:
     def use_relay(self, relay: Relay) -> None:
         self.relay = relay
         relay.on_pull_state = lambda pull, waiting: set_state(self.streams, pull, waiting)
+
+    def check_cameras(self, stream_name: str, graph: dict[str, Any], *, replacing: LoadedStream | None = None,
+                      missing_ok: bool = False) -> None:
+        """Refuse a stream whose camera another stream holds, or (unless ``missing_ok``) that names no
+        camera here (rules/cameras.py)."""
+        loading, missing = cameras.cameras_of(stream_name, graph, resolve_camera)
+        if missing_ok:
+            missing = []
+        if not loading and not missing:
+            return
+        running = [use for other in self.streams.values() if other is not replacing and other.name != stream_name
+                   for use in cameras.cameras_of(other.name, other.graph, resolve_camera)[0]]
+        refused = cameras.refusal(stream_name, loading, missing, running)
+        if refused is not None:
+            raise refused
 
     def rewire(self) -> None:
         rewire(self.streams, self.kept.rows(set(self.streams)), machine_name())

@@ -100,6 +100,12 @@ class NodeProcess:
             return 0
         return self.status.ready_ns()
 
+    def set_up_ns(self) -> int:
+        """When this node's process finished its ``setup()`` (0: not yet)."""
+        if self.status is None or self.pid is None:
+            return 0
+        return self.status.set_up_ns()
+
     def busy_ms(self) -> float | None:
         """How long the running process() call has lasted, read live; None when idle."""
         if self.status is None or self.pid is None:

@@ -9,6 +9,7 @@ from typing import Any, Callable, Protocol, TypeVar
 from tatolab import _bags
 from tatolab._errors import BagError, GraphError
 from tatolab._links.shm import RingError
+from tatolab._sdk.audio import AudioBlock, AudioShape
 
 T = TypeVar("T")
 _encode = _bags.encode
@@ -144,6 +145,14 @@ class InputPort:
         self.last_link = chosen.key
         return payload, chosen
 
+    def drop(self) -> bool:
+        """Take the next bag without handing it to the node: it counts as dropped, not read."""
+        got = self.take()
+        if got is None:
+            return False
+        got[1].reader.discard(1)
+        return True
+
     def gone(self, link: _Link) -> None:
         """The bag last taken from ``link`` named a frame whose surface was reused before this
         reader got to it: the reader fell behind, so it counts as dropped, like a lapped bag."""
@@ -156,6 +165,86 @@ class InputPort:
         """The bag last taken from ``link`` did not decode: count it on the link, tell the host."""
         link.reader.count_bad()
         self._on_bad(self.name, link.key, exc)
+
+
+# What the node host is told when a shaped audio input starts its windows again, or gets a bag
+# that is not audio: (port, link key, what happened).
+AudioTrouble = Callable[[str, str, str], None]
+
+
+class ShapedInputPort(InputPort):
+    """An ``ordered`` input declared with ``audio={...}``: each link's audio bags go through an
+    ``AudioShaper``, and the node is handed the shaped windows one at a time, in order."""
+
+    def __init__(self, name: str, profile: str, shape: AudioShape, on_broken: LinkTrouble = _ignore,
+                 on_bad: LinkTrouble = _ignore, on_audio: AudioTrouble = lambda port, key, what: None) -> None:
+        super().__init__(name, profile, on_broken=on_broken, on_bad=on_bad)
+        self.shape = shape
+        self.shapers: dict[str, Any] = {}
+        self.blocks: deque[tuple[AudioBlock, str]] = deque()  # with the key of the link each came by
+        self._offered = False
+        self._on_audio = on_audio
+
+    def _shaper(self, key: str) -> Any:
+        from tatolab._sdk.shaping import AudioShaper  # numpy and soxr: only where audio is shaped
+
+        return AudioShaper(self.shape, lambda what: self._on_audio(self.name, key, what))
+
+    def add_link(self, key: str, reader: _Reader) -> None:
+        super().add_link(key, reader)
+        self.shapers[key] = self._shaper(key)
+
+    def remove_link(self, key: str) -> _Reader | None:
+        self.shapers.pop(key, None)
+        return super().remove_link(key)
+
+    def reshape(self, shape: AudioShape) -> None:
+        """Ask for another shape from now on (the windows start again)."""
+        self.shape = shape
+        self.shapers = {key: self._shaper(key) for key in self.links}
+        self.blocks.clear()
+        self._offered = False
+
+    def _shape_arrived(self) -> None:
+        while not self.blocks:
+            super().fill()
+            arrived = [link for link in self.links.values() if link.pending is not None]
+            if not arrived:
+                return
+            for link in sorted(arrived, key=lambda link: link.pending[1]):  # type: ignore[index]
+                payload = link.pending[0]  # type: ignore[index]
+                link.pending = None
+                try:
+                    bag = _bags.decode(payload)
+                except (ValueError, RecursionError) as exc:
+                    self.bad(link, exc)
+                    continue
+                try:
+                    block = AudioBlock.from_bag(bag)
+                except ValueError as exc:  # counted bad, and said in audio's words
+                    link.reader.count_bad()
+                    self._on_audio(self.name, link.key, f"skipped a bag that is not audio ({exc}); counted as bad")
+                    continue
+                self.blocks.extend((shaped, link.key) for shaped in self.shapers[link.key].push(block))
+
+    def fill(self) -> bool:
+        self._shape_arrived()
+        if self.blocks and not self._offered:
+            self._offered = True
+            return True
+        return False
+
+    def waiting_readers(self) -> list[_Reader]:
+        return [] if self.blocks else [link.reader for link in self.links.values()]
+
+    def take_block(self) -> AudioBlock | None:
+        if not self.blocks:
+            self._shape_arrived()
+            if not self.blocks:
+                return None
+        self._offered = False
+        block, self.last_link = self.blocks.popleft()
+        return block
 
 
 class Inputs:
@@ -189,6 +278,12 @@ class Inputs:
         With ``into``, the bag is built into that dataclass, TypedDict or pydantic model.
         """
         source = self._port(port)
+        if isinstance(source, ShapedInputPort):
+            block = source.take_block()
+            if block is None or into is AudioBlock:
+                return block
+            bag = block.bag()
+            return bag if into is None else _bags.convert(bag, into, node=self._node, port=port)
         from_bag = getattr(into, "_tatolab_from_bag", None)
         while True:
             got = source.take()
@@ -210,6 +305,27 @@ class Inputs:
                 if not isinstance(bag, dict) or "surface_id" not in bag:
                     raise BagError(f"node {self._node} port {port}: {exc}") from None
                 source.gone(link)
+
+    def drop(self, port: str) -> bool:
+        """Take the next bag on ``port`` without using it, counted as dropped on its link (the
+        node's ``inputs`` in `tatolab graph`), not read: for a node that cannot use bags now,
+        such as a window with no display. False when there was none."""
+        return self._port(port).drop()
+
+
+    def shape_audio(self, port: str, audio: dict[str, Any]) -> None:
+        """Change what an audio input (declared with ``audio={...}``) receives from now on, e.g. a
+        sink that learns its device's rate only once it opens it."""
+        source = self._ports.get(port)
+        if not isinstance(source, ShapedInputPort):
+            raise GraphError(
+                f"node {self._node}: input {port!r} is not an audio input; declare it with "
+                '@node.input(delivery_profile="ordered", audio={...}) to have its audio shaped'
+            )
+        try:
+            source.reshape(AudioShape.parse(audio, f"node {self._node}, input {port!r}"))
+        except ValueError as exc:
+            raise GraphError(str(exc)) from None
 
 
 class OutputPort:

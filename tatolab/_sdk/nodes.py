@@ -14,6 +14,7 @@ import msgspec
 from tatolab import _bags
 from tatolab._classpath import class_path
 from tatolab._errors import ConfigError, NodeDefinitionError
+from tatolab._sdk.audio import AudioShape
 from tatolab._sdk.naming import url_safe
 
 C = TypeVar("C", bound=type)
@@ -31,6 +32,7 @@ _NO_PROFILE = object()
 class _PortMark:
     kind: str  # "input" | "output"
     delivery_profile: Any = _NO_PROFILE
+    audio: Any = None  # inputs only: what @node.input(audio={...}) asked for, checked by @node
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +40,7 @@ class PortSpec:
     name: str  # URL-safe; the method's name unless that has capitals or accents
     attribute: str  # the method's name
     delivery_profile: str | None = None  # inputs only
+    audio: AudioShape | None = None  # inputs only: the audio blocks this input receives
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,11 +77,16 @@ class _NodeDecorator:
             return lambda target: _define(target, execution, interval_ms, **limits)
         return _define(cls, execution, interval_ms, **limits)
 
-    def input(self, delivery_profile: Any = _NO_PROFILE) -> Any:
-        """Mark a method as an input port: ``@node.input(delivery_profile="newest" | "ordered")``."""
+    def input(self, delivery_profile: Any = _NO_PROFILE, *, audio: dict[str, Any] | None = None) -> Any:
+        """Mark a method as an input port: ``@node.input(delivery_profile="newest" | "ordered")``.
+
+        ``audio={"sample_rate": 16000, "channels": 1, "format": "f32", "window_ms": 20}`` (with
+        ``"ordered"``): whatever audio the producer sends, the node reads blocks of exactly that
+        shape, resampled, remixed, converted and cut by the runtime.
+        """
         if callable(delivery_profile):  # bare @node.input: no profile chosen; @node reports it
             return _mark(delivery_profile, _PortMark("input"))
-        return lambda method: _mark(method, _PortMark("input", delivery_profile))
+        return lambda method: _mark(method, _PortMark("input", delivery_profile, audio))
 
     def output(self, method: F | None = None) -> Any:
         """Mark a method as an output port: ``@node.output()``."""
@@ -134,7 +142,7 @@ def describe_node(cls: type) -> dict[str, Any]:
         "doc": spec.doc,
         "execution": spec.execution,
         "interval_ms": spec.interval_ms,
-        "inputs": [{"port": p.name, "delivery_profile": p.delivery_profile} for p in spec.inputs],
+        "inputs": [_describe_input(p) for p in spec.inputs],
         "outputs": [{"port": p.name} for p in spec.outputs],
     }
     if implementation is not None:
@@ -144,6 +152,13 @@ def describe_node(cls: type) -> dict[str, Any]:
         described["watchdog_ms"] = spec.watchdog_ms
     if spec.memory_limit_mb is not None:
         described["memory_limit_mb"] = spec.memory_limit_mb
+    return described
+
+
+def _describe_input(port: PortSpec) -> dict[str, Any]:
+    described: dict[str, Any] = {"port": port.name, "delivery_profile": port.delivery_profile}
+    if port.audio is not None:  # present only when asked for
+        described["audio"] = port.audio.as_dict()
     return described
 
 
@@ -273,7 +288,19 @@ def _collect_ports(cls: type) -> tuple[list[PortSpec], list[PortSpec]]:
                 f"Node {cls.__qualname__}: input {attribute!r} has delivery_profile={profile!r}; "
                 'choose "newest" (the most recent bag) or "ordered" (every bag, in order).'
             )
-        inputs.append(PortSpec(port, attribute, profile))
+        audio = None
+        if mark.audio is not None:
+            where = f"Node {cls.__qualname__}: input {attribute!r}"
+            try:
+                audio = AudioShape.parse(mark.audio, where)
+            except ValueError as exc:
+                raise NodeDefinitionError(f"{exc}.") from None
+            if profile != "ordered":
+                raise NodeDefinitionError(
+                    f'{where} asks for audio, which is cut into windows from every block in order: '
+                    f'use @node.input(delivery_profile="ordered", audio={{...}}).'
+                )
+        inputs.append(PortSpec(port, attribute, profile, audio))
     return inputs, outputs
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from tatolab._control.errors import ControlError, Fix
 from tatolab._runtime.machine import machine_name
@@ -27,6 +27,13 @@ def local_address(address: str, command: str) -> Address:
     return where
 
 
-def no_output(stream: str, where: Address, outputs: Iterable[tuple[str, str]]) -> ControlError:
+def no_output(stream: str, where: Address, outputs: Iterable[tuple[str, str]],
+              graph: dict[str, Any] | None = None) -> ControlError:
     known = ", ".join(f"{stream}/{node}/{port}" for node, port in sorted(outputs)) or "none"
-    return ControlError(f"stream {stream} has no output {where.node}/{where.port}; its outputs: {known}")
+    inputs = {(node["name"], port["port"]) for node in (graph or {}).get("nodes", []) for port in node["inputs"]}
+    if (where.node, where.port) in inputs:
+        return ControlError(f"{where.port} of node {where.node} of stream {stream} is an input, not an output: "
+                            f"an address names an output; its outputs: {known}", code="no_output",
+                            details={"stream": stream, "node": where.node, "port": where.port})
+    return ControlError(f"stream {stream} has no output {where.node}/{where.port}; its outputs: {known}",
+                        code="no_output", details={"stream": stream, "node": where.node, "port": where.port})

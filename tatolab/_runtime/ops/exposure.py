@@ -37,7 +37,7 @@ async def expose(runtime: Runtime, address: str, level: Literal["internal", "pri
     graph = stream.graph if stream is not None else record.graph  # type: ignore[union-attr]
     outputs = _outputs(graph)
     if (where.node, where.port) not in outputs:
-        raise no_output(where.stream, where, outputs)
+        raise no_output(where.stream, where, outputs, graph)
 
     if stream is not None:
         set_level(stream.graph, where.node, where.port, level)

@@ -89,7 +89,7 @@ def _find_output(runtime: Runtime, address: str) -> tuple[LoadedStream, OutputRi
         raise ControlError(f"no stream named {where.stream} is running; running streams: {', '.join(sorted(runtime.streams)) or 'none'}")
     out = stream.rings.get((where.node, where.port))
     if out is None:
-        raise no_output(stream.name, where, stream.rings)
+        raise no_output(stream.name, where, stream.rings, stream.graph)
     return stream, out, f"{stream.name}/{where.node}/{where.port}"
 
 

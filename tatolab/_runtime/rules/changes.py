@@ -60,7 +60,9 @@ def checked_name(stream: str, graph: dict[str, Any], name: str, node_class: str 
     try:
         safe = url_safe(name)
     except AddressError as exc:
-        raise ControlError(f"stream {stream}: {exc}", code="bad_name") from None
+        text = str(exc)
+        raise ControlError(f"cannot add node {name!r} to stream {stream}: {text[:1].lower()}{text[1:]}",
+                           code="bad_name", details={"stream": stream, "name": name}) from None
     if safe != name:
         raise ControlError(
             f"node name {name!r} is not URL-safe (it is part of every address of the node)", code="bad_name",

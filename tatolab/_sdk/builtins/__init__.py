@@ -6,6 +6,22 @@ them. ``@builtin`` (in ``marks``) records which implementation the graph names. 
 family of nodes (video here; window, camera, codecs, recording, audio beside it), re-exported here.
 """
 
+from tatolab._sdk.builtins.audio import (
+    MicrophoneConfig,
+    MicrophoneSource,
+    OpusDecoder,
+    OpusDecoderConfig,
+    OpusEncoder,
+    OpusEncoderConfig,
+    SpeakerConfig,
+    SpeakerSink,
+)
+from tatolab._sdk.builtins.camera import (
+    CameraSource,
+    CameraSourceConfig,
+    VirtualCameraSink,
+    VirtualCameraSinkConfig,
+)
 from tatolab._sdk.builtins.codecs import (
     H264Decoder,
     H264DecoderConfig,
@@ -24,8 +40,15 @@ from tatolab._sdk.builtins.video import (
     TestPatternConfig,
     TestPatternSource,
 )
+from tatolab._sdk.builtins.window import DisplayWindow, DisplayWindowConfig
 
 __all__ = [
+    "CameraSource",
+    "CameraSourceConfig",
+    "DisplayWindow",
+    "DisplayWindowConfig",
+    "GlslPixelEffect",
+    "GlslPixelEffectConfig",
     "H264Decoder",
     "H264DecoderConfig",
     "H264Encoder",
@@ -35,12 +58,20 @@ __all__ = [
     "H265Encoder",
     "H265EncoderConfig",
     "IMPLEMENTATIONS",
+    "MicrophoneConfig",
+    "MicrophoneSource",
     "Mp4Sink",
     "Mp4SinkConfig",
-    "GlslPixelEffect",
-    "GlslPixelEffectConfig",
+    "OpusDecoder",
+    "OpusDecoderConfig",
+    "OpusEncoder",
+    "OpusEncoderConfig",
+    "SpeakerConfig",
+    "SpeakerSink",
     "TestPatternConfig",
     "TestPatternSource",
+    "VirtualCameraSink",
+    "VirtualCameraSinkConfig",
     "builtin",
     "implementation_of",
 ]
