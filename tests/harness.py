@@ -38,6 +38,16 @@ def wait_for(condition: Callable[[], object], timeout: float = 10.0, what: str =
         time.sleep(poll_s)
 
 
+def free_udp_port() -> int:
+    """A UDP port on loopback that nothing holds now."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+    finally:
+        probe.close()
+
+
 def _is_guard(process: psutil.Process) -> bool:
     """A node's guard (tatolab/_host/orphans.py): it ends the node's group, it is no node."""
     try:
@@ -56,6 +66,8 @@ class Runtime:
             XDG_RUNTIME_DIR=str(root / "run"),
             XDG_STATE_HOME=str(root / "state"),
             TATOLAB_MACHINE_LOCK=str(root / "machine.lock"),
+            TATOLAB_MOQ_PORT=str(free_udp_port()),  # its MoQ relay's own port (a user's runtime may hold 4443)
+            TATOLAB_MOQ_PUBLIC="",  # public outputs on loopback only, whatever tailnet the machine is on
             PYTHONUNBUFFERED="1",
         )
         self.env.pop("VIRTUAL_ENV", None)

@@ -49,10 +49,9 @@ def test_counts_use_the_singular_for_one():
         "tap: got 1 of 1 bag from s/n/p in 0.2 s; the tap skipped 1 bag"
 
 
-def test_public_says_it_is_recorded_and_that_nothing_serves_other_machines_yet():
-    assert "public is recorded" in MEANING["public"]
-    assert "nothing serves other machines yet" in MEANING["public"]
-    assert "readers on other machines can read it too" not in MEANING["public"]
+def test_public_says_other_machines_read_it_by_url():
+    assert "your other machines can read it by URL" in MEANING["public"]
+    assert "`tatolab url`" in MEANING["public"] and "`tatolab url`" in MEANING["private"]
 
 
 def test_sdk_points_uv_at_the_wheel_in_any_pyproject(tmp_path: Path):

@@ -149,10 +149,9 @@ def test_expose_remove_cuts_a_live_reader_at_once(runtime, project_venv, tmp_pat
     wait_for(lambda: remote_link(runtime, "reader").get("state") == "wired", what="the link to wire once exposed")
     grows(reader / "got.jsonl")
 
-    # public: recorded, and honest that nothing serves other machines yet
+    # public: other machines read it by URL; this machine's streams go on reading it
     public = runtime.cli("expose", "source/counter/counts", "--public", check=True)
-    assert public.stdout.startswith("source/counter/counts is public: other streams on this machine can read it now")
-    assert "public is recorded" in public.stdout and "nothing serves other machines yet" in public.stdout
+    assert public.stdout.startswith("source/counter/counts is public: your other machines can read it by URL")
     assert "(recorded for the kept stream)" in public.stdout
     assert remote_link(runtime, "reader")["state"] == "wired"
 

@@ -67,6 +67,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool("start_stream", "start", "manage", renamed={"stream": "name"}),
     Tool("remove_stream", "rm", "manage", renamed={"stream": "name"}),
     Tool("expose_port", "expose", "manage"),
+    Tool("output_url", "url", "observe"),
     Tool("add_node", "add_node", "change"),
     Tool("connect", "connect", "change"),
     Tool("disconnect", "disconnect", "change"),

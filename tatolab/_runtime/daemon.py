@@ -18,6 +18,9 @@ from tatolab._control import paths, protocol
 from tatolab._runtime import groups, namespaces, unwritten
 from tatolab._runtime.kept import KeptStreams
 from tatolab._runtime.runtime import Runtime
+from tatolab._runtime.machine import machine_name
+from tatolab._runtime.relay.config import ConfigError
+from tatolab._runtime.relay.relay import Relay
 from tatolab._runtime.lock import MachineLock, RuntimeAlreadyRunning
 from tatolab._runtime.logs import RotatingJsonl
 from tatolab._runtime.server import ControlServer
@@ -83,6 +86,11 @@ async def serve(lock: MachineLock) -> None:
     kept = KeptStreams(state, say)
     kept.begin()  # the two-crash rule, from the marker the previous run left
     runtime = Runtime(kept)
+    try:
+        runtime.use_relay(Relay(state, say, machine_name()))
+    except ConfigError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    runtime.relay.start()  # type: ignore[union-attr]
     server = ControlServer(runtime, say)
     asyncio.get_running_loop().set_exception_handler(server.exception_handler)
     # Handlers before the socket listens: a client that sees the socket answer may stop us at
@@ -112,6 +120,7 @@ async def serve(lock: MachineLock) -> None:
         await asyncio.gather(loading, return_exceptions=True)
         try:
             await runtime.shutdown()
+            await runtime.relay.close()  # type: ignore[union-attr]
             if clean:
                 kept.stopped_cleanly()  # a clean stop ends every crash streak
         finally:  # whatever went wrong above, no file or process group outlives the runtime

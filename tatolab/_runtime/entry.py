@@ -8,8 +8,9 @@ from __future__ import annotations
 import importlib.util
 import sys
 
-# numpy, moderngl and av: built-in video nodes; soxr, sounddevice (and av): built-in audio nodes
-RUNTIME_DEPENDENCIES = ("psutil", "watchfiles", "numpy", "moderngl", "av", "soxr", "sounddevice")
+# numpy, moderngl and av: built-in video nodes; soxr, sounddevice (and av): built-in audio nodes;
+# moq (moq-rs), cryptography: the MoQ relay and its certificate
+RUNTIME_DEPENDENCIES = ("psutil", "watchfiles", "numpy", "moderngl", "av", "soxr", "sounddevice", "moq", "cryptography")
 
 
 def missing_dependencies() -> list[str]:

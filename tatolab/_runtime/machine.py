@@ -1,9 +1,11 @@
-"""The machine's name, the first part of a full address: its Tailscale name, else its hostname."""
+"""The machine's name, the first part of a full address: TATOLAB_MACHINE_NAME if set, else its
+Tailscale name, else its hostname."""
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -22,6 +24,9 @@ def tailscale_name(status: dict) -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def machine_name() -> str:
+    given = os.environ.get("TATOLAB_MACHINE_NAME")
+    if given and url_safe(given):
+        return url_safe(given)
     if shutil.which("tailscale"):
         try:
             done = subprocess.run(

@@ -25,6 +25,9 @@ from tatolab._runtime.starter import ProcessStarter
 from tatolab._runtime.starter import shared as shared_starter
 from tatolab._runtime.streams import LoadedStream
 from tatolab._runtime.wiring import release_remote, rewire
+from tatolab._runtime.relay.relay import Relay
+from tatolab._runtime.relay.pulls import set_state, wanted_pulls
+from tatolab._runtime.relay.wanted import wanted
 from tatolab._words import counted
 
 
@@ -110,6 +113,7 @@ class Runtime:
         self._load_lock = asyncio.Lock()
         self._unloading: set[asyncio.Task] = set()
         self.closing = False  # set by shutdown: no stream starts after it
+        self.relay: Relay | None = None  # the MoQ relay serving exposed outputs (tatolabd sets it: use_relay)
 
     # -- starting ------------------------------------------------------------------------------
 
@@ -358,6 +362,10 @@ class Runtime:
         if refused is not None:
             raise refused
 
+    def use_relay(self, relay: Relay) -> None:
+        self.relay = relay
+        relay.on_pull_state = lambda pull, waiting: set_state(self.streams, pull, waiting)
+
     def check_cameras(self, stream_name: str, graph: dict[str, Any], *, replacing: LoadedStream | None = None,
                       missing_ok: bool = False) -> None:
         """Refuse a stream whose camera another stream holds, or (unless ``missing_ok``) that names no
@@ -375,6 +383,8 @@ class Runtime:
 
     def rewire(self) -> None:
         rewire(self.streams, self.kept.rows(set(self.streams)), machine_name())
+        if self.relay is not None:
+            self.relay.sync(wanted(self.streams, machine_name()), wanted_pulls(self.streams))
 
     def list_streams(self) -> list[dict[str, Any]]:
         """Loaded streams, then kept ones not loaded now (stopped, failed with a reason, or about to load)."""

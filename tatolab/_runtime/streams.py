@@ -55,6 +55,7 @@ class LoadedStream:
     rings: dict[tuple[str, str], OutputRing] = field(default_factory=dict)
     wiring: dict[str, LinkWiring] = field(default_factory=dict)  # link_key -> its ring and reader record
     waiting: dict[str, Reason] = field(default_factory=dict)  # link_key -> why it is not wired yet
+    remote_rings: dict[str, OutputRing] = field(default_factory=dict)  # link_key -> ring the relay fills (URL links)
     log: StreamLog | None = None
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     end_reason: Reason = field(default_factory=lambda: Reason(""))

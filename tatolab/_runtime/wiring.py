@@ -28,8 +28,18 @@ def as_source(stream: LoadedStream) -> Source:
 
 
 def remote_links(stream: LoadedStream) -> dict[str, dict[str, Any]]:
-    """The links of ``stream`` that read another stream's output, by key."""
-    return {link_key(link): link for link in stream.graph["links"] if "address" in link["from"]}
+    """The links of ``stream`` that read another stream's output on this machine, by key."""
+    return {link_key(link): link for link in stream.graph["links"]
+            if "address" in link["from"] and "url" not in link["from"]}
+
+
+def url_links(stream: LoadedStream) -> dict[str, dict[str, Any]]:
+    """The links of ``stream`` that read an output over MoQ, by its URL (the relay wires them)."""
+    return {link_key(link): link for link in stream.graph["links"] if "url" in link["from"]}
+
+
+def _link(stream: LoadedStream, key: str) -> dict[str, Any]:
+    return next(link for link in stream.graph["links"] if link_key(link) == key)
 
 
 def rewire(streams: dict[str, LoadedStream], not_loaded: Iterable[dict[str, Any]], machine: str) -> None:
@@ -80,6 +90,8 @@ def _rewire_link(reader: LoadedStream, key: str, link: dict[str, Any], streams: 
 
 def release_remote(streams: dict[str, LoadedStream], reader: LoadedStream) -> None:
     """An unloaded reader gives back the reader records its remote links held on other streams' rings."""
+    for key in url_links(reader):
+        reader.wiring.pop(key, None)  # its ring is the reader's own: it goes with the stream
     for key in remote_links(reader):
         _release(streams, reader.wiring.pop(key, None))
 
@@ -105,8 +117,7 @@ def _sayer(stream: LoadedStream) -> Callable[..., None]:
 
 def bind_remote(reader: LoadedStream, key: str, wiring: LinkWiring) -> None:
     """Wire a remote link: the reading node opens the source's ring from now on."""
-    link = remote_links(reader)[key]
-    to = link["to"]
+    to = _link(reader, key)["to"]
     entry: LinkSpec = {"key": key, "base": wiring.base, "reader_index": wiring.reader_index, "start": "now"}
     process = reader.nodes[to["node"]]  # the compiler checked that the link's node exists
     links = process.spec["inputs"][to["port"]]["links"]
@@ -119,7 +130,7 @@ def unbind_remote(reader: LoadedStream, key: str, reason: Reason) -> LinkWiring 
     """Cut a remote link at once; it waits, with ``reason``, until it can be wired again."""
     wiring = reader.wiring.pop(key, None)
     reader.waiting[key] = reason
-    to = remote_links(reader)[key]["to"]
+    to = _link(reader, key)["to"]
     process = reader.nodes.get(to["node"])
     if wiring is not None and process is not None:
         links = process.spec["inputs"][to["port"]]["links"]

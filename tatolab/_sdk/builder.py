@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
+import urllib.parse
 from typing import Any, Callable, TypeVar
 
 from tatolab._errors import AddressError, GraphError
@@ -61,12 +63,33 @@ class InputRef:
 
 @dataclasses.dataclass(frozen=True)
 class RemoteOutputRef:
-    """An exposed output of another stream, from ``stream_builder.remote_output(address)``."""
+    """An exposed output of another stream, from ``stream_builder.remote_output(address)``, or
+    of another machine's runtime, from ``stream_builder.remote_output(url)``."""
 
     address: Address
+    url: str | None = None  # https://<host>:<port>/<machine>/<stream>/<node>/<port>[#sha256=<fingerprint>]
 
     def __str__(self) -> str:
         return format_address(self.address)
+
+
+def remote_url(url: str) -> RemoteOutputRef:
+    """An output served over MoQ at ``url``: its path is the output's full address."""
+    parts = urllib.parse.urlsplit(url)
+    pinned = parts.fragment
+    if not parts.hostname or (pinned and not re.fullmatch(r"sha256=[0-9a-fA-F]{64}", pinned)):
+        raise AddressError(
+            f"{url!r} is not an output's URL. Use the URL `tatolab url <stream>/<node>/<port>` prints on the "
+            "machine that serves it: https://<host>:<port>/<machine>/<stream>/<node>/<port>, with "
+            "#sha256=<fingerprint> to pin its certificate."
+        )
+    address = parse_address(parts.path)
+    if address.machine is None:
+        raise AddressError(
+            f"{url!r}: the URL's path must be the output's full address, <machine>/<stream>/<node>/<port>, "
+            "as `tatolab url` prints it."
+        )
+    return RemoteOutputRef(address, url)
 
 
 class NodeHandle:
@@ -171,6 +194,8 @@ class StreamBuilder:
             source: dict[str, Any] = {"node": output.node, "port": output.port}
         else:
             source = {"address": format_address(output.address)}
+            if output.url is not None:
+                source["url"] = output.url
         link = {"from": source, "to": {"node": input.node, "port": input.port}}
         if link in self._links:
             raise GraphError(f"Stream '{self.name}': {output} is already connected to {input}.")
@@ -198,8 +223,11 @@ class StreamBuilder:
             self._exposures[(output.node, output.port)] = level
 
     def remote_output(self, address: str) -> RemoteOutputRef:
-        """An exposed output of another stream, by address: ``stream/node/port`` or ``machine/stream/node/port``."""
+        """An exposed output of another stream, by address: ``stream/node/port`` or ``machine/stream/node/port``;
+        or of another runtime, by the URL ``tatolab url`` prints there (``https://...``)."""
         try:
+            if isinstance(address, str) and address.strip().lower().startswith("https://"):
+                return remote_url(address.strip())
             return RemoteOutputRef(parse_address(address))
         except AddressError as exc:
             raise GraphError(f"Stream '{self.name}': remote_output(): {exc}") from None

@@ -35,3 +35,5 @@ def load_all() -> None:
     from tatolab._runtime.ops import exposure  # noqa: F401
     from tatolab._runtime.ops import exchange  # noqa: F401
     from tatolab._runtime.ops import change  # noqa: F401
+    from tatolab._runtime.ops import url  # noqa: F401
+    from tatolab._runtime.ops import relay  # noqa: F401

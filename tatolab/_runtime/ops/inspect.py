@@ -13,6 +13,7 @@ from tatolab._links.aio import AsyncRingReader
 from tatolab._links.ring import RingError, RingReader
 from tatolab._runtime.graph import build_graph
 from tatolab._runtime.nodes import claim_reader, release_reader
+from tatolab._runtime.relay.relay import Relay
 from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.ops import op
 from tatolab._runtime.ops.addresses import local_address, no_output
@@ -36,7 +37,25 @@ async def graph(runtime: Runtime, stream: str | None = None) -> dict[str, Any]:
     rows = runtime.list_streams()
     if stream is not None:
         _row(runtime, stream)
-    return build_graph(runtime.streams, rows, only=stream)
+    graph = build_graph(runtime.streams, rows, only=stream)
+    if runtime.relay is not None:
+        add_network(graph, runtime.relay)
+    return graph
+
+
+def add_network(graph: dict[str, Any], relay: Relay) -> None:
+    """Each exposed output's network readers and what was sent to them; the relay's own reader
+    record is the network's, not a tap."""
+    machine = graph["runtime"]["name"]
+    for entry in graph["streams"]:
+        for node in entry["nodes"]:
+            for port in node.get("outputs", []):
+                if port["exposure"] == "internal":
+                    continue
+                path = f"{machine}/{entry['name']}/{node['name']}/{port['port']}"
+                port["network"] = relay.network(path)
+                index = relay.reader_index(path)
+                port["taps"] = [tap for tap in port["taps"] if tap["reader"] != index]
 
 
 def preview(value: Any) -> Any:

@@ -65,8 +65,8 @@ def resolve(address: Address, this_machine: str, sources: Mapping[str, SourceVie
     text = format_address(address._replace(machine=None))
     if address.machine and address.machine != this_machine:
         return Resolution(False, Reason(f"{format_address(address)} is on another machine ({address.machine}); "
-                                        "streams read other machines' outputs by URL over MoQ, which this runtime "
-                                        "does not serve yet"))
+                                        "read it over MoQ by the URL its machine's runtime serves it at: "
+                                        "stream_builder.remote_output(\"https://...\")"))
     source = sources.get(address.stream)
     if source is None:
         return Resolution(False, Reason(f"no stream named {address.stream} is loaded on this machine"))

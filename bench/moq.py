@@ -1,0 +1,206 @@
+"""An exposed output read over MoQ on loopback, beside the same reader through shared memory.
+
+    .venv/bin/python bench/moq.py [--bags 1000] [--rate 200] [--idle-s 3]
+
+Starts a real tatolabd on temporary paths (bench/_runtime.py) and a project whose .venv is this
+environment: one node writes ~100-byte bags at --rate per second to an exposed (private) output.
+This process reads that output two ways at once, on one clock (time.monotonic_ns): through
+shared memory (a RingReader on the output's ring, as a linked node reads it) and over MoQ (a
+moq-rs client at the URL `tatolab url` prints, on loopback). Latency is the bag's publish time in
+the ring -> when this process has it. Then, with a MoQ client connected to the URL and subscribed
+to nothing, it counts the bytes that reach it while the node writes 10 KB bags for --idle-s
+seconds (must be only the session's own keep-alives and announcements, whatever was written).
+
+Prints a table, then the whole result as one JSON object on the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+# This file is named moq.py: its folder must not be on the path, or `import moq` finds it, not moq-rs.
+BENCH = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH]
+sys.path.insert(0, str(BENCH.parent / "tests"))
+sys.path.insert(0, str(BENCH.parent))
+
+from harness import Runtime, wait_for  # noqa: E402  (bench/_runtime.py's launcher)
+
+from tatolab._links.ring import RingReader  # noqa: E402
+
+NODE = """
+from dataclasses import dataclass
+from tatolab.stream import node
+
+
+@dataclass
+class PaceConfig:
+    size: int = 100
+
+
+@node(execution="continuous", interval_ms=INTERVAL)
+class Pace:
+    @node.output()
+    def bags(self) -> dict: ...
+
+    def __init__(self, config: PaceConfig) -> None:
+        self.size = config.size
+        self.n = 0
+
+    def process(self, ctx) -> None:
+        ctx.outputs.write("bags", {"n": self.n, "pad": b"x" * self.size})
+        self.n += 1
+"""
+
+STREAM = """
+from tatolab.stream import StreamBuilder, stream
+from nodes.pace import Pace
+
+
+@stream
+def pace(stream_builder: StreamBuilder) -> None:
+    source = stream_builder.add(Pace, config={"size": SIZE})
+    stream_builder.expose(source.output("bags"))
+"""
+
+
+def project(root: Path, rate: int, size: int) -> Path:
+    root.mkdir(parents=True)
+    (root / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+    (root / "nodes").mkdir()
+    (root / "nodes" / "__init__.py").write_text("")
+    (root / "nodes" / "pace.py").write_text(NODE.replace("INTERVAL", str(max(1, 1000 // rate))))
+    (root / "stream.py").write_text(STREAM.replace("SIZE", str(size)))
+    return root
+
+
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
+def ring_base(runtime: Runtime) -> str:
+    files = [f for f in runtime.shm_files() if f.split("+", 1)[-1].startswith("pace+bags")]
+    assert files, runtime.shm_files()
+    return files[0].rsplit(".", 1)[0]  # less the generation
+
+
+def shm_latencies(base: str, count: int, out: list[float], ready: threading.Event) -> None:
+    from tatolab._links.ring import MAX_READERS
+
+    reader = RingReader(base, MAX_READERS - 1, "ordered", start="now")  # a record no link uses here
+    ready.set()
+    try:
+        while len(out) < count:
+            got = reader.read()
+            if got is None:
+                reader.wait(1.0)
+                continue
+            out.append((time.monotonic_ns() - got[1]) / 1000)
+    finally:
+        reader.close()
+
+
+async def moq_latencies(url: str, fingerprint: str, count: int) -> list[float]:
+    import moq
+
+    path = url.split("/", 3)[3]
+    out: list[float] = []
+    async with moq.Client(url, tls_fingerprints=[fingerprint], websocket_enabled=False, reconnect=False) as client:
+        broadcast = await asyncio.wait_for(client.announced_broadcast(path), 10)
+        track = await broadcast.subscribe_track("bags", moq.Subscription(max_age_us=10_000_000))
+        while len(out) < count:
+            frame = await asyncio.wait_for(track.read_frame(), 10)
+            out.append(time.monotonic_ns() / 1000 - frame.timestamp_us)
+    return out
+
+
+async def idle_bytes(url: str, fingerprint: str, seconds: float) -> tuple[int, int]:
+    import moq
+
+    async with moq.Client(url, tls_fingerprints=[fingerprint], websocket_enabled=False, reconnect=False) as client:
+        await asyncio.sleep(0.5)  # the session's own setup and announcements
+        start = client.session.stats().bytes_received or 0
+        await asyncio.sleep(seconds)
+        return start, (client.session.stats().bytes_received or 0) - start
+
+
+def output_entry(runtime: Runtime) -> dict:
+    graph = json.loads(runtime.cli("graph", "--stream", "pace", check=True).stdout)
+    return graph["streams"][0]["nodes"][0]["outputs"][0]
+
+
+def measure(args: argparse.Namespace, tmp: Path) -> dict:
+    result: dict = {"rate": args.rate, "bags": args.bags}
+    runtime = Runtime(tmp / "rt")
+    runtime.start(output=None if os.environ.get("BENCH_RUNTIME_LOG") else __import__("subprocess").DEVNULL)
+    try:
+        runtime.cli("run", "-d", cwd=project(tmp / "small", args.rate, 100), check=True)
+        wait_for(lambda: (output_entry(runtime).get("written") or 0) > 0, 20, "the first bag")
+        url, fp = [line.split()[-1] for line in runtime.cli("url", "pace/pace/bags", check=True).stdout.splitlines()[:2]]
+        shm: list[float] = []
+        ready = threading.Event()
+        thread = threading.Thread(target=shm_latencies, args=(ring_base(runtime), args.bags, shm, ready))
+        thread.start()
+        ready.wait(10)
+        over_moq = asyncio.run(moq_latencies(url, fp, args.bags))
+        thread.join(60)
+        for name, values in (("shm", shm), ("moq", over_moq)):
+            result[name] = {"p50_us": round(pct(values, 50), 1), "p99_us": round(pct(values, 99), 1),
+                            "mean_us": round(statistics.fmean(values), 1), "n": len(values)}
+        result["added_p50_us"] = round(result["moq"]["p50_us"] - result["shm"]["p50_us"], 1)
+        result["added_p99_us"] = round(result["moq"]["p99_us"] - result["shm"]["p99_us"], 1)
+
+        runtime.cli("rm", "pace", check=True)
+        runtime.cli("run", "-d", cwd=project(tmp / "big", args.rate, 10_000), check=True)
+        wait_for(lambda: (output_entry(runtime).get("written") or 0) > 0, 20, "the first 10 KB bag")
+        url, fp = [line.split()[-1] for line in runtime.cli("url", "pace/pace/bags", check=True).stdout.splitlines()[:2]]
+        before = output_entry(runtime)["written"]
+        setup, idle = asyncio.run(idle_bytes(url, fp, args.idle_s))
+        entry = output_entry(runtime)
+        result["zero_subscribers"] = {
+            "seconds": args.idle_s, "bags_written": entry["written"] - before,
+            "bag_bytes_written": (entry["written"] - before) * 10_000,
+            "session_setup_bytes": setup, "bytes_received_idle": idle,
+            "relay_bags_sent": entry["network"]["bags_sent"],
+        }
+    finally:
+        runtime.end_commands()
+        runtime.stop()
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bags", type=int, default=1000)
+    parser.add_argument("--rate", type=int, default=200)
+    parser.add_argument("--idle-s", type=float, default=3.0)
+    args = parser.parse_args()
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="tatolab-bench-moq-") as tmp:
+        result = measure(args, Path(tmp))
+    print(f"~100-byte bags at {args.rate}/s, {args.bags} each way, one clock (publish in the ring -> in hand)")
+    print(f"{'reader':<28}{'p50 µs':>10}{'p99 µs':>10}{'mean µs':>10}")
+    for name, label in (("shm", "shared memory (ring)"), ("moq", "MoQ on loopback (moq-rs)")):
+        r = result[name]
+        print(f"{label:<28}{r['p50_us']:>10}{r['p99_us']:>10}{r['mean_us']:>10}")
+    print(f"MoQ adds p50 {result['added_p50_us']} µs, p99 {result['added_p99_us']} µs")
+    z = result["zero_subscribers"]
+    print(f"zero subscribers, {z['seconds']} s: {z['bags_written']} bags of 10 KB written "
+          f"({z['bag_bytes_written']:,} bytes); a connected, unsubscribed client received "
+          f"{z['bytes_received_idle']} bytes (session setup {z['session_setup_bytes']}); relay sent "
+          f"{z['relay_bags_sent']} bags")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

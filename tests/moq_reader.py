@@ -1,0 +1,63 @@
+"""A plain MoQ client (moq-rs, no tatolab code) that reads an output by its URL, run as its own
+process so a test can watch it, stop it, or run it in another network namespace.
+
+    python moq_reader.py URL FINGERPRINT COUNT [--subscribe-after-s S] [--timeout S]
+
+It prints one JSON line per event: {"connected": ...}, {"bag": <decoded bag>, "bytes": n},
+{"received_before_subscribe": n} and, at the end, {"end": why, "got": n}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import urllib.parse
+
+import moq
+import msgspec
+
+
+def say(**fields: object) -> None:
+    print(json.dumps(fields, default=lambda v: {"$bytes": len(v)} if isinstance(v, bytes) else str(v)), flush=True)
+
+
+async def main(args: argparse.Namespace) -> str:
+    path = urllib.parse.urlsplit(args.url).path.strip("/")
+    async with moq.Client(args.url, tls_fingerprints=[args.fingerprint], websocket_enabled=False,
+                          reconnect=False) as client:
+        say(connected=args.url)
+        if args.idle_s:
+            await asyncio.sleep(args.idle_s)  # connected, subscribed to nothing: nothing may come
+            say(received_before_subscribe=client.session.stats().bytes_received)
+        broadcast = await asyncio.wait_for(client.announced_broadcast(path), args.timeout)
+        # every bag, in order (without a staleness allowance, a group that arrives late is skipped)
+        track = await broadcast.subscribe_track("bags", moq.Subscription(max_age_us=10_000_000))
+        say(subscribed=path)
+        got = 0
+        while got < args.count:
+            frame = await asyncio.wait_for(track.read_frame(), args.timeout)
+            if frame is None:
+                return "track ended"
+            got += 1
+            say(bag=msgspec.msgpack.decode(frame.payload), bytes=len(frame.payload), ts_us=frame.timestamp_us)
+        return "count"
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("url")
+    parser.add_argument("fingerprint")
+    parser.add_argument("count", type=int)
+    parser.add_argument("--idle-s", type=float, default=0.0)
+    parser.add_argument("--timeout", type=float, default=15.0)
+    args = parser.parse_args()
+    try:
+        why = asyncio.run(main(args))
+    except (asyncio.TimeoutError, TimeoutError):
+        why = "timeout"
+    except moq.Error as exc:
+        why = f"error: {exc}"
+    say(end=why)
+    sys.exit(0)

@@ -1,0 +1,559 @@
+"""Exposed outputs at URLs, over MoQ: any MoQ client reads them; nothing is sent to nobody;
+exposure changes cut network readers at once; a private output stays on loopback."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import Runtime, make_project, wait_for
+
+HERE = Path(__file__).resolve().parent
+READER = HERE / "moq_reader.py"
+
+BLOB = """
+from dataclasses import dataclass
+from tatolab.stream import node
+
+
+@dataclass
+class BlobConfig:
+    size: int = 10000
+
+
+@node(execution="continuous", interval_ms=5)
+class Blob:
+    @node.output()
+    def blobs(self) -> dict: ...
+
+    def __init__(self, config: BlobConfig) -> None:
+        self.size = config.size
+        self.n = 0
+
+    def process(self, ctx) -> None:
+        ctx.outputs.write("blobs", {"n": self.n, "pad": b"x" * self.size})
+        self.n += 1
+"""
+
+SOURCE = """
+from tatolab.stream import Exposure, StreamBuilder, stream
+from nodes.blob import Blob
+
+
+@stream
+def source(stream_builder: StreamBuilder) -> None:
+    blob = stream_builder.add(Blob, config={"size": SIZE})
+    stream_builder.expose(blob.output("blobs"), LEVEL)
+"""
+
+ADDRESS = "source/blob/blobs"
+
+
+def source_project(root: Path, venv: Path, level: str = "Exposure.PRIVATE", size: int = 100) -> Path:
+    return make_project(root, venv, {
+        "stream.py": SOURCE.replace("LEVEL", level).replace("SIZE", str(size)),
+        "nodes/__init__.py": "", "nodes/blob.py": BLOB,
+    })
+
+
+def url_of(runtime: Runtime, address: str = ADDRESS) -> tuple[str, str]:
+    out = runtime.cli("url", address, check=True).stdout.splitlines()
+    return out[0], out[1].split()[-1]
+
+
+def output_entry(runtime: Runtime, address: str = ADDRESS) -> dict:
+    stream, node, port = address.split("/")
+    graph = json.loads(runtime.cli("graph", "--stream", stream, check=True).stdout)
+    (entry,) = graph["streams"]
+    return next(p for n in entry["nodes"] if n["name"] == node for p in n["outputs"] if p["port"] == port)
+
+
+class Reader:
+    """tests/moq_reader.py in a process of its own: a MoQ client with no tatolab code in it."""
+
+    def __init__(self, url: str, fingerprint: str, count: int, *extra: str, prefix: list[str] | None = None) -> None:
+        self.process = subprocess.Popen(
+            [*(prefix or []), sys.executable, str(READER), url, fingerprint, str(count), *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        self.events: list[dict] = []
+
+    def next_event(self) -> dict:
+        line = self.process.stdout.readline()  # the reader's own timeouts bound this wait
+        if not line:
+            raise AssertionError(f"the MoQ reader ended early: {self.process.stderr.read()}")
+        event = json.loads(line)
+        self.events.append(event)
+        return event
+
+    def until(self, key: str) -> dict:
+        while True:
+            event = self.next_event()
+            if key in event:
+                return event
+
+    def finish(self, timeout: float = 20) -> list[dict]:
+        out, err = self.process.communicate(timeout=timeout)
+        self.events += [json.loads(line) for line in out.splitlines() if line.strip()]
+        return self.events
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.communicate()
+
+
+@pytest.fixture
+def readers():
+    made: list[Reader] = []
+
+    def make(*args, **kwargs) -> Reader:
+        reader = Reader(*args, **kwargs)
+        made.append(reader)
+        return reader
+
+    yield make
+    for reader in made:
+        reader.kill()
+
+
+def started(root: Path, **env: str) -> Runtime:
+    runtime = Runtime(root)
+    runtime.env.update(env)
+    return runtime.start()
+
+
+@pytest.mark.slow
+def test_a_moq_client_reads_an_exposed_output_by_its_url(runtime, project_venv, tmp_path, readers):
+    runtime.cli("run", "-d", cwd=source_project(tmp_path / "source", project_venv), check=True)
+    url, fingerprint = url_of(runtime)
+    machine = json.loads(runtime.cli("graph", check=True).stdout)["runtime"]["name"]
+    assert url == f"https://127.0.0.1:{runtime.env['TATOLAB_MOQ_PORT']}/{machine}/{ADDRESS}"
+
+    # the certificate the URL is served with: made once in the state folder, the user's alone,
+    # and the one a browser would pin
+    state = runtime.root / "state" / "tatolab"
+    pem = (state / "moq-cert.pem").read_bytes()
+    for name in ("moq-cert.pem", "moq-key.pem"):
+        assert stat.S_IMODE((state / name).stat().st_mode) == 0o600
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    cert = x509.load_pem_x509_certificate(pem)
+    assert hashlib.sha256(cert.public_bytes(Encoding.DER)).hexdigest() == fingerprint
+
+    reader = readers(url, fingerprint, 5)
+    events = reader.finish()
+    bags = [e["bag"] for e in events if "bag" in e]
+    assert events[-1] == {"end": "count"}, events
+    assert len(bags) == 5 and [b["n"] for b in bags] == list(range(bags[0]["n"], bags[0]["n"] + 5))
+    assert bags[0]["pad"] == {"$bytes": 100}  # the bag as the node wrote it, msgpack in one frame
+    assert output_entry(runtime)["network"]["bags_sent"] >= 5
+
+    # the certificate is kept across restarts: a pinned fingerprint stays good
+    runtime.stop()
+    runtime.start()
+    wait_for(lambda: runtime.cli("url", ADDRESS).returncode == 0, what="the kept stream running again")
+    assert url_of(runtime) == (url, fingerprint)
+
+
+@pytest.mark.slow
+def test_nothing_is_read_or_sent_while_nobody_subscribes(runtime, project_venv, tmp_path, readers):
+    runtime.cli("run", "-d", cwd=source_project(tmp_path / "source", project_venv, size=10_000), check=True)
+    url, fingerprint = url_of(runtime)
+    # connected to the output's URL, subscribed to nothing for 2 s, then subscribed
+    reader = readers(url, fingerprint, 3, "--idle-s", "2")
+    reader.until("connected")
+    wait_for(lambda: output_entry(runtime)["network"]["readers"] == 1, what="the relay to count the reader")
+    written = output_entry(runtime)["written"]
+    wait_for(lambda: output_entry(runtime)["written"] >= written + 50, what="50 more bags of 10 KB written")
+    network = output_entry(runtime)["network"]
+    assert network["bags_sent"] == 0 and network["reading"] is False, network
+    assert output_entry(runtime)["taps"] == []  # no reader record on the ring either
+
+    idle = reader.until("received_before_subscribe")["received_before_subscribe"]
+    assert idle < 20_000, f"{idle} bytes came before any subscription (>= 500 KB of bags were written)"
+    events = reader.finish()
+    assert events[-1] == {"end": "count"} and sum("bag" in e for e in events) == 3, events
+    assert output_entry(runtime)["network"]["bytes_sent"] > 30_000
+
+
+@pytest.mark.slow
+def test_expose_remove_cuts_a_network_reader_at_once(runtime, project_venv, tmp_path, readers):
+    runtime.cli("run", "-d", cwd=source_project(tmp_path / "source", project_venv), check=True)
+    url, fingerprint = url_of(runtime)
+    reader = readers(url, fingerprint, 1_000_000, "--timeout", "30")
+    reader.until("bag")
+    assert output_entry(runtime)["network"]["readers"] == 1
+
+    runtime.cli("expose", ADDRESS, "--remove", check=True)
+    events = reader.finish(timeout=10)  # its own timeout is 30 s: it ends because it was cut
+    assert events[-1]["end"] in ("track ended",) or events[-1]["end"].startswith("error"), events[-3:]
+    assert "network" not in output_entry(runtime)
+    refused = runtime.cli("url", ADDRESS)
+    assert refused.returncode != 0 and "is internal" in refused.stderr and f"tatolab expose {ADDRESS}" in refused.stderr
+
+
+@pytest.mark.slow
+def test_public_to_private_cuts_readers_on_the_public_address_only(project_venv, tmp_path, readers):
+    # 127.0.0.2 stands in for the tailnet address: a second address, not the private one
+    runtime = started(tmp_path / "rt", TATOLAB_MOQ_PUBLIC="127.0.0.2")
+    runtime.cli("run", "-d", cwd=source_project(tmp_path / "source", project_venv, "Exposure.PUBLIC"), check=True)
+    public_url, fingerprint = url_of(runtime)
+    assert public_url.startswith("https://127.0.0.2:")
+    private_url = public_url.replace("127.0.0.2", "127.0.0.1")
+    on_public = readers(public_url, fingerprint, 1_000_000, "--timeout", "30")
+    on_loopback = readers(private_url, fingerprint, 1_000_000, "--timeout", "30")
+    on_public.until("bag")
+    on_loopback.until("bag")
+
+    runtime.cli("expose", ADDRESS, check=True)  # private now
+    assert on_public.finish(timeout=10)[-1]["end"] != "count"
+    assert on_loopback.process.poll() is None
+    assert "bag" in on_loopback.next_event()  # still reading
+    assert url_of(runtime)[0] == private_url
+
+    # and a private output cannot be had on the public address at all
+    late = readers(public_url, fingerprint, 1, "--timeout", "3")
+    assert late.finish()[-1]["end"] != "count"
+
+    # public again: served on the public address again, to a reader there alone
+    on_loopback.kill()
+    runtime.cli("expose", ADDRESS, "--public", check=True)
+    assert readers(public_url, fingerprint, 3).finish()[-1] == {"end": "count"}
+
+
+def _netns_ok() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root to make a network namespace"
+    try:
+        subprocess.run(["ip", "netns", "list"], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        return f"no usable `ip netns` here ({exc})"
+    return None
+
+
+@pytest.fixture
+def netns():
+    """A network namespace joined to this one by a veth pair: 10.231.<n>.1 here, .2 there."""
+    why = _netns_ok()
+    if why:
+        pytest.skip(why)
+    n = os.getpid() % 200 + 20
+    name, here, there = f"tatolab-test-{os.getpid()}", f"10.231.{n}.1", f"10.231.{n}.2"
+    host_if, ns_if = f"tlh{os.getpid() % 100000}", f"tln{os.getpid() % 100000}"
+
+    def ip(*args: str) -> None:
+        subprocess.run(["ip", *args], check=True, capture_output=True)
+
+    ip("netns", "add", name)
+    try:
+        ip("link", "add", host_if, "type", "veth", "peer", "name", ns_if)
+        ip("link", "set", ns_if, "netns", name)
+        ip("addr", "add", f"{here}/24", "dev", host_if)
+        ip("link", "set", host_if, "up")
+        ip("netns", "exec", name, "ip", "addr", "add", f"{there}/24", "dev", ns_if)
+        ip("netns", "exec", name, "ip", "link", "set", ns_if, "up")
+        ip("netns", "exec", name, "ip", "link", "set", "lo", "up")
+        yield {"name": name, "here": here, "there": there}
+    finally:
+        subprocess.run(["ip", "link", "del", host_if], capture_output=True)
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+@pytest.mark.slow
+def test_a_private_output_is_not_reachable_from_another_network_namespace(project_venv, tmp_path, readers, netns):
+    runtime = started(tmp_path / "rt", TATOLAB_MOQ_PUBLIC=netns["here"])
+    project = make_project(tmp_path / "source", project_venv, {
+        "stream.py": SOURCE.replace("stream_builder.expose(blob.output(\"blobs\"), LEVEL)",
+                                    "stream_builder.expose(blob.output(\"blobs\"), Exposure.PUBLIC)\n"
+                                    "    other = stream_builder.add(Blob, name=\"other\")\n"
+                                    "    stream_builder.expose(other.output(\"blobs\"), Exposure.PRIVATE)")
+                         .replace("SIZE", "100"),
+        "nodes/__init__.py": "", "nodes/blob.py": BLOB,
+    })
+    runtime.cli("run", "-d", cwd=project, check=True)
+    public_url, fingerprint = url_of(runtime)
+    private_url, _ = url_of(runtime, "source/other/blobs")
+    assert public_url.startswith(f"https://{netns['here']}:") and private_url.startswith("https://127.0.0.1:")
+    inside = ["ip", "netns", "exec", netns["name"]]
+
+    # from the other namespace: the public output, at the public address
+    events = readers(public_url, fingerprint, 2, prefix=inside).finish()
+    assert events[-1] == {"end": "count"}, events
+    # the private output: not at the public address, and its loopback URL there is the namespace's own
+    at_public = readers(public_url.replace("source/blob/blobs", "source/other/blobs"), fingerprint, 1,
+                        "--timeout", "3", prefix=inside).finish()
+    assert at_public[-1]["end"] != "count", at_public
+    at_loopback = readers(private_url, fingerprint, 1, "--timeout", "3", prefix=inside).finish()
+    assert at_loopback[-1]["end"] != "count" and not any("connected" in e for e in at_loopback), at_loopback
+    # while on this machine it reads fine
+    assert readers(private_url, fingerprint, 2).finish()[-1] == {"end": "count"}
+
+
+def test_the_certificate_is_ecdsa_p256_short_lived_private_and_renewed_before_it_expires(tmp_path):
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from tatolab._runtime.relay import cert
+
+    made, new = cert.ensure(tmp_path, ["localhost", "127.0.0.1", "box"])
+    assert new
+    parsed = x509.load_pem_x509_certificate(made.cert.read_bytes())
+    key = parsed.public_key()
+    assert isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name == "secp256r1"
+    assert parsed.not_valid_after_utc - parsed.not_valid_before_utc <= datetime.timedelta(days=14)
+    assert stat.S_IMODE(made.key.stat().st_mode) == 0o600 and stat.S_IMODE(made.cert.stat().st_mode) == 0o600
+    assert re.fullmatch(r"[0-9a-f]{64}", made.fingerprint)
+
+    again, new = cert.ensure(tmp_path, ["localhost", "127.0.0.1"])
+    assert not new and again.fingerprint == made.fingerprint  # kept: a pinned hash stays good
+    soon = made.not_after - cert.RENEW_BEFORE + datetime.timedelta(minutes=1)
+    renewed, new = cert.ensure(tmp_path, ["localhost"], now=soon)
+    assert new and renewed.fingerprint != made.fingerprint and renewed.not_after > made.not_after
+    moved, new = cert.ensure(tmp_path, ["localhost", "100.64.0.7"], now=soon)  # a new address to serve on
+    assert new and "100.64.0.7" in moved.names
+
+
+def test_relay_settings_are_checked_with_the_fix(monkeypatch):
+    from tatolab._runtime.relay import config
+
+    monkeypatch.setenv("TATOLAB_MOQ_PORT", "99999")
+    with pytest.raises(config.ConfigError, match="TATOLAB_MOQ_PORT='99999' is not a port"):
+        config.port()
+    monkeypatch.setenv("TATOLAB_MOQ_PUBLIC", "100.64.0.7, tailnet")
+    with pytest.raises(config.ConfigError, match="'tailnet', which is not an IP address"):
+        config.public_addresses()
+    monkeypatch.setenv("TATOLAB_MOQ_PUBLIC", "")
+    assert config.public_addresses() == []
+    assert config.url("::1", 4443, "m/s/n/p") == "https://[::1]:4443/m/s/n/p"
+
+
+def url_link(runtime: Runtime, stream: str) -> dict:
+    graph = json.loads(runtime.cli("graph", "--stream", stream, check=True).stdout)
+    (entry,) = graph["streams"]
+    links = [link for link in entry["links"] if "url" in link["from"]]
+    return links[0] if links else {}
+
+
+@pytest.mark.slow
+def test_a_second_runtime_reads_a_public_output_through_remote_output_url(project_venv, tmp_path):
+    from test_share import reader_project, source_project as counter_project
+
+    from harness import read_jsonl
+
+    # two runtimes side by side: their own paths, machine names and ports; alpha serves its
+    # public outputs on a second address (standing in for its tailnet address)
+    alpha = started(tmp_path / "alpha", TATOLAB_MACHINE_NAME="alpha", TATOLAB_MOQ_PUBLIC="127.0.0.2")
+    beta = started(tmp_path / "beta", TATOLAB_MACHINE_NAME="beta")
+    source = counter_project(tmp_path / "source", project_venv,
+                             expose="stream_builder.expose(counter.output('counts'), Exposure.PUBLIC)")
+    alpha.cli("run", "-d", cwd=source, check=True)
+    pinned = alpha.cli("url", "source/counter/counts", check=True).stdout.splitlines()[2].split()[-1]
+    assert pinned.startswith(f"https://127.0.0.2:{alpha.env['TATOLAB_MOQ_PORT']}/alpha/source/counter/counts#sha256=")
+
+    reader = reader_project(tmp_path / "reader", project_venv, address=pinned)
+    beta.cli("run", "-d", cwd=reader, check=True)
+    got = reader / "got.jsonl"
+    wait_for(lambda: len(read_jsonl(got)) >= 20, timeout=30, what="bags read from alpha over MoQ")
+    link = url_link(beta, "reader")
+    assert link["state"] == "wired" and link["from"]["address"] == "alpha/source/counter/counts", link
+    rows = read_jsonl(got)
+    assert [r["n"] for r in rows[-10:]] == list(range(rows[-10]["n"], rows[-10]["n"] + 10))  # in order
+    assert link["key"] == "alpha/source/counter/counts->orderedsink/rows"
+    network = output_entry(alpha, "source/counter/counts")["network"]
+    assert network["readers"] == 1 and network["bags_sent"] >= 20, network
+
+    # alpha goes away: the link waits and says why; alpha comes back: it reads again on its own
+    alpha.stop()
+    wait_for(lambda: url_link(beta, "reader").get("state") == "waiting", timeout=60, what="the link to wait")
+    assert "127.0.0.2" in url_link(beta, "reader")["reason"]
+    alpha.start()
+    wait_for(lambda: url_link(beta, "reader").get("state") == "wired", timeout=60, what="the link to read again")
+    count = len(read_jsonl(got))
+    wait_for(lambda: len(read_jsonl(got)) >= count + 20, timeout=30, what="bags after alpha came back")
+
+
+class StandIn:
+    """tests/relay_standin.py: a MoQ relay on loopback, with a certificate that survives its restarts."""
+
+    def __init__(self, folder: Path) -> None:
+        from harness import free_udp_port
+        from tatolab._runtime.relay import cert
+
+        folder.mkdir(parents=True, exist_ok=True)
+        self.cert = cert.generate(folder, ["localhost", "127.0.0.1"])
+        self.port = free_udp_port()
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> "StandIn":
+        self.process = subprocess.Popen(
+            [sys.executable, str(HERE / "relay_standin.py"), str(self.port), str(self.cert.cert), str(self.cert.key)],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert json.loads(self.process.stdout.readline())["fingerprint"] == self.cert.fingerprint
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.communicate()
+
+    def url(self, path: str = "") -> str:
+        return f"https://127.0.0.1:{self.port}/{path}"
+
+
+@pytest.fixture
+def standin(tmp_path):
+    relay = StandIn(tmp_path / "standin")
+    yield relay
+    relay.stop()
+
+
+@pytest.mark.slow
+def test_relay_join_publishes_public_outputs_into_a_relay_also_after_it_restarts(
+        runtime, project_venv, tmp_path, readers, standin):
+    standin.start()
+    project = make_project(tmp_path / "source", project_venv, {
+        "stream.py": SOURCE.replace("LEVEL", "Exposure.PUBLIC").replace("SIZE", "100")
+                           .replace("    stream_builder.expose(blob.output(\"blobs\"), Exposure.PUBLIC)",
+                                    "    stream_builder.expose(blob.output(\"blobs\"), Exposure.PUBLIC)\n"
+                                    "    other = stream_builder.add(Blob, name=\"other\")\n"
+                                    "    stream_builder.expose(other.output(\"blobs\"), Exposure.PRIVATE)"),
+        "nodes/__init__.py": "", "nodes/blob.py": BLOB,
+    })
+    runtime.cli("run", "-d", cwd=project, check=True)
+    machine = json.loads(runtime.cli("graph", check=True).stdout)["runtime"]["name"]
+    joined = runtime.cli("relay", "join", f"{standin.url()}#sha256={standin.cert.fingerprint}", check=True)
+    assert joined.stdout.startswith(f"relay: {standin.url()}#sha256=")
+    wait_for(lambda: "(connected)" in runtime.cli("relay", check=True).stdout, what="the runtime to join the relay")
+
+    # a plain MoQ client reads the public output through the relay; the private one is not there
+    public = f"{machine}/{ADDRESS}"
+    events = readers(standin.url(public), standin.cert.fingerprint, 3).finish()
+    assert events[-1] == {"end": "count"}, events
+    private = readers(standin.url(f"{machine}/source/other/blobs"), standin.cert.fingerprint, 1,
+                      "--timeout", "3").finish()
+    assert private[-1]["end"] != "count", private
+
+    # the relay restarts: the runtime dials it again on its own, and readers read again
+    standin.stop()
+    wait_for(lambda: "cannot reach" in runtime.cli("relay", check=True).stdout, timeout=60,
+             what="the runtime to notice the relay went away")
+    standin.start()
+    wait_for(lambda: "(connected)" in runtime.cli("relay", check=True).stdout, timeout=60,
+             what="the runtime to join the relay again")
+    assert readers(standin.url(public), standin.cert.fingerprint, 3).finish()[-1] == {"end": "count"}
+
+    # recorded: it holds across a restart of the runtime; leave forgets it
+    runtime.stop()
+    runtime.start()
+    wait_for(lambda: "(connected)" in runtime.cli("relay", check=True).stdout, timeout=60,
+             what="the runtime to join the relay after its restart")
+    assert runtime.cli("relay", "leave", check=True).stdout.strip() == "relay: none joined"
+    gone = readers(standin.url(public), standin.cert.fingerprint, 1, "--timeout", "3").finish()
+    assert gone[-1]["end"] != "count", gone
+    refused = runtime.cli("relay", "join", "http://relay.example")
+    assert refused.returncode != 0 and "is not a relay's URL" in refused.stderr
+
+
+def test_remote_output_takes_the_url_tatolab_url_prints():
+    from tatolab._errors import GraphError
+    from tatolab.stream import StreamBuilder
+
+    builder = StreamBuilder("reader")
+    pinned = "https://100.64.0.7:4443/lab/cam/detector/motion#sha256=" + "ab" * 32
+    ref = builder.remote_output(pinned)
+    assert str(ref) == "lab/cam/detector/motion" and ref.url == pinned
+    for wrong, words in (("https://100.64.0.7:4443/cam/detector/motion", "full address, <machine>/"),
+                         ("https://100.64.0.7:4443/lab/cam/detector/motion#abc", "is not an output's URL")):
+        with pytest.raises(GraphError, match=re.escape(words)):
+            builder.remote_output(wrong)
+
+
+def test_what_the_relay_serves_and_reads():
+    import asyncio as aio
+
+    from tatolab._runtime.relay.pulls import split_url
+    from tatolab._runtime.relay.wanted import wanted
+    from tatolab._runtime.streams import LoadedStream, OutputRing
+
+    async def loaded() -> LoadedStream:  # its Event needs a loop
+        graph = {"nodes": [], "links": [], "exposures": [
+            {"node": "a", "port": "out", "level": "private"}, {"node": "b", "port": "out", "level": "public"}]}
+        stream = LoadedStream("s", Path("/p"), graph, "kept")
+        stream.rings = {("a", "out"): OutputRing("A"), ("b", "out"): OutputRing("B"), ("c", "out"): OutputRing("C")}
+        return stream
+
+    stream = aio.run(loaded())
+    serve = wanted({"s": stream}, "box")
+    assert {p: (s.level, s.out.base) for p, s in serve.items()} == {
+        "box/s/a/out": ("private", "A"), "box/s/b/out": ("public", "B")}  # c/out is internal: not served
+    stream.ended.set()
+    assert wanted({"s": stream}, "box") == {}
+    assert split_url("https://h:1/m/s/n/p#sha256=" + "AB" * 32) == ("https://h:1/m/s/n/p", "ab" * 32, "m/s/n/p")
+    assert split_url("https://relay.example/m/s/n/p?jwt=x") == ("https://relay.example/m/s/n/p?jwt=x", None, "m/s/n/p")
+
+
+@pytest.mark.slow
+def test_a_relay_that_cannot_listen_says_why_and_the_runtime_runs_on(project_venv, tmp_path):
+    import socket
+
+    taken = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    taken.bind(("127.0.0.1", 0))
+    try:
+        runtime = started(tmp_path / "rt", TATOLAB_MOQ_PORT=str(taken.getsockname()[1]))
+        runtime.cli("run", "-d", cwd=source_project(tmp_path / "source", project_venv), check=True)
+        log = runtime.root / "state" / "tatolab" / "runtime.jsonl"
+        wait_for(lambda: "cannot listen on udp 127.0.0.1" in log.read_text(), what="the relay to say it cannot listen")
+        assert "Set TATOLAB_MOQ_PORT to a free port" in log.read_text()
+        assert "source" in runtime.stream_names() and output_entry(runtime)["written"] > 0
+    finally:
+        taken.close()
+
+
+def _chromium() -> str | None:
+    import shutil
+
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.slow
+def test_headless_chromium_reads_bags_through_the_viewer_page_with_the_pinned_fingerprint(
+        runtime, project_venv, tmp_path):
+    playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
+    browser_path = _chromium()
+    if browser_path is None:
+        pytest.skip("no chromium here (.ci/run installs Debian's)")
+    if not (Path(__file__).resolve().parent.parent / "tatolab/_runtime/relay/viewer/moq-viewer.js").exists():
+        pytest.skip("the viewer's MoQ client is not built: scripts/build-viewer (.ci/run runs it)")
+    runtime.cli("run", "-d", cwd=source_project(tmp_path / "source", project_venv), check=True)
+    viewer = runtime.cli("url", ADDRESS, check=True).stdout.splitlines()[3].split()[-1]
+    machine = json.loads(runtime.cli("graph", check=True).stdout)["runtime"]["name"]
+    assert viewer == f"http://127.0.0.1:{runtime.env['TATOLAB_MOQ_PORT']}/#{machine}/{ADDRESS}"
+
+    with playwright.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.goto(viewer)
+            # the page lists the exposed output, reads it over WebTransport (certificate pinned
+            # by its hash, no authority) and shows each bag as a table that updates
+            assert f"{machine}/{ADDRESS}" in page.inner_text("#outputs")
+            page.wait_for_function("Number(document.getElementById('count').textContent) >= 5", timeout=20_000)
+            first = page.inner_text("#bag")
+            assert "pad" in first and "<100 bytes>" in first
+            page.wait_for_function(f"!document.getElementById('bag').innerText.includes({json.dumps(first)})",
+                                   timeout=10_000)
+            assert page.inner_text("#status") == f"reading {machine}/{ADDRESS}"
+        finally:
+            browser.close()
+    assert output_entry(runtime)["network"]["bags_sent"] >= 5
