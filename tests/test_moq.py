@@ -19,6 +19,7 @@ from harness import Runtime, make_project, wait_for
 
 HERE = Path(__file__).resolve().parent
 READER = HERE / "moq_reader.py"
+VIDEO_READER = HERE / "moq_video_reader.py"
 
 BLOB = """
 from dataclasses import dataclass
@@ -126,6 +127,35 @@ def readers():
         reader.kill()
 
 
+VIDEO_SOURCE = """
+from tatolab.stream import Exposure, StreamBuilder, TestPatternSource, stream
+
+
+@stream
+def bars(stream_builder: StreamBuilder) -> None:
+    pattern = stream_builder.add(TestPatternSource, name="pattern", config={"width": 320, "height": 180, "fps": 30})
+    stream_builder.expose(pattern.output("video"), Exposure.PRIVATE)
+"""
+BARS = [(255, 255, 255), (255, 255, 0), (0, 255, 255), (0, 255, 0),
+        (255, 0, 255), (255, 0, 0), (0, 0, 255), (0, 0, 0)]
+
+
+def video_reader(url: str, fingerprint: str, count: int, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(VIDEO_READER), url, fingerprint, str(count), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def until(reader: subprocess.Popen, key: str) -> object:
+    """The reader's next event that has ``key`` (its own timeouts bound the wait)."""
+    seen = []
+    for line in iter(reader.stdout.readline, ""):
+        event = json.loads(line)
+        if key in event:
+            return event[key]
+        seen.append(event)
+    raise AssertionError(f"the video reader ended without {key}: {seen} {reader.stderr.read()}")
+
+
 def started(root: Path, **env: str) -> Runtime:
     runtime = Runtime(root)
     runtime.env.update(env)
@@ -185,6 +215,48 @@ def test_nothing_is_read_or_sent_while_nobody_subscribes(runtime, project_venv, 
     events = reader.finish()
     assert events[-1] == {"end": "count"} and sum("bag" in e for e in events) == 3, events
     assert output_entry(runtime)["network"]["bytes_sent"] > 30_000
+
+
+@pytest.mark.slow
+def test_a_video_output_is_h264_in_the_moq_dev_media_format_encoded_only_while_watched(
+        runtime, project_venv, tmp_path):
+    runtime.cli("run", "-d", cwd=make_project(tmp_path / "bars", project_venv, {"stream.py": VIDEO_SOURCE}),
+                check=True)
+    address = "bars/pattern/video"
+    url, fingerprint = url_of(runtime, address)
+    wait_for(lambda: output_entry(runtime, address)["written"] >= 30, what="a second of frames written")
+    # exposed, frames flowing, nobody watching: no encoder, nothing read
+    network = output_entry(runtime, address)["network"]
+    assert network["video"] == {"encoding": False, "encodes": 0, "frames_encoded": 0, "encoder": None}, network
+    assert network["reading"] is False
+
+    # a MoQ client as moq-dev's players read it: the catalog, then the H.264 track it lists
+    first = video_reader(url, fingerprint, 20, "--hold-s", "30")
+    try:
+        catalog = until(first, "catalog")
+        assert list(catalog) == ["video"] and catalog["video"]["codec"].startswith("avc3"), catalog
+        picture = until(first, "picture")
+        assert (picture["width"], picture["height"]) == (320, 180)
+        for got, want in zip(picture["bars"], BARS):  # H.264 is lossy: each bar near its colour
+            assert max(abs(g - w) for g, w in zip(got, want)) < 40, picture["bars"]
+        network = output_entry(runtime, address)["network"]
+        assert network["video"]["encoding"] is True and network["video"]["encoder"], network
+        assert network["bags_sent"] == 0  # nobody reads the bags track: only the video is sent
+
+        # a second reader shares the one encode
+        second = video_reader(url, fingerprint, 5)
+        out, err = second.communicate(timeout=60)
+        assert '"end": "count"' in out, (out, err)
+        video = output_entry(runtime, address)["network"]["video"]
+        assert video["encodes"] == 1 and video["encoding"] is True, video
+    finally:
+        first.kill()
+        first.communicate()
+    # the last reader left: the encoder stops, and the ring is no longer read
+    wait_for(lambda: output_entry(runtime, address)["network"]["video"]["encoding"] is False,
+             what="the encoder to stop once nobody watches")
+    wait_for(lambda: output_entry(runtime, address)["network"]["reading"] is False, what="the ring no longer read")
+    assert output_entry(runtime, address)["taps"] == []
 
 
 @pytest.mark.slow

@@ -19,9 +19,11 @@ from typing import Any, Callable
 from tatolab._links.ring import RingError, RingReader, RingWriter
 from tatolab._runtime.nodes import claim_reader, release_reader
 from tatolab._runtime.relay import cert as certs
+from tatolab._control import paths
 from tatolab._runtime.relay import config, upstream, viewer
 from tatolab._runtime.relay.pulls import Pull, PullId
-from tatolab._runtime.relay.wanted import TRACK, Serve
+from tatolab._runtime.relay.video import Encoder
+from tatolab._runtime.relay.wanted import TRACK, VIDEO_TRACK, Serve
 
 RENEW_CHECK_S = 3600.0
 WAIT_S = 0.25  # a feeding thread looks at its tracks' subscribers at least this often
@@ -65,10 +67,19 @@ class _Output:
     serve: Serve
     broadcasts: dict[str, Any] = field(default_factory=dict)  # origin ("loopback"/"public") -> moq.BroadcastProducer
     tracks: dict[str, Any] = field(default_factory=dict)  # same keys -> moq.TrackProducer
+    videos: dict[str, Any] = field(default_factory=dict)  # same keys -> moq.MediaProducer (video outputs)
     task: asyncio.Task | None = None
     stopping: asyncio.Task | None = None  # a feeder told to stop: the next one starts after it ended
     bags_sent: int = 0
     reader_index: int | None = None  # the ring's reader record it holds while someone subscribes
+    encoding: bool = False  # its H.264 encoder is open (someone reads its video track)
+    encodes: int = 0  # how many times an encoder was started for it
+    frames_encoded: int = 0
+    encoder: str = ""  # the FFmpeg encoder that opened
+
+    def producers(self) -> list[Any]:
+        """Every track of it that can have subscribers."""
+        return [*self.tracks.values(), *self.videos.values()]
 
 
 class Relay:
@@ -164,6 +175,9 @@ class Relay:
             "bytes_sent": closed + sum(r.sent() for r in readers),
             "bags_sent": output.bags_sent if output else 0,
             "reading": output is not None and output.reader_index is not None,
+            **({"video": {"encoding": output.encoding, "encodes": output.encodes,
+                          "frames_encoded": output.frames_encoded, "encoder": output.encoder or None}}
+               if output is not None and output.videos else {}),
         }
 
     def reader_index(self, path: str) -> int | None:
@@ -234,6 +248,9 @@ class Relay:
                 if kind not in output.broadcasts:
                     broadcast = self._origins[kind].create_broadcast(path)
                     output.tracks[kind] = broadcast.publish_track(TRACK)
+                    video = await self._publish_video(broadcast, serve) if serve.video else None
+                    if video is not None:
+                        output.videos[kind] = video
                     broadcast.announce()
                     output.broadcasts[kind] = broadcast
                     added = True
@@ -241,6 +258,20 @@ class Relay:
                 self._stop_feeding(output)
             if output.task is None or output.task.done():
                 output.task = self._loop.create_task(self._feed(output))
+
+    async def _publish_video(self, broadcast: Any, serve: Serve) -> Any:
+        """The H.264 track of a video output, in the moq-dev media format. Seeded with the parameter
+        sets its encoder will use (nothing is encoded), so the catalog lists it before anyone
+        subscribes; each keyframe carries its own (avc3), and a size that differs updates the catalog."""
+        import moq
+
+        try:
+            init = await self._loop.run_in_executor(None, Encoder(paths.surface_pool()).parameter_sets, *serve.size)
+        except RuntimeError as exc:
+            self._say("warning", f"MoQ relay: {serve.path} has no video track: {exc}")
+            return None
+        return broadcast.publish_video(moq.VideoFormat.AVC3, init, track=VIDEO_TRACK,
+                                       hint=moq.VideoHint(optimize_for_latency=True))
 
     async def _listen(self, want_loopback: bool, want_public: bool) -> None:
         if not want_loopback and not want_public:
@@ -341,6 +372,7 @@ class Relay:
         for kind in kinds:
             broadcast = output.broadcasts.pop(kind, None)
             output.tracks.pop(kind, None)
+            output.videos.pop(kind, None)
             if broadcast is not None:
                 broadcast.close()
         self._cut(lambda r: r.path == path and r.kind in kinds)
@@ -359,7 +391,7 @@ class Relay:
             await asyncio.gather(output.stopping, return_exceptions=True)
             output.stopping = None
         while True:
-            demands = [track.demand() for track in output.tracks.values()]
+            demands = [track.demand() for track in output.producers()]
             if not demands:
                 return
             if not any(d.is_used() for d in demands):
@@ -407,26 +439,48 @@ class Relay:
     @staticmethod
     def _pump(output: _Output, base: str, index: int, stop: threading.Event) -> None:
         """On a thread of its own: ring -> the tracks that have subscribers, each bag one frame,
-        until none has (or ``stop``). Writing to a track is thread-safe (moq-rs)."""
+        until none has (or ``stop``). A video output's bags are also encoded to H.264 for its
+        video tracks while any of them has a subscriber: one encode, shared by every reader.
+        Writing to a track is thread-safe (moq-rs)."""
         reader = RingReader(base, index, "ordered", start="now")
         demands: dict[int, tuple[Any, Any]] = {}
+        encoder: Encoder | None = None
         try:
             while not stop.is_set():
-                tracks = list(output.tracks.values())
+                tracks = output.producers()
                 if len(demands) != len(tracks) or any(id(t) not in demands for t in tracks):
                     demands = {id(t): (t, t.demand()) for t in tracks}
                 used = [t for t, d in demands.values() if d.is_used()]
                 if not used:
                     return
+                videos = [t for t in used if any(t is v for v in output.videos.values())]
+                bags = [t for t in used if not any(t is v for v in output.videos.values())]
+                if videos and encoder is None:
+                    encoder = Encoder(paths.surface_pool())
+                    output.encoding = True
+                    output.encodes += 1
+                elif not videos and encoder is not None:
+                    encoder.dispose()  # the last video reader left: the encoder stops
+                    encoder = None
+                    output.encoding = False
                 got = reader.read()
                 if got is None:
                     reader.wait(WAIT_S)
                     continue
                 payload, publish_ns = got
-                for track in used:
+                for track in bags:
                     track.write_frame(payload, publish_ns // 1000)
-                output.bags_sent += 1
+                if bags:
+                    output.bags_sent += 1
+                if encoder is not None:
+                    for data, stamp_us, _keyframe in encoder.encode(payload):
+                        for video in videos:
+                            video.write_frame(data, stamp_us)  # groups start at its keyframes
+                    output.frames_encoded, output.encoder = encoder.frames, encoder.name
         finally:
+            if encoder is not None:
+                encoder.dispose()
+                output.encoding = False
             reader.close()
 
     # -- reading other runtimes' outputs (URL links) ----------------------------------------------

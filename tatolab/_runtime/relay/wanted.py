@@ -7,8 +7,12 @@ from typing import Mapping
 
 from tatolab._runtime.rules.exposure import exposure_levels
 from tatolab._runtime.streams import LoadedStream, OutputRing
+from tatolab._runtime.surfaces import is_builtin
 
-TRACK = "bags"  # the one track of an output's broadcast: each bag one frame, msgpack as the ring holds it
+TRACK = "bags"  # the track of bags of an output's broadcast: each bag one frame, msgpack as the ring holds it
+# a video output's broadcast also carries its frames as H.264 in the moq-dev media format: this
+# track, described by the broadcast's catalog (catalog.json), as moq-dev's players expect
+VIDEO_TRACK = "video"
 
 
 @dataclass(frozen=True)
@@ -18,6 +22,8 @@ class Serve:
     path: str  # <machine>/<stream>/<node>/<port>
     level: str  # private | public
     out: OutputRing
+    video: bool = False  # its bags name frames: also served as H.264
+    size: tuple[int, int] = (1280, 720)  # a video output's frame size as its node's config says (else a guess)
 
     @property
     def public(self) -> bool:
@@ -30,9 +36,26 @@ def wanted(streams: Mapping[str, LoadedStream], machine: str) -> dict[str, Serve
     for stream in streams.values():
         if stream.ended.is_set():
             continue
+        nodes = {n.get("name"): n for n in stream.graph.get("nodes", [])}
         for (node, port), level in exposure_levels(stream.graph).items():
             out = stream.rings.get((node, port))
             if out is not None and level in ("private", "public"):
                 path = f"{machine}/{stream.name}/{node}/{port}"
-                found[path] = Serve(path, level, out)
+                spec = nodes.get(node, {})
+                found[path] = Serve(path, level, out, is_video(spec, port), configured_size(spec))
     return found
+
+
+def configured_size(node: dict) -> tuple[int, int]:
+    """The frame size a video node's config asks for; 1280x720 when it does not say (the stream's
+    first keyframe then tells readers the real one)."""
+    config = node.get("config") or {}
+    width, height = config.get("width"), config.get("height")
+    if isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0:
+        return width, height
+    return 1280, 720
+
+
+def is_video(node: dict, port: str) -> bool:
+    """Whether ``port`` of ``node`` carries video bags: a built-in's ``video`` output does."""
+    return port == "video" and is_builtin(node) and any(o.get("port") == port for o in node.get("outputs", []))
