@@ -1,6 +1,6 @@
 """An exposed output read over MoQ on loopback, beside the same reader through shared memory.
 
-    .venv/bin/python bench/moq.py [--bags 1000] [--rate 200] [--idle-s 3]
+    .venv/bin/python bench/moq.py [--bags 1000] [--rate 200] [--idle-s 3] [--video-s 10] [--only-video]
 
 Starts a real tatolabd on temporary paths (bench/_runtime.py) and a project whose .venv is this
 environment: one node writes ~100-byte bags at --rate per second to an exposed (private) output.
@@ -10,6 +10,10 @@ moq-rs client at the URL `tatolab url` prints, on loopback). Latency is the bag'
 the ring -> when this process has it. Then, with a MoQ client connected to the URL and subscribed
 to nothing, it counts the bytes that reach it while the node writes 10 KB bags for --idle-s
 seconds (must be only the session's own keep-alives and announcements, whatever was written).
+Last, a TestPatternSource at 1280x720, 30 fps, exposed: the runtime process's CPU (the relay's
+H.264 encode, on its own thread) over --video-s seconds with 0, 1 and 10 MoQ readers of its video
+track (the moq-dev media format: catalog, then the H.264 track), each counting the frames it gets.
+One encode is shared by all readers, so 10 readers should cost about what 1 does.
 
 Prints a table, then the whole result as one JSON object on the last line.
 """
@@ -133,6 +137,95 @@ async def idle_bytes(url: str, fingerprint: str, seconds: float) -> tuple[int, i
         return start, (client.session.stats().bytes_received or 0) - start
 
 
+VIDEO_STREAM = """
+from tatolab.stream import StreamBuilder, TestPatternSource, stream
+
+
+@stream
+def bars(stream_builder: StreamBuilder) -> None:
+    pattern = stream_builder.add(TestPatternSource, name="pattern", config={"width": 1280, "height": 720, "fps": 30})
+    stream_builder.expose(pattern.output("video"))
+"""
+
+
+def video_project(root: Path) -> Path:
+    root.mkdir(parents=True)
+    (root / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+    (root / "stream.py").write_text(VIDEO_STREAM)
+    return root
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def watch_video(url: str, fingerprint: str, readers: int, seconds: float, pid: int) -> dict:
+    """``readers`` MoQ clients on the video track for ``seconds`` (after each has its first frame):
+    the runtime's CPU share meanwhile, and the frames each got."""
+    import moq
+
+    path = url.split("/", 3)[3]
+    got = [0] * readers
+    first = [asyncio.Event() for _ in range(readers)]
+    stop = asyncio.Event()
+
+    async def one(i: int) -> None:
+        async with moq.Client(url, tls_fingerprints=[fingerprint], websocket_enabled=False,
+                              reconnect=False) as client:
+            broadcast = await asyncio.wait_for(client.announced_broadcast(path), 10)
+            catalog = await asyncio.wait_for(broadcast.catalog(), 10)
+            name, rendition = next(iter(catalog.video.items()))
+            media = await broadcast.subscribe_media(name, rendition)
+            while not stop.is_set():
+                await asyncio.wait_for(anext(media), 10)
+                got[i] += 1
+                first[i].set()
+
+    tasks = [asyncio.create_task(one(i)) for i in range(readers)]
+    try:
+        await asyncio.wait_for(asyncio.gather(*(e.wait() for e in first)), 30)
+        start_cpu, start_wall, start_got = cpu_seconds(pid), time.monotonic(), list(got)
+        await asyncio.sleep(seconds)
+        cpu, wall = cpu_seconds(pid) - start_cpu, time.monotonic() - start_wall
+    finally:
+        stop.set()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    fps = [(g - s) / wall for g, s in zip(got, start_got)]
+    return {"readers": readers, "runtime_cpu_percent": round(100 * cpu / wall, 1),
+            "fps_min": round(min(fps), 1), "fps_max": round(max(fps), 1)}
+
+
+def measure_video(args: argparse.Namespace, tmp: Path) -> dict:
+    runtime = Runtime(tmp / "rt-video")
+    runtime.start(output=None if os.environ.get("BENCH_RUNTIME_LOG") else __import__("subprocess").DEVNULL)
+    try:
+        runtime.cli("run", "-d", cwd=video_project(tmp / "video"), check=True)
+        address = "bars/pattern/video"
+
+        def entry() -> dict:
+            graph = json.loads(runtime.cli("graph", "--stream", "bars", check=True).stdout)
+            return graph["streams"][0]["nodes"][0]["outputs"][0]
+
+        wait_for(lambda: (entry().get("written") or 0) > 30, 30, "the first second of 720p frames")
+        url, fp = [line.split()[-1] for line in runtime.cli("url", address, check=True).stdout.splitlines()[:2]]
+        pid = runtime.process.pid
+        start_cpu, start = cpu_seconds(pid), time.monotonic()
+        time.sleep(args.video_s)
+        idle = {"readers": 0, "runtime_cpu_percent": round(100 * (cpu_seconds(pid) - start_cpu)
+                                                          / (time.monotonic() - start), 1)}
+        rows = [idle] + [asyncio.run(watch_video(url, fp, n, args.video_s, pid)) for n in (1, 10)]
+        video = entry()["network"]["video"]
+        return {"size": "1280x720", "fps": 30, "seconds": args.video_s, "rows": rows,
+                "encoder": video["encoder"], "encodes": video["encodes"]}
+    finally:
+        runtime.end_commands()
+        runtime.stop()
+
+
 def output_entry(runtime: Runtime) -> dict:
     graph = json.loads(runtime.cli("graph", "--stream", "pace", check=True).stdout)
     return graph["streams"][0]["nodes"][0]["outputs"][0]
@@ -183,11 +276,24 @@ def main() -> None:
     parser.add_argument("--bags", type=int, default=1000)
     parser.add_argument("--rate", type=int, default=200)
     parser.add_argument("--idle-s", type=float, default=3.0)
+    parser.add_argument("--video-s", type=float, default=10.0)
+    parser.add_argument("--only-video", action="store_true", help="only the 720p30 video output")
     args = parser.parse_args()
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="tatolab-bench-moq-") as tmp:
-        result = measure(args, Path(tmp))
+        result = {} if args.only_video else measure(args, Path(tmp))
+        result["video"] = measure_video(args, Path(tmp))
+    v = result["video"]
+    print(f"one {v['size']} {v['fps']} fps video output over MoQ (H.264 with {v['encoder']}, "
+          f"encoder started {v['encodes']} time(s)); runtime process CPU over {v['seconds']} s:")
+    print(f"{'readers':>8}{'runtime CPU %':>15}{'fps per reader':>17}")
+    for row in v["rows"]:
+        fps = f"{row['fps_min']}-{row['fps_max']}" if "fps_min" in row else "-"
+        print(f"{row['readers']:>8}{row['runtime_cpu_percent']:>15}{fps:>17}")
+    if args.only_video:
+        print(json.dumps(result))
+        return
     print(f"~100-byte bags at {args.rate}/s, {args.bags} each way, one clock (publish in the ring -> in hand)")
     print(f"{'reader':<28}{'p50 µs':>10}{'p99 µs':>10}{'mean µs':>10}")
     for name, label in (("shm", "shared memory (ring)"), ("moq", "MoQ on loopback (moq-rs)")):
