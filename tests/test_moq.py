@@ -575,6 +575,37 @@ def test_what_the_relay_serves_and_reads():
     assert split_url("https://relay.example/m/s/n/p?jwt=x") == ("https://relay.example/m/s/n/p?jwt=x", None, "m/s/n/p")
 
 
+def test_which_exposed_outputs_are_video_and_their_frame_size():
+    import asyncio as aio
+
+    from tatolab._runtime.relay.wanted import wanted
+    from tatolab._runtime.streams import LoadedStream, OutputRing
+
+    def builtin(name: str, cls: str, config: dict) -> dict:
+        return {"name": name, "class": f"tatolab._builtins.{cls}", "builtin": True, "config": config,
+                "outputs": [{"port": "video"}]}
+
+    async def loaded() -> LoadedStream:
+        graph = {
+            "nodes": [builtin("bars", "test_pattern:TestPatternSource", {"width": 640, "height": 360}),
+                      builtin("fx", "glsl:GlslPixelEffect", {"shader": "..."}),
+                      builtin("cam", "camera:CameraSource", {"width": None}),
+                      # a user's node claiming to be built-in is not: the runtime runs only its own code
+                      {"name": "mine", "class": "nodes.mine:Mine", "builtin": True, "config": {},
+                       "outputs": [{"port": "video"}]}],
+            "links": [{"from": {"node": "bars", "port": "video"}, "to": {"node": "fx", "port": "video"}}],
+            "exposures": [{"node": n, "port": "video", "level": "private"} for n in ("bars", "fx", "cam", "mine")]}
+        stream = LoadedStream("s", Path("/p"), graph, "kept")
+        stream.rings = {(n, "video"): OutputRing(n) for n in ("bars", "fx", "cam", "mine")}
+        return stream
+
+    serve = wanted({"s": aio.run(loaded())}, "box")
+    assert {p: (s.video, s.size) for p, s in serve.items()} == {
+        "box/s/bars/video": (True, (640, 360)), "box/s/fx/video": (True, (640, 360)),  # its input's size
+        "box/s/cam/video": (True, (1280, 720)),  # the camera's own: a guess until its first keyframe
+        "box/s/mine/video": (False, (1280, 720))}
+
+
 @pytest.mark.slow
 def test_a_relay_that_cannot_listen_says_why_and_the_runtime_runs_on(project_venv, tmp_path):
     import socket

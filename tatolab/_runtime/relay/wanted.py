@@ -42,17 +42,25 @@ def wanted(streams: Mapping[str, LoadedStream], machine: str) -> dict[str, Serve
             if out is not None and level in ("private", "public"):
                 path = f"{machine}/{stream.name}/{node}/{port}"
                 spec = nodes.get(node, {})
-                found[path] = Serve(path, level, out, is_video(spec, port), configured_size(spec))
+                found[path] = Serve(path, level, out, is_video(spec, port), configured_size(stream.graph, node))
     return found
 
 
-def configured_size(node: dict) -> tuple[int, int]:
-    """The frame size a video node's config asks for; 1280x720 when it does not say (the stream's
-    first keyframe then tells readers the real one)."""
-    config = node.get("config") or {}
-    width, height = config.get("width"), config.get("height")
-    if isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0:
-        return width, height
+def configured_size(graph: dict, node: str) -> tuple[int, int]:
+    """The frame size a video node's config asks for, or else the one of the node its frames come
+    from (a pixel effect keeps its input's size); 1280x720 when none says. A wrong guess only
+    misstates the catalog's coded size: each keyframe carries the real one (avc3)."""
+    nodes = {n.get("name"): n for n in graph.get("nodes", [])}
+    seen: set[str] = set()
+    while node in nodes and node not in seen:
+        seen.add(node)
+        config = nodes[node].get("config") or {}
+        width, height = config.get("width"), config.get("height")
+        if isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0:
+            return width, height
+        upstream = [link["from"].get("node") for link in graph.get("links", [])
+                    if link.get("to", {}).get("node") == node and link.get("to", {}).get("port") == "video"]
+        node = upstream[0] if len(upstream) == 1 else ""
     return 1280, 720
 
 
