@@ -1,5 +1,7 @@
 """The runtime's MoQ relay (moq-rs, the moq-dev implementation): each exposed output is a broadcast
-whose path is its address, with one track of bags, one frame per bag.
+whose path is its address, with a track of bags, one frame per bag. A video output's broadcast also
+carries its frames in the moq-dev media format (a catalog and an H.264 track), encoded only while
+someone subscribes to that track, once for all of them.
 
 It runs on a thread of its own with its own event loop, so no network work runs on the runtime's
 loop; the Rust side runs on its own threads. Private outputs are served on loopback only; public
