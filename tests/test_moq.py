@@ -227,7 +227,8 @@ def test_a_video_output_is_h264_in_the_moq_dev_media_format_encoded_only_while_w
     wait_for(lambda: output_entry(runtime, address)["written"] >= 30, what="a second of frames written")
     # exposed, frames flowing, nobody watching: no encoder, nothing read
     network = output_entry(runtime, address)["network"]
-    assert network["video"] == {"encoding": False, "encodes": 0, "frames_encoded": 0, "encoder": None}, network
+    assert network["video"] == {"encoding": False, "encodes": 0, "frames_encoded": 0, "frames_skipped": 0,
+                                "encoder": None}, network
     assert network["reading"] is False
 
     # a MoQ client as moq-dev's players read it: the catalog, then the H.264 track it lists

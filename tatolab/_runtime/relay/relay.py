@@ -77,6 +77,7 @@ class _Output:
     encoding: bool = False  # its H.264 encoder is open (someone reads its video track)
     encodes: int = 0  # how many times an encoder was started for it
     frames_encoded: int = 0
+    frames_skipped: int = 0  # frames the encoder was too slow for (video readers only)
     encoder: str = ""  # the FFmpeg encoder that opened
 
     def producers(self) -> list[Any]:
@@ -178,7 +179,8 @@ class Relay:
             "bags_sent": output.bags_sent if output else 0,
             "reading": output is not None and output.reader_index is not None,
             **({"video": {"encoding": output.encoding, "encodes": output.encodes,
-                          "frames_encoded": output.frames_encoded, "encoder": output.encoder or None}}
+                          "frames_encoded": output.frames_encoded, "frames_skipped": output.frames_skipped,
+                          "encoder": output.encoder or None}}
                if output is not None and output.videos else {}),
         }
 
@@ -465,7 +467,14 @@ class Relay:
                     encoder.dispose()  # the last video reader left: the encoder stops
                     encoder = None
                     output.encoding = False
-                got = reader.read()
+                if bags:
+                    got = reader.read()
+                else:  # video only: the newest frame; an encoder behind its source skips, never lags
+                    backlog = reader.read_many()
+                    got = backlog[-1] if backlog else None
+                    if len(backlog) > 1:
+                        reader.discard(len(backlog) - 1)
+                        output.frames_skipped += len(backlog) - 1
                 if got is None:
                     reader.wait(WAIT_S)
                     continue
