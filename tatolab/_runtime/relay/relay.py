@@ -101,6 +101,7 @@ class Relay:
         self._readers: list[_Reader] = []
         self._closed_bytes: dict[str, int] = {}
         self._outputs: dict[str, _Output] = {}  # relay thread only
+        self._seeds: dict[tuple[int, int], bytes] = {}  # frame size -> H.264 parameter sets (relay thread only)
         self._listeners: dict[str, _Listener] = {}  # relay thread only
         # what each listener serves: every exposed output on loopback; public ones on the public
         # addresses and to the joined relay (made with the first exposure: moq is imported then)
@@ -248,13 +249,13 @@ class Relay:
                 self._stop_feeding(output)
             output.serve = serve
             added = False
+            init = await self._parameter_sets(serve) if serve.video else None
             for kind in ("loopback", "public") if serve.public else ("loopback",):
                 if kind not in output.broadcasts:
                     broadcast = self._origins[kind].create_broadcast(path)
                     output.tracks[kind] = broadcast.publish_track(TRACK)
-                    video = await self._publish_video(broadcast, serve) if serve.video else None
-                    if video is not None:
-                        output.videos[kind] = video
+                    if init is not None:
+                        output.videos[kind] = self._publish_video(broadcast, init)
                     broadcast.announce()
                     output.broadcasts[kind] = broadcast
                     added = True
@@ -263,17 +264,25 @@ class Relay:
             if output.task is None or output.task.done():
                 output.task = self._loop.create_task(self._feed(output))
 
-    async def _publish_video(self, broadcast: Any, serve: Serve) -> Any:
-        """The H.264 track of a video output, in the moq-dev media format. Seeded with the parameter
-        sets its encoder will use (nothing is encoded), so the catalog lists it before anyone
-        subscribes; each keyframe carries its own (avc3), and a size that differs updates the catalog."""
+    async def _parameter_sets(self, serve: Serve) -> bytes | None:
+        """The SPS/PPS the encoder will send for ``serve``'s frame size (nothing is encoded; made off
+        this loop, once per size). They seed its video track, so the catalog lists the track before
+        anyone subscribes, as players need; each keyframe carries its own (avc3), so frames of
+        another size still decode (only the catalog's coded size is then off)."""
+        if serve.size not in self._seeds:
+            try:
+                self._seeds[serve.size] = await self._loop.run_in_executor(
+                    None, Encoder(paths.surface_pool()).parameter_sets, *serve.size)
+            except RuntimeError as exc:
+                self._say("warning", f"MoQ relay: {serve.path} is served without its video track: {exc}")
+                return None
+        return self._seeds[serve.size]
+
+    @staticmethod
+    def _publish_video(broadcast: Any, init: bytes) -> Any:
+        """A video output's H.264 track in the moq-dev media format (it also writes the catalog)."""
         import moq
 
-        try:
-            init = await self._loop.run_in_executor(None, Encoder(paths.surface_pool()).parameter_sets, *serve.size)
-        except RuntimeError as exc:
-            self._say("warning", f"MoQ relay: {serve.path} has no video track: {exc}")
-            return None
         return broadcast.publish_video(moq.VideoFormat.AVC3, init, track=VIDEO_TRACK,
                                        hint=moq.VideoHint(optimize_for_latency=True))
 
