@@ -284,16 +284,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tatolab-bench-moq-") as tmp:
         result = {} if args.only_video else measure(args, Path(tmp))
         result["video"] = measure_video(args, Path(tmp))
-    v = result["video"]
-    print(f"one {v['size']} {v['fps']} fps video output over MoQ (H.264 with {v['encoder']}, "
-          f"encoder started {v['encodes']} time(s)); runtime process CPU over {v['seconds']} s:")
-    print(f"{'readers':>8}{'runtime CPU %':>15}{'fps per reader':>17}")
-    for row in v["rows"]:
-        fps = f"{row['fps_min']}-{row['fps_max']}" if "fps_min" in row else "-"
-        print(f"{row['readers']:>8}{row['runtime_cpu_percent']:>15}{fps:>17}")
-    if args.only_video:
-        print(json.dumps(result))
-        return
+    if not args.only_video:
+        print_bags(args, result)
+    print_video(result["video"])
+    print(json.dumps(result))
+
+
+def print_bags(args: argparse.Namespace, result: dict) -> None:
     print(f"~100-byte bags at {args.rate}/s, {args.bags} each way, one clock (publish in the ring -> in hand)")
     print(f"{'reader':<28}{'p50 µs':>10}{'p99 µs':>10}{'mean µs':>10}")
     for name, label in (("shm", "shared memory (ring)"), ("moq", "MoQ on loopback (moq-rs)")):
@@ -305,7 +302,16 @@ def main() -> None:
           f"({z['bag_bytes_written']:,} bytes); a connected, unsubscribed client received "
           f"{z['bytes_received_idle']} bytes (session setup {z['session_setup_bytes']}); relay sent "
           f"{z['relay_bags_sent']} bags")
-    print(json.dumps(result))
+
+
+def print_video(v: dict) -> None:
+    print(f"one {v['size']} {v['fps']} fps video output over MoQ (H.264 with {v['encoder']}, "
+          f"its encoder started {v['encodes']} times: once per run below, shared by that run's readers); "
+          f"runtime process CPU over {v['seconds']} s:")
+    print(f"{'readers':>8}{'runtime CPU %':>15}{'fps per reader':>17}")
+    for row in v["rows"]:
+        fps = f"{row['fps_min']}-{row['fps_max']}" if "fps_min" in row else "-"
+        print(f"{row['readers']:>8}{row['runtime_cpu_percent']:>15}{fps:>17}")
 
 
 if __name__ == "__main__":
