@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from tatolab._control import paths
 from tatolab._links.ring import RingError, RingReader, RingWriter
 from tatolab._runtime.nodes import claim_reader, release_reader
 from tatolab._runtime.relay import cert as certs
-from tatolab._control import paths
 from tatolab._runtime.relay import config, upstream, viewer
 from tatolab._runtime.relay.pulls import Pull, PullId
 from tatolab._runtime.relay.video import Encoder
