@@ -155,7 +155,8 @@ class Relay:
     def _page_outputs(self) -> dict[str, Any]:
         """What the viewer page lists (runs on the relay's thread)."""
         return {"machine": self.machine, "fingerprint": self.fingerprint(),
-                "outputs": [{"path": path, "level": o.serve.level, "url": config.url(config.LOOPBACK, self.port, path)}
+                "outputs": [{"path": path, "level": o.serve.level, "video": bool(o.serve.video),
+                             "url": config.url(config.LOOPBACK, self.port, path)}
                             for path, o in sorted(self._outputs.items())]}
 
     def fingerprint(self) -> str:
