@@ -625,6 +625,10 @@ def test_a_relay_that_cannot_listen_says_why_and_the_runtime_runs_on(project_ven
         taken.close()
 
 
+# where the video viewer test saves its screenshot (docs/viewer.png is one)
+SCREENSHOT = os.environ.get("TATOLAB_VIEWER_SCREENSHOT")
+
+
 def _chromium() -> str | None:
     import shutil
 
@@ -662,3 +666,44 @@ def test_headless_chromium_reads_bags_through_the_viewer_page_with_the_pinned_fi
         finally:
             browser.close()
     assert output_entry(runtime)["network"]["bags_sent"] >= 5
+
+
+@pytest.mark.slow
+def test_headless_chromium_plays_a_video_output_on_the_viewer_page(runtime, project_venv, tmp_path):
+    import io
+
+    from PIL import Image
+
+    playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
+    browser_path = _chromium()
+    if browser_path is None:
+        pytest.skip("no chromium here (.ci/run installs Debian's)")
+    if not (Path(__file__).resolve().parent.parent / "tatolab/_runtime/relay/viewer/moq-viewer.js").exists():
+        pytest.skip("the viewer's MoQ client is not built: scripts/build-viewer (.ci/run runs it)")
+    runtime.cli("run", "-d", cwd=make_project(tmp_path / "bars", project_venv, {"stream.py": VIDEO_SOURCE}),
+                check=True)
+    address = "bars/pattern/video"
+    viewer = runtime.cli("url", address, check=True).stdout.splitlines()[3].split()[-1]
+
+    with playwright.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 640, "height": 480})
+            page.goto(viewer)
+            # moq-dev's player reads the catalog and the H.264 track, decodes (WebCodecs) and draws
+            # the frames on the page's canvas at the picture's own size
+            page.wait_for_function("document.getElementById('picture').width === 320", timeout=30_000)
+            assert page.is_hidden("#bag")
+            shot = Image.open(io.BytesIO(page.screenshot())).convert("RGB")
+            if SCREENSHOT:
+                shot.save(SCREENSHOT)
+            box = page.locator("#picture").bounding_box()
+            assert box is not None and round(box["width"]) == 320, box
+            row = box["y"] + box["height"] / 4  # the bars fill the top of the picture
+            got = [shot.getpixel((int(box["x"] + (i + 0.5) * box["width"] / 8), int(row))) for i in range(8)]
+            for colour, want in zip(got, BARS):  # H.264 is lossy: each bar near its colour
+                assert max(abs(g - w) for g, w in zip(colour, want)) < 40, got
+        finally:
+            browser.close()
+    video = output_entry(runtime, address)["network"]["video"]
+    assert video["encoding"] is True and video["frames_encoded"] > 0, video
