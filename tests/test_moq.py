@@ -706,4 +706,7 @@ def test_headless_chromium_plays_a_video_output_on_the_viewer_page(runtime, proj
         finally:
             browser.close()
     video = output_entry(runtime, address)["network"]["video"]
-    assert video["encoding"] is True and video["frames_encoded"] > 0, video
+    assert video["encodes"] == 1 and video["frames_encoded"] > 0, video
+    # the page closed: its player's subscription ends and so does the encode
+    wait_for(lambda: output_entry(runtime, address)["network"]["video"]["encoding"] is False, timeout=45,
+             what="the encoder to stop once the viewer page is gone")
