@@ -12,17 +12,14 @@ from typing import Any
 from tatolab._control.client import Client
 from tatolab._cli.output import fail
 from tatolab._surfaces import png
+from tatolab._surfaces.exchange import NotVideo, frame_in, png_rows
 from tatolab._surfaces import pool as surfaces
 from tatolab._surfaces.frame import VideoFrame
 from tatolab._words import counted
 
 
 def save(frame: VideoFrame, path: Path) -> None:
-    if frame.format != "rgba8":
-        raise ValueError(f"frame {frame.surface_id} is {frame.format}; exchange saves rgba8 frames")
-    filtered = png.rows(frame.width, frame.height, frame._memory())
-    frame.release()  # the pixels are copied: the surface goes back before the slow part
-    data = png.encode(frame.width, frame.height, filtered)
+    data = png.encode(frame.width, frame.height, png_rows(frame, "saves"))
     partial = path.with_name(path.name + ".part")
     partial.write_bytes(data)
     os.replace(partial, path)
@@ -51,15 +48,12 @@ def _from_output(client: Client, address: str, count: int, timeout: float | None
     for event in client.events():
         kind = event.get("event")
         if kind == "bag":
-            bag: Any = event["bag"]
-            if not isinstance(bag, dict) or "surface_id" not in bag:
-                keys = ", ".join(sorted(bag)) if isinstance(bag, dict) else type(bag).__name__
-                return fail(f"{name} carries no video: its bags name no surface_id (they hold: {keys}). "
-                            "`tatolab tap` shows them")
             try:
-                frame = VideoFrame.open(bag)
-            except surfaces.SurfaceError:
-                stale += 1  # reused before we got to it: the next bag is newer anyway
+                frame = frame_in(event["bag"], name)
+            except NotVideo as exc:
+                return fail(f"{exc}. `tatolab tap` shows them")
+            if frame is None:
+                stale += 1
                 continue
             path = out / f"{name.replace('/', '-')}-{frame.timestamp_ns}.png"
             save(frame, path)

@@ -10,6 +10,7 @@ from typing import Any
 
 from tatolab._control.client import AsyncClient
 from tatolab._surfaces import png
+from tatolab._surfaces.exchange import NotVideo, frame_in, png_rows
 from tatolab._surfaces import pool as surfaces
 from tatolab._surfaces.frame import VideoFrame
 from tatolab._words import counted
@@ -20,13 +21,10 @@ class NoFrame(Exception):
 
 
 async def png_of(frame: VideoFrame) -> bytes:
-    if frame.format != "rgba8":
-        frame.release()
-        raise NoFrame(f"frame {frame.surface_id} is {frame.format}; exchange shows rgba8 frames")
     try:
-        filtered = png.rows(frame.width, frame.height, frame._memory())
-    finally:
-        frame.release()  # the pixels are copied: the surface goes back before the slow part
+        filtered = png_rows(frame, "shows")
+    except NotVideo as exc:
+        raise NoFrame(str(exc)) from None
     return await asyncio.to_thread(png.encode, frame.width, frame.height, filtered)
 
 
@@ -55,14 +53,11 @@ async def from_output(client: AsyncClient, opened: dict[str, Any], frames: int, 
     async for event in client.events():
         kind = event.get("event")
         if kind == "bag":
-            bag: Any = event["bag"]
-            if not isinstance(bag, dict) or "surface_id" not in bag:
-                keys = ", ".join(sorted(bag)) if isinstance(bag, dict) else type(bag).__name__
-                raise NoFrame(f"error: {name} carries no video: its bags name no surface_id (they hold: {keys}). "
-                              "`tap` shows them")
             try:
-                frame = VideoFrame.open(bag)
-            except surfaces.SurfaceError:
+                frame = frame_in(event["bag"], name)
+            except NotVideo as exc:
+                raise NoFrame(f"error: {exc}. `tap` shows them") from None
+            if frame is None:
                 stale += 1
                 continue
             shown = {"address": name, "surface_id": frame.surface_id, "width": frame.width, "height": frame.height,
