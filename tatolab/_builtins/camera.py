@@ -7,12 +7,12 @@ import os
 import re
 import threading
 import time
-import traceback
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 from tatolab._builtins import v4l2
 from tatolab._builtins.camera_lock import CameraLock
+from tatolab._builtins.ending import end_node
 from tatolab._builtins.test_pattern import TestPatternSource
 from tatolab._sdk import builtins as described
 from tatolab._sdk.builtins import CameraSourceConfig, TestPatternConfig
@@ -133,9 +133,8 @@ class CameraSource:
     def _run(self, ctx: Any) -> None:
         try:
             self._play(ctx)
-        except BaseException as exc:  # the node ends, and the runtime restarts it
-            ctx.log.error(f"camera source failed: {type(exc).__name__}: {exc}", traceback=traceback.format_exc())
-            os._exit(1)
+        except BaseException as exc:
+            end_node(ctx, "camera source failed", exc)
 
     def _play(self, ctx: Any) -> None:
         """Open, read to the end (a file) or for ever (a camera), again while ``loop`` or while it cannot open."""

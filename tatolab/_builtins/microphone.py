@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 import time
-import traceback
 from typing import Any
 
 import numpy as np
 
 from tatolab._builtins.devices import find_device, portaudio
+from tatolab._builtins.ending import end_node
 from tatolab._builtins.tally import Tally
 from tatolab._sdk import builtins as described
 from tatolab._sdk.audio import FORMATS, AudioBlock
@@ -97,10 +97,8 @@ class MicrophoneSource:
                 if self.clock.resyncs != resyncs:
                     tally.count("resyncs")
                 ctx.outputs.write("audio", AudioBlock(np.array(indata, dtype=dtype), rate, stamp))
-            except BaseException as exc:  # the node ends, and the runtime restarts it
-                ctx.log.error(f"node {ctx.node}: capture failed: {type(exc).__name__}: {exc}",
-                              traceback=traceback.format_exc())
-                os._exit(1)
+            except BaseException as exc:
+                end_node(ctx, f"node {ctx.node}: capture failed", exc)
 
         def finished() -> None:
             if not self.stopping:  # the device went away or PortAudio gave up

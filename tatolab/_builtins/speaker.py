@@ -16,13 +16,13 @@ from __future__ import annotations
 import os
 import threading
 import time
-import traceback
 from collections import deque
 from typing import Any
 
 import numpy as np
 
 from tatolab._builtins.devices import find_device, portaudio
+from tatolab._builtins.ending import end_node
 from tatolab._builtins.tally import Tally
 from tatolab._sdk import builtins as described
 from tatolab._sdk.audio import AudioBlock
@@ -137,10 +137,8 @@ class SpeakerSink:
             try:
                 if not queue.pull(outdata):
                     tally.count("underruns")
-            except BaseException as exc:  # the node ends, and the runtime restarts it
-                ctx.log.error(f"node {ctx.node}: playing failed: {type(exc).__name__}: {exc}",
-                              traceback=traceback.format_exc())
-                os._exit(1)
+            except BaseException as exc:
+                end_node(ctx, f"node {ctx.node}: playing failed", exc)
 
         def finished() -> None:
             if not self.stopping:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-import traceback
 from typing import Any
 
 import numpy as np
 
+from tatolab._builtins.ending import end_node
 from tatolab._sdk import builtins as described
 from tatolab._sdk.builtins import TestPatternConfig
 from tatolab._sdk.nodes import node
@@ -75,9 +74,8 @@ class TestPatternSource:
     def _run(self, ctx: Any) -> None:
         try:
             self._frames(ctx)
-        except BaseException as exc:  # the node ends, and the runtime restarts it
-            ctx.log.error(f"test pattern failed: {type(exc).__name__}: {exc}", traceback=traceback.format_exc())
-            os._exit(1)
+        except BaseException as exc:
+            end_node(ctx, "test pattern failed", exc)
 
     def _frames(self, ctx: Any) -> None:
         period_ns = int(1e9 / self.config.fps)
