@@ -60,6 +60,7 @@ sleep and the writer rarely pays for a wake.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import mmap
 import os
@@ -73,6 +74,12 @@ from .futex import NEEDS_FENCE, fence, futex_wait, futex_waitv, futex_wake, word
 # accepts): ~30 ns each on a path that costs a few hundred.
 assert not NEEDS_FENCE, "RingWriter.write needs fences on this machine"
 from .shm import RingError
+
+try:  # the publish in C (see _publish.c); without it RingWriter.write publishes in Python
+    from ._publish import LAYOUT as _PUBLISH_LAYOUT
+    from ._publish import Publisher as _Publisher
+except ImportError:
+    _Publisher = None
 
 __all__ = [
     "BagTooLarge",
@@ -134,6 +141,12 @@ _RECORD_BYTES = 64
 _TABLE_BYTES = MAX_READERS * _RECORD_BYTES
 _SLOTS_OFF = 8192
 _SLOT_HEADER = 64
+if _Publisher is not None and _PUBLISH_LAYOUT != {
+    "write_seq_q": _WRITE_SEQ, "futex_off": _FUTEX_OFF, "sleepers_off": _SLEEPERS_OFF, "slot_header": _SLOT_HEADER,
+}:
+    raise ImportError(f"tatolab/_links/_publish was built for another ring layout ({_PUBLISH_LAYOUT}); reinstall tatolab")
+# Whether new RingWriters publish in C (tests set it False to check the Python publish).
+COMPILED_PUBLISH = _Publisher is not None
 # reader record word offsets (u64, relative to the record)
 _R_PID, _R_READ, _R_DROPPED, _R_LAST_READ_NS, _R_ACTIVE, _R_NEXT, _R_BAD, _R_GEN = range(8)
 
@@ -370,6 +383,12 @@ class RingWriter:
         self._lock = threading.Lock()
         self._acquire = self._lock.acquire
         self._release = self._lock.release
+        self._wakes = 0
+        self._publisher = _Publisher(self._write_slow) if COMPILED_PUBLISH else None
+        if self._publisher is not None:
+            # The hot path is the C publisher's own method: no Python frame per bag. Bags it
+            # cannot take (too big, ring grown, a move under way) come back to _write_slow.
+            self.write = self._publisher.write
         self._attach(_open_latest(base))
 
     def _attach(self, g: _Gen) -> None:
@@ -398,11 +417,23 @@ class RingWriter:
         self._last_big_seq = self._seq
         self._last_big_ns = time.monotonic_ns()
         self._next_shrink_check_ns = 0
+        if self._publisher is not None:
+            self._publisher.attach(g.mm, g.slots_q * 8, g.stride_q * 8, g.count, g.slot_size, self._seq, self._fits)
 
     @property
     def seq(self) -> int:
         """Sequence number of the last bag written (0 before the first)."""
-        return self._seq
+        return self._seq if self._publisher is None else self._publisher.seq
+
+    @property
+    def wakes(self) -> int:
+        """How many writes found a reader that may be asleep, and so paid for a wake syscall."""
+        return self._wakes if self._publisher is None else self._publisher.wakes
+
+    @property
+    def compiled(self) -> bool:
+        """True when bags are published by the C publisher (_publish.c)."""
+        return self._publisher is not None
 
     @property
     def generation(self) -> int:
@@ -432,10 +463,38 @@ class RingWriter:
             self._release()  # also the barrier between the word store and the sleepers load
         try:
             if self._sleepers != _NO_SLEEPERS:
+                self._wakes += 1
                 futex_wake(self._addr)
         except (ValueError, TypeError):
             pass  # another thread moved or closed the ring meanwhile (and woke every reader of it)
         return s
+
+    def _write_slow(self, payload) -> int:
+        """The C publisher's way back for a bag it does not take: under the lock, with every
+        other thread's writes sent here too (gate), resize or move the ring, then publish."""
+        with self._exclusive() as publisher:
+            if self._g is None:
+                raise RingError(f"the writer of {self.base} is closed")
+            n = len(payload) if type(payload) is bytes else memoryview(payload).nbytes
+            if n > self._fits:
+                payload, n = self._resize_for(payload)
+            return publisher.publish(payload)
+
+    @contextlib.contextmanager
+    def _exclusive(self):
+        """The writer to itself: no write from another thread until the block ends (the
+        Python publish takes the lock; the C one is sent to the lock by gate())."""
+        with self._lock:
+            publisher = self._publisher
+            if publisher is None:
+                yield None
+                return
+            publisher.gate()
+            self._seq = publisher.seq
+            try:
+                yield publisher
+            finally:
+                publisher.open(self._fits)
 
     def _resize_for(self, payload):
         """The slow path: a bag that may not fit, or any bag while the ring is grown."""
@@ -486,7 +545,7 @@ class RingWriter:
         bag. True when it moved."""
         if not self._grown or time.monotonic_ns() - self._last_big_ns < _SHRINK_AFTER_S * 1e9:
             return False
-        with self._lock:
+        with self._exclusive():
             return self._grown and self._shrink_if_safe()
 
     def _grow(self, n: int) -> None:
@@ -520,7 +579,9 @@ class RingWriter:
 
     def close(self) -> None:
         """Unmap the ring (the files stay: the runtime removes them)."""
-        with self._lock:
+        with self._exclusive():
+            if self._publisher is not None:
+                self._publisher.detach()
             if self._g is not None:
                 self._q = self._mv = self._mm = self._word = self._sleepers = self._slots = None
                 self._g.close()
