@@ -54,8 +54,8 @@ def full_fence() -> None:
     load after it. TSO allows exactly that reordering (a store waits in the store buffer
     while a later load goes ahead), so Dekker-style handshakes need it even on x86-64.
 
-    Pure Python has no fence instruction, and a compiled helper is not allowed, so this
-    takes and releases a private, never-contended lock. Acquiring any mutex needs an
+    Pure Python has no fence instruction (and this must work where _publish.c was not
+    built), so this takes and releases a private, never-contended lock. Acquiring any mutex needs an
     atomic read-modify-write (or an mfence): mutual exclusion cannot be built from plain
     loads and stores on a machine that reorders store->load (Attiya et al., "Laws of
     Order", POPL 2011). CPython's lock is a sem_trywait/sem_post (3.11) or a PyMutex
@@ -63,8 +63,9 @@ def full_fence() -> None:
     locked instruction drains the store buffer: a full barrier. ~0.15 us, against
     ~1.5-2.5 us for the futex wake syscall it lets the writer skip.
 
-    RingWriter.write does not call this: it takes a lock of its own for every write (so
-    threads may share a writer), and that lock's release is the same barrier.
+    RingWriter's publish does not call this: in C it has a real fence; in Python it takes a
+    lock of its own for every write (so threads may share a writer), and that lock's release
+    is the same barrier.
     """
     _fence_acquire()
     _fence_release()

@@ -56,6 +56,11 @@ writer sees the flag and wakes. A reader killed while asleep leaves its byte set
 writer then just keeps calling wake (the old cost), harming nobody. Readers on a busy
 link (bags less than _SPIN_GAP_NS apart) poll briefly before sleeping, so they rarely
 sleep and the writer rarely pays for a wake.
+
+Publishing: RingWriter.write is the C publisher of _publish.c where it was built (the same
+stores in the same order, a real fence, the wake syscall made directly: ~60 ns against ~1 us
+in Python), and the Python write below where it was not (no compiler at install, Python
+3.10). Both write the same bytes; tests run both.
 """
 
 from __future__ import annotations
