@@ -1,4 +1,4 @@
-"""The one compiled part: the ring writer's publish (tatolab/_links/_publish.c).
+"""The one compiled part: the ring writer's publish (tatolab/_links/_native.c).
 
 Everything else is in pyproject.toml. The extension is optional: without a C compiler, or
 on Python 3.10, the install goes on and ring.py publishes in Python (slower, same bytes).
@@ -12,8 +12,8 @@ limited = sys.version_info >= (3, 11) and sys.implementation.name == "cpython"
 setup(
     ext_modules=[
         Extension(
-            "tatolab._links._publish",
-            ["tatolab/_links/_publish.c"],
+            "tatolab._links._native",
+            ["tatolab/_links/_native.c"],
             py_limited_api=True,
             extra_compile_args=["-O2"],
             optional=True,

@@ -29,6 +29,7 @@ import msgspec
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tatolab._links import shm  # noqa: E402
+from tatolab._links import ring as ring_module  # noqa: E402
 from tatolab._links.ring import RingReader, RingWriter, create_ring, reap  # noqa: E402
 from tatolab._sdk.context import OutputPort, Outputs  # noqa: E402
 
@@ -237,31 +238,34 @@ def throughput(kind: str, seconds: float, payload, *, mode: str = "throughput",
     return (count / ((last - start) / 1e9) if count else 0.0), sent_rate, dropped
 
 
-def _waiting_reader(base: str, index: int, ctl) -> None:
-    reader = RingReader(base, index, "newest", start="now")
+def _waiting_reader(base: str, index: int, ctl, watcher: bool = True, profile: str = "newest") -> None:
+    """Read every bag it can, waiting whenever there is none; report each bag's latency.
+    Without `watcher`, wait as readers without the C claim do: on the writer's word."""
+    if not watcher:
+        ring_module._compare_exchange = None
+    reader = RingReader(base, index, profile, start="now")
     ctl.send("ready")
+    lat = []
     while True:
         got = reader.read()
         if got is None:
             reader.wait(1.0)
         elif got[0] == STOP:
             break
-    ctl.send("done")
+        else:
+            lat.append(time.monotonic_ns() - got[1])
+    ctl.send(lat)
 
 
-def writer_cost(readers: int, writes: int, period_s: float = 0.0005, busy: bool = False,
-                cpu: bool = False) -> float:
-    """Median ns per write() with `readers` processes attached, a bag every `period_s`:
-    sleeping between bags (time.sleep, 2 kHz), or busy-waiting the pace (`busy`), where
-    readers see a busy link and may poll instead of sleeping. With `cpu`, the writer
-    thread's own CPU time per write (CLOCK_THREAD_CPUTIME_ID around each call, less the
-    cost of reading that clock), not wall time: on a machine whose cores are shared with
-    other work, wall time counts whatever ran while the writer waited for a core."""
+def _writer_run(readers: int, writes: int, period_s: float, busy: bool, cpu: bool, watcher: bool,
+                profile: str = "newest"):
+    """Write `writes` bags, one every `period_s`, to `readers` reader processes: (each write's
+    cost, the writer's wake count, every bag's latency as its readers saw it)."""
     base = _make_link("ring")
     procs = []
     for index in range(readers):
         parent, child = SPAWN.Pipe()
-        p = SPAWN.Process(target=_waiting_reader, args=(base, index, child), daemon=True)
+        p = SPAWN.Process(target=_waiting_reader, args=(base, index, child, watcher, profile), daemon=True)
         p.start()
         procs.append((p, parent))
     for p, parent in procs:
@@ -271,27 +275,53 @@ def writer_cost(readers: int, writes: int, period_s: float = 0.0005, busy: bool 
     payload = _bag(0)
     pace = time.perf_counter_ns
     clock = time.thread_time_ns if cpu else pace
-    empty = statistics.median(-clock() + clock() for _ in range(1000)) if cpu else 0
+    empty = statistics.median(-clock() + clock() for _ in range(1000))
     costs = []
     period = int(period_s * 1e9)
     due = pace()
     for _ in range(writes):
         t0 = clock()
         w.write(payload)
-        costs.append(clock() - t0)
+        costs.append(clock() - t0 - empty)
         if busy:
             due += period
             while pace() < due:
                 pass
         else:
             time.sleep(period_s)  # let every reader go back to sleep
+    wakes = w.wakes
     w.write(STOP)
+    lat = []
     for p, parent in procs:
-        parent.poll(30)
+        if parent.poll(30):
+            lat += parent.recv()
         p.join(10)
     w.close()
     reap(base)
-    return statistics.median(costs) - empty
+    return costs, wakes, lat
+
+
+def writer_cost(readers: int, writes: int, period_s: float = 0.0005, busy: bool = False,
+                cpu: bool = False, watcher: bool = True) -> tuple[float, float]:
+    """(ns a write costs on average, wakes included; the share of writes that paid for a
+    wake) with `readers` processes attached, a bag every `period_s`: sleeping between bags
+    (time.sleep, 2 kHz), or busy-waiting the pace (`busy`), where readers see a busy link and
+    may poll instead of sleeping. With `cpu`, the writer thread's own CPU time per write
+    (CLOCK_THREAD_CPUTIME_ID around each call, less the cost of reading that clock), not
+    wall time: on a machine whose cores are shared with other work, wall time counts
+    whatever ran while the writer waited for a core. The mean, not the median: a wake
+    syscall in a few percent of the writes is what the readers cost the writer, and a
+    median never sees it. `watcher=False`: readers without the C claim, for comparison."""
+    costs, wakes, _ = _writer_run(readers, writes, period_s, busy, cpu, watcher)
+    return statistics.mean(costs), wakes / writes
+
+
+def fan_out_latency(readers: int, samples: int, watcher: bool = True) -> tuple[float, float]:
+    """(p50, p99) µs from publish to read over every bag each of `readers` ordered readers
+    got, the writer at 1 kHz (readers asleep between bags)."""
+    _, _, lat = _writer_run(readers, samples, 0.001, False, False, watcher, profile="ordered")
+    lat.sort()
+    return lat[len(lat) // 2] / 1e3, lat[int(len(lat) * 0.99)] / 1e3
 
 
 def _idle_reader(base: str, seconds: float, ctl) -> None:
@@ -351,6 +381,66 @@ def _print_node_write(n: dict) -> None:
           f"{n['pyzmq_send_encode_ns']:,} ns/bag ({n['pyzmq_send_encode_received_per_s']:,}/s received)")
 
 
+def _busy_writer_costs(repeats: int) -> dict:
+    """The writer's cost on a busy link with 1 and 4 readers (and 4 without the watcher),
+    each a mean over 20,000 writes, the runs interleaved so all see the same load."""
+    runs = {key: [] for key in ("wall1", "wall4", "cpu1", "cpu4", "cpu4_all_on_writer")}
+    for _ in range(repeats):
+        runs["wall1"].append(writer_cost(1, 20000, period_s=BUSY_PERIOD_S, busy=True))
+        runs["wall4"].append(writer_cost(4, 20000, period_s=BUSY_PERIOD_S, busy=True))
+        runs["cpu1"].append(writer_cost(1, 20000, period_s=BUSY_PERIOD_S, busy=True, cpu=True))
+        runs["cpu4"].append(writer_cost(4, 20000, period_s=BUSY_PERIOD_S, busy=True, cpu=True))
+        runs["cpu4_all_on_writer"].append(
+            writer_cost(4, 20000, period_s=BUSY_PERIOD_S, busy=True, cpu=True, watcher=False))
+    med = statistics.median
+    ns = {k: med(x[0] for x in v) for k, v in runs.items()}
+    wakes = {k: med(x[1] for x in v) for k, v in runs.items()}
+    return {
+        "writer_cost_busy_1_reader_ns": round(ns["wall1"]), "writer_cost_busy_4_readers_ns": round(ns["wall4"]),
+        "writer_cost_busy_ratio_4_vs_1": round(ns["wall4"] / ns["wall1"], 2),
+        "writer_cpu_busy_1_reader_ns": round(ns["cpu1"]), "writer_cpu_busy_4_readers_ns": round(ns["cpu4"]),
+        "writer_cpu_busy_ratio_4_vs_1": round(ns["cpu4"] / ns["cpu1"], 2),
+        "writer_cpu_busy_4_readers_no_watcher_ns": round(ns["cpu4_all_on_writer"]),
+        "writer_cpu_busy_ratio_4_no_watcher_vs_1": round(ns["cpu4_all_on_writer"] / ns["cpu1"], 2),
+        "writer_wakes_busy_1_reader_pct": round(100 * wakes["cpu1"], 2),
+        "writer_wakes_busy_4_readers_pct": round(100 * wakes["cpu4"], 2),
+        "writer_wakes_busy_4_readers_no_watcher_pct": round(100 * wakes["cpu4_all_on_writer"], 2),
+    }
+
+
+def _print_busy(b: dict, repeats: int) -> None:
+    print(f"ring writer cost, busy link ({1 / BUSY_PERIOD_S / 1000:.0f} kHz), mean per write (wakes included), "
+          f"median of {repeats}: {b['writer_cost_busy_1_reader_ns']:,} ns with 1 reader, "
+          f"{b['writer_cost_busy_4_readers_ns']:,} ns with 4 (ratio {b['writer_cost_busy_ratio_4_vs_1']:.2f}); "
+          f"the writer thread's CPU {b['writer_cpu_busy_1_reader_ns']:,} ns with 1, "
+          f"{b['writer_cpu_busy_4_readers_ns']:,} ns with 4 (ratio {b['writer_cpu_busy_ratio_4_vs_1']:.2f}), "
+          f"4 readers all on the writer's word (no watcher) {b['writer_cpu_busy_4_readers_no_watcher_ns']:,} ns "
+          f"(ratio {b['writer_cpu_busy_ratio_4_no_watcher_vs_1']:.2f}); writes that paid for a wake: "
+          f"{b['writer_wakes_busy_1_reader_pct']}% / {b['writer_wakes_busy_4_readers_pct']}% / "
+          f"{b['writer_wakes_busy_4_readers_no_watcher_pct']}%")
+
+
+def _fan_out_latencies(repeats: int) -> dict:
+    """One-way latency at 1 kHz to 4 ordered readers, with the watcher and without."""
+    runs = {True: [], False: []}
+    for _ in range(repeats):
+        for watcher in (True, False):
+            runs[watcher].append(fan_out_latency(4, 2000, watcher=watcher))
+    med = statistics.median
+    return {
+        "fan_out_4_p50_us": round(med(x[0] for x in runs[True]), 1),
+        "fan_out_4_p99_us": round(med(x[1] for x in runs[True]), 1),
+        "fan_out_4_no_watcher_p50_us": round(med(x[0] for x in runs[False]), 1),
+        "fan_out_4_no_watcher_p99_us": round(med(x[1] for x in runs[False]), 1),
+    }
+
+
+def _print_fan_out(f: dict, repeats: int) -> None:
+    print(f"one-way latency at 1 kHz to 4 ordered readers (every reader's bags), median of {repeats}: "
+          f"p50 {f['fan_out_4_p50_us']} µs, p99 {f['fan_out_4_p99_us']} µs; without the watcher (all on the "
+          f"writer's word) p50 {f['fan_out_4_no_watcher_p50_us']} µs, p99 {f['fan_out_4_no_watcher_p99_us']} µs")
+
+
 def write_only(repeats: int) -> None:
     """`--write`: only what the write path's targets are measured by (flat-out bags/s
     against pyzmq, node-level write cost, busy-link writer cost with 1 and 4 readers)."""
@@ -360,14 +450,11 @@ def write_only(repeats: int) -> None:
         rate = {k: [throughput(k, 1.0, small) for _ in range(repeats)] for k in ("ring", "pyzmq")}
         batched = [throughput("ring", 1.0, small, mode="batch") for _ in range(repeats)]
         node = node_write(repeats)
-        busy1 = writer_cost(1, 20000, period_s=BUSY_PERIOD_S, busy=True)
-        busy4 = writer_cost(4, 20000, period_s=BUSY_PERIOD_S, busy=True)
-        cpu1 = [writer_cost(1, 20000, period_s=BUSY_PERIOD_S, busy=True, cpu=True) for _ in range(repeats)]
-        cpu4 = [writer_cost(4, 20000, period_s=BUSY_PERIOD_S, busy=True, cpu=True) for _ in range(repeats)]
+        busy = _busy_writer_costs(repeats)
+        fan = _fan_out_latencies(repeats)
         lat = [latency("ring", 2000) for _ in range(repeats)]
     finally:
         reap(PREFIX)
-    cpu1, cpu4 = med(cpu1), med(cpu4)
     out = {
         "tatolab_bags_per_s": round(med(x[0] for x in batched)),
         "tatolab_sent_per_s": round(med(x[1] for x in batched)),
@@ -375,11 +462,7 @@ def write_only(repeats: int) -> None:
         "tatolab_sent_per_s_read": round(med(x[1] for x in rate["ring"])),
         "pyzmq_bags_per_s": round(med(x[0] for x in rate["pyzmq"])),
         "pyzmq_sent_per_s": round(med(x[1] for x in rate["pyzmq"])),
-        **node,
-        "writer_cost_busy_1_reader_ns": round(busy1), "writer_cost_busy_4_readers_ns": round(busy4),
-        "writer_cost_busy_ratio_4_vs_1": round(busy4 / busy1, 2),
-        "writer_cpu_busy_1_reader_ns": round(cpu1), "writer_cpu_busy_4_readers_ns": round(cpu4),
-        "writer_cpu_busy_ratio_4_vs_1": round(cpu4 / cpu1, 2),
+        **node, **busy, **fan,
         "tatolab_p50_us": round(med(x[0] for x in lat), 1), "tatolab_p99_us": round(med(x[1] for x in lat), 1),
         "load_average": round(os.getloadavg()[0], 2),
     }
@@ -387,9 +470,8 @@ def write_only(repeats: int) -> None:
           f"read_many ({out['tatolab_sent_per_s']:,}/s sent), {out['tatolab_bags_per_s_read']:,}/s with read(); "
           f"pyzmq {out['pyzmq_bags_per_s']:,}/s ({out['pyzmq_sent_per_s']:,}/s sent)")
     _print_node_write(node)
-    print(f"ring writer cost, busy link: {busy1:,.0f} ns/write with 1 reader, {busy4:,.0f} ns with 4 "
-          f"(ratio {busy4 / busy1:.2f}); the writer thread's CPU: {cpu1:,.0f} ns with 1, {cpu4:,.0f} ns with 4 "
-          f"(ratio {cpu4 / cpu1:.2f}, median of {repeats})")
+    _print_busy(busy, repeats)
+    _print_fan_out(fan, repeats)
     print(f"one-way latency at 1 kHz: p50 {out['tatolab_p50_us']} µs, p99 {out['tatolab_p99_us']} µs; "
           f"load average {out['load_average']}")
     print(json.dumps(out))
@@ -399,7 +481,7 @@ def main() -> None:
     reap_dead_runs()
     quick = "--quick" in sys.argv
     if "--write" in sys.argv:
-        return write_only(1 if quick else 3)
+        return write_only(1 if quick else 5)
     repeats = 1 if quick else 3
     samples = 500 if quick else 2000
     kinds = ["ring", "pyzmq", "mpqueue"]
@@ -415,12 +497,10 @@ def main() -> None:
         shape = {"slot_size": 8 << 20, "slot_count": 8}
         frames = [throughput("ring", 1.0, frame, mode="frames", **shape) for _ in range(repeats)]
         frames_bytes = [throughput("ring", 1.0, frame, **shape) for _ in range(repeats)]
-        cost1 = writer_cost(1, 2000)
-        cost4 = writer_cost(4, 2000)
-        busy1 = writer_cost(1, 20000, period_s=BUSY_PERIOD_S, busy=True)
-        busy4 = writer_cost(4, 20000, period_s=BUSY_PERIOD_S, busy=True)
-        cpu1 = writer_cost(1, 20000, period_s=BUSY_PERIOD_S, busy=True, cpu=True)
-        cpu4 = writer_cost(4, 20000, period_s=BUSY_PERIOD_S, busy=True, cpu=True)
+        cost1 = writer_cost(1, 2000)[0]
+        cost4 = writer_cost(4, 2000)[0]
+        busy = _busy_writer_costs(repeats)
+        fan = _fan_out_latencies(repeats)
         idle = idle_cpu(2.0)
     finally:
         reap(PREFIX)
@@ -452,11 +532,10 @@ def main() -> None:
     print(f"8 MB payloads through the ring: {frames_sent:,.0f}/s published by the writer; one ordered reader "
           f"copied out {frames_recv:,.0f}/s with read_into, {frames_recv_bytes:,.0f}/s with read() "
           f"(the rest counted as dropped)")
-    print(f"ring writer cost, readers asleep between bags (2 kHz): {cost1:,.0f} ns/write with 1 reader, "
+    print(f"ring writer cost, readers asleep between bags (2 kHz), mean: {cost1:,.0f} ns/write with 1 reader, "
           f"{cost4:,.0f} ns with 4 (ratio {cost4 / cost1:.2f})")
-    print(f"ring writer cost, busy link ({1 / BUSY_PERIOD_S / 1000:.0f} kHz, readers keeping up): "
-          f"{busy1:,.0f} ns/write with 1 reader, {busy4:,.0f} ns with 4 (ratio {busy4 / busy1:.2f}); "
-          f"the writer thread's CPU {cpu1:,.0f} ns with 1, {cpu4:,.0f} ns with 4 (ratio {cpu4 / cpu1:.2f})")
+    _print_busy(busy, repeats)
+    _print_fan_out(fan, repeats)
     print(f"idle ring reader CPU: {idle:.3f}%")
     print(json.dumps({
         "tatolab_p50_us": round(p50["ring"], 1), "tatolab_p99_us": round(p99["ring"], 1),
@@ -478,10 +557,7 @@ def main() -> None:
         "frames_8mb_received_per_s_read": round(frames_recv_bytes),
         "writer_cost_1_reader_ns": round(cost1), "writer_cost_4_readers_ns": round(cost4),
         "writer_cost_ratio_4_vs_1": round(cost4 / cost1, 2),
-        "writer_cost_busy_1_reader_ns": round(busy1), "writer_cost_busy_4_readers_ns": round(busy4),
-        "writer_cost_busy_ratio_4_vs_1": round(busy4 / busy1, 2),
-        "writer_cpu_busy_1_reader_ns": round(cpu1), "writer_cpu_busy_4_readers_ns": round(cpu4),
-        "writer_cpu_busy_ratio_4_vs_1": round(cpu4 / cpu1, 2),
+        **busy, **fan,
         "load_average": round(os.getloadavg()[0], 2),
         "idle_reader_cpu_pct": round(idle, 3),
     }))

@@ -34,15 +34,18 @@ def _files(base: str) -> list[str]:
 
 @pytest.fixture(autouse=True, params=["c", "python"] if ring._Publisher is not None else ["python"])
 def publish(request, monkeypatch):
-    """Every test runs with the C publisher (_publish.c) and with the Python one: both must
-    write the same rings (readers, and writers in child processes, are the module's own)."""
+    """Every test runs with the C publisher and watcher claim (_native.c) and with the Python
+    fallback (every reader sleeping on the writer's word): both must work on the same rings
+    (readers and writers in child processes are the module's own, so mixes are tested too)."""
     monkeypatch.setattr(ring, "COMPILED_PUBLISH", request.param == "c")
+    if request.param == "python":
+        monkeypatch.setattr(ring, "_compare_exchange", None)
     return request.param
 
 
 def test_the_c_publisher_is_built(base, publish):
     assert ring._Publisher is not None, (
-        "tatolab/_links/_publish.c was not built, so rings publish in Python (about 3x slower): "
+        "tatolab/_links/_native.c was not built, so rings publish in Python (about 3x slower): "
         "install a C compiler and Python's headers (apt install gcc python3-dev), then scripts/setup"
     )
     create_ring(base, slot_size=256, slot_count=4)
@@ -611,3 +614,81 @@ def test_a_publish_after_an_interrupt_always_changes_the_futex_word(base):
     assert len(r.read_many(100)) == 39
     r.close()
     w.close()
+
+
+def _wait_for(condition, what: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.001)
+
+
+def test_sleeping_readers_cost_the_writer_one_wake_and_all_wake(base, publish):
+    """Four readers asleep on an idle ring: one watcher on the writer's word and three
+    followers on the hand-off word (the C claim), so a bag makes the writer wake one reader,
+    and the watcher wakes the rest. Without the C claim all four sleep on the writer's word."""
+    import threading
+
+    create_ring(base, slot_size=256, slot_count=8)
+    w = RingWriter(base)
+    readers = [RingReader(base, i, "ordered", start="now") for i in range(4)]
+    woke = [None] * 4
+    threads = [threading.Thread(target=lambda i=i: woke.__setitem__(i, readers[i].wait(10.0))) for i in range(4)]
+    for t in threads:
+        t.start()
+    g = readers[0]._g
+    if ring._compare_exchange is not None:
+        _wait_for(lambda: sum(g.sleepers) == 1 and sum(g.followers) == 3, "one watcher and three followers")
+    else:
+        _wait_for(lambda: sum(g.sleepers) == 4, "four readers asleep on the writer's word")
+    w.write(_bag(1))
+    for t in threads:
+        t.join(15)
+    assert woke == [True] * 4, "a reader slept through the bag"
+    assert w.wakes == 1
+    assert [len(r.read_many()) for r in readers] == [1, 1, 1, 1]
+    assert g.watch.value == 0 and sum(g.sleepers) == 0 and sum(g.followers) == 0
+    for r in readers:
+        r.close()
+    w.close()
+
+
+def test_four_readers_that_sleep_between_bags_each_get_every_bag(base):
+    """The hand-off from watcher to followers must never lose a wake: four processes, each
+    sleeping whenever it has nothing, read every bag of a bursty writer (a missed wake shows
+    as a 10 s timeout)."""
+    n = 600
+    create_ring(base, slot_size=256, slot_count=1024)
+    pipes, procs = [], []
+    for index in range(4):
+        parent, child = SPAWN.Pipe()
+        procs.append(_run(_count_missed_wakes_at, base, index, n, child))
+        pipes.append(parent)
+    for parent in pipes:
+        assert parent.poll(30) and parent.recv() == "attached"
+    w = RingWriter(base)
+    for seq in range(1, n + 1):
+        w.write(_bag(seq))
+        if seq % 3 == 0:
+            time.sleep(0.0003)  # sometimes long enough for readers to sleep
+    for parent, proc in zip(pipes, procs):
+        assert parent.poll(60), "a reader did not finish"
+        assert parent.recv() == (0, n, 0)
+        proc.join(10)
+    w.close()
+
+
+def _count_missed_wakes_at(base: str, index: int, n: int, out) -> None:
+    r = RingReader(base, index, "ordered")
+    out.send("attached")
+    timeouts, last = 0, 0
+    while last < n:
+        got = r.read_many()
+        if not got:
+            if not r.wait(10.0):
+                timeouts += 1
+            continue
+        last = _check(got[-1][0])
+    out.send((timeouts, r.read_count, r.dropped))
+    r.close()

@@ -29,6 +29,9 @@ File layout (all integers little-endian u64 unless said):
            generation: the one the reader maps, so the writer shrinks only once no live
            reader still needs an older one: a reader follows only to the newest
            generation, and the ones between are gone)
+    4352   watch line: the watcher (u32: its reader index + 1, 0 while none), then the
+           hand-off word (u32), which followers sleep on and the watcher bumps
+    4416   followers line: byte i is 1 while reader i may be asleep on the hand-off word
     8192   slots, each `slot_stride` bytes: seq, length, publish_ns, (pad to 64), payload
 
 Sequence numbers start at 1 and continue across generations. Slot seq word is
@@ -57,7 +60,28 @@ writer then just keeps calling wake (the old cost), harming nobody. Readers on a
 link (bags less than _SPIN_GAP_NS apart) poll briefly before sleeping, so they rarely
 sleep and the writer rarely pays for a wake.
 
-Publishing: RingWriter.write is the C publisher of _publish.c where it was built (the same
+One watcher, the others hand the wake on: the writer's cost must not grow with its
+readers (a FUTEX_WAKE costs about a microsecond more for every sleeper it wakes, and four
+readers polling on two cores take the writer's CPU), so at most one reader at a time, the
+watcher, polls and sleeps on the writer's word. A reader that comes to wait claims the
+role with a compare-and-swap on the watch line (_native.compare_exchange); when someone
+else holds it, the reader is a follower: it sets its followers byte and sleeps on the
+hand-off word, without polling. The watcher, whatever wakes it, releases the role and, if
+any followers byte is set, bumps the hand-off word and wakes them all: their wake costs
+the watcher's process, not the writer. The same Dekker handshake holds between the two:
+
+    follower: followers[i] = 1; CAS-load watcher (a full barrier); check write_seq; sleep
+    watcher:  CAS release;      hand-off += 1;  load followers; wake if any is set
+
+so either the watcher sees the flag, or the follower sees the role released or the new
+bag (and does not sleep). A watcher that never hands on (killed, SIGSTOPped) is noticed
+by its followers: they sleep at most _CHECK_WATCHER_S (doubling to _CHECK_WATCHER_MAX_S
+while nothing happens), and take the role back when a bag came without a hand-off or the
+watcher's process is gone. Readers without the C module, and a node waiting on several
+rings at once (wait_any), sleep on the writer's word as before: the writer wakes whoever
+sleeps there, so every mix stays correct.
+
+Publishing: RingWriter.write is the C publisher of _native.c where it was built (the same
 stores in the same order, a real fence, the wake syscall made directly: ~60 ns against ~1 us
 in Python), and the Python write below where it was not (no compiler at install, Python
 3.10). Both write the same bytes; tests run both.
@@ -80,11 +104,13 @@ from .futex import NEEDS_FENCE, fence, futex_wait, futex_waitv, futex_wake, word
 assert not NEEDS_FENCE, "RingWriter.write needs fences on this machine"
 from .shm import RingError
 
-try:  # the publish in C (see _publish.c); without it RingWriter.write publishes in Python
-    from ._publish import LAYOUT as _PUBLISH_LAYOUT
-    from ._publish import Publisher as _Publisher
+try:  # the publish and the watcher's claim in C (see _native.c); without them RingWriter.write
+    # publishes in Python and every reader sleeps on the writer's word
+    from ._native import LAYOUT as _PUBLISH_LAYOUT
+    from ._native import Publisher as _Publisher
+    from ._native import compare_exchange as _compare_exchange
 except ImportError:
-    _Publisher = None
+    _Publisher = _compare_exchange = None
 
 __all__ = [
     "BagTooLarge",
@@ -144,12 +170,19 @@ _SPIN_NS = 50_000
 _TABLE_OFF = 256
 _RECORD_BYTES = 64
 _TABLE_BYTES = MAX_READERS * _RECORD_BYTES
+_WATCH_OFF = _TABLE_OFF + _TABLE_BYTES
+_HANDOFF_OFF = _WATCH_OFF + 4
+_FOLLOWERS_OFF = _WATCH_OFF + 64
 _SLOTS_OFF = 8192
 _SLOT_HEADER = 64
+# A follower looks at its watcher this often while no hand-off comes, doubling up to the
+# most while nothing is published: what a killed or stopped watcher can cost it.
+_CHECK_WATCHER_S = 0.005
+_CHECK_WATCHER_MAX_S = 0.5
 if _Publisher is not None and _PUBLISH_LAYOUT != {
     "write_seq_q": _WRITE_SEQ, "futex_off": _FUTEX_OFF, "sleepers_off": _SLEEPERS_OFF, "slot_header": _SLOT_HEADER,
 }:
-    raise ImportError(f"tatolab/_links/_publish was built for another ring layout ({_PUBLISH_LAYOUT}); reinstall tatolab")
+    raise ImportError(f"tatolab/_links/_native was built for another ring layout ({_PUBLISH_LAYOUT}); reinstall tatolab")
 # Whether new RingWriters publish in C (tests set it False to check the Python publish).
 COMPILED_PUBLISH = _Publisher is not None
 # reader record word offsets (u64, relative to the record)
@@ -287,6 +320,10 @@ class _Gen:
         self.word, self.addr = word_at(self.mm, _FUTEX_OFF)
         self.sleepers = self.mv[_SLEEPERS_OFF:_SLEEPERS_OFF + MAX_READERS]
         self.sleepers_q = self.sleepers.cast("Q")
+        self.watch, self.watch_addr = word_at(self.mm, _WATCH_OFF)
+        self.handoff, self.handoff_addr = word_at(self.mm, _HANDOFF_OFF)
+        self.followers = self.mv[_FOLLOWERS_OFF:_FOLLOWERS_OFF + MAX_READERS]
+        self.followers_q = self.followers.cast("Q")
 
     def record_q(self, index: int) -> int:
         return (_TABLE_OFF + index * _RECORD_BYTES) // 8
@@ -295,13 +332,22 @@ class _Gen:
         word = self.word
         word.value = ((word.value + 1) & _WORD_MASK) | (_WORD_MASK + 1)  # never a publish's value
         futex_wake(self.addr)
+        self.hand_on()
+
+    def hand_on(self) -> None:
+        """Wake the followers, if any may be asleep (after a full barrier: the caller's CAS)."""
+        if self.followers_q != _NO_SLEEPERS:
+            self.handoff.value += 1  # (wraps at 2**32: any change is all futex_wait needs)
+            futex_wake(self.handoff_addr)
 
     def close(self) -> None:
-        self.word = None
+        self.word = self.watch = self.handoff = None
         sleepers = getattr(self, "sleepers", None)  # absent when the header was refused
         if sleepers is not None:
             self.sleepers_q.release()
             sleepers.release()
+            self.followers_q.release()
+            self.followers.release()
         self.q.release()
         self.mv.release()
         self.mm.close()
@@ -437,7 +483,7 @@ class RingWriter:
 
     @property
     def compiled(self) -> bool:
-        """True when bags are published by the C publisher (_publish.c)."""
+        """True when bags are published by the C publisher (_native.c)."""
         return self._publisher is not None
 
     @property
@@ -622,8 +668,10 @@ class RingReader:
         self.bad = q[r + _R_BAD]
         self._next = q[r + _R_NEXT] or (1 if start == "beginning" else q[_WRITE_SEQ] + 1)
         self._run_start = self._next  # bags _run_start.._next-1 were all read, none skipped
-        self._last_ts = 0
-        self._gap = 1 << 62  # ns between the last two bags read: is the link busy?
+        self._last_ts = self._last_seq = 0
+        # ns between two bags the writer published, from the last two this reader read (a
+        # reader that skips bags still sees how busy the link is): poll before sleeping?
+        self._gap = 1 << 62
         self._attach(g)
 
     def _attach(self, g: _Gen) -> None:
@@ -644,6 +692,8 @@ class RingReader:
         q[r + _R_GEN] = g.gen
         q[r + _R_ACTIVE] = 1
         g.sleepers[self.index] = 0
+        g.followers[self.index] = 0
+        self._check_watcher_s = _CHECK_WATCHER_S
 
     @property
     def generation(self) -> int:
@@ -763,8 +813,8 @@ class RingReader:
                 if got > 1:
                     self._gap = (ts - out[-got][1]) // (got - 1)
                 else:
-                    self._gap = ts - self._last_ts
-                self._last_ts = ts
+                    self._gap = (ts - self._last_ts) // (s - 1 - self._last_seq)
+                self._last_ts, self._last_seq = ts, s - 1
                 r = self._r
                 q[r + _R_READ] = self.read_count
                 q[r + _R_NEXT] = s
@@ -863,8 +913,8 @@ class RingReader:
                 self._run_start = target
             self.read_count += 1
             self._next = target + 1
-            self._gap = ts - self._last_ts
-            self._last_ts = ts
+            self._gap = (ts - self._last_ts) // (target - self._last_seq)
+            self._last_ts, self._last_seq = ts, target
             r = self._r
             q[r + _R_READ] = self.read_count
             q[r + _R_NEXT] = target + 1
@@ -877,11 +927,25 @@ class RingReader:
         Returns False on timeout, True when new data may exist (also after a signal,
         so a node's stop handler gets to run)."""
         g = self._g
-        word = g.word
-        w = word.value
+        w = g.word.value
         if self.has_new():
             return True
-        if self._gap < _SPIN_GAP_NS and _spin([word], [w]):
+        claim = _compare_exchange
+        if claim is None:
+            return self._watch(g, w, timeout_s)
+        me = self.index + 1
+        watcher = g.watch.value
+        if watcher != me and not (watcher == 0 and claim(g.watch_addr, 0, me)):
+            return self._follow_watcher(g, watcher, timeout_s)
+        try:
+            return self._watch(g, w, timeout_s)
+        finally:
+            claim(g.watch_addr, me, 0)  # (also the full barrier before hand_on reads the followers line)
+            g.hand_on()
+
+    def _watch(self, g: _Gen, w: int, timeout_s: float | None) -> bool:
+        """Poll (on a busy link), then sleep on the writer's word."""
+        if self._gap < _SPIN_GAP_NS and _spin([g.word], [w]):
             return True
         sleepers, i = g.sleepers, self.index
         sleepers[i] = 1  # before futex_wait's load of the word: see the module docstring
@@ -889,6 +953,37 @@ class RingReader:
             return futex_wait(g.addr, w, timeout_s)
         finally:
             sleepers[i] = 0
+
+    def _follow_watcher(self, g: _Gen, watcher: int, timeout_s: float | None) -> bool:
+        """Sleep on the hand-off word until the watcher hands a wake on (True), the role is
+        free again (True: the caller looks and waits again), or `timeout_s` is up (False)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        followers, i, claim = g.followers, self.index, _compare_exchange
+        while True:
+            h = g.handoff.value
+            followers[i] = 1
+            try:
+                # the CAS is a fenced load of the watcher: the flag is visible before it and
+                # write_seq are read (the module docstring's handshake)
+                if not claim(g.watch_addr, watcher, watcher) or self.has_new():
+                    return True
+                nap = self._check_watcher_s
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    nap = min(nap, left)
+                if futex_wait(g.handoff_addr, h, nap):
+                    self._check_watcher_s = _CHECK_WATCHER_S
+                    return True
+            finally:
+                followers[i] = 0
+            if self.has_new() or not _alive(g.q[g.record_q(watcher - 1) + _R_PID]):
+                # a bag came and no hand-off, or the watcher is gone: it will not hand on
+                claim(g.watch_addr, watcher, 0)
+                self._check_watcher_s = _CHECK_WATCHER_S
+                return True
+            self._check_watcher_s = min(2 * self._check_watcher_s, _CHECK_WATCHER_MAX_S)
 
     def interrupt(self) -> None:
         """Wake whoever waits on this ring now (any thread): a stop request must not wait

@@ -1,4 +1,5 @@
-/* The ring writer's hot path in C: publish one bag into a mapped ring generation.
+/* The links' hot paths in C: the ring writer's publish of one bag into a mapped ring
+ * generation, and the compare-and-swap readers claim the watcher's role with.
  *
  * ring.py holds the protocol (layout, growth, moves, readers) and a pure-Python publish
  * that does exactly what `Publisher.write` does here; this module exists because the
@@ -233,6 +234,37 @@ static PyObject *Publisher_get_wakes(Publisher *self, void *closure) {
     return PyLong_FromUnsignedLongLong(self->wakes);
 }
 
+/* compare_exchange(addr, expected, new) -> bool: an atomic compare-and-swap of the u32 at
+ * `addr`, sequentially consistent, so also a full barrier (compare_exchange(a, v, v) is a
+ * fenced load). Readers claim and release the watcher's role with it (ring.py, "Waking");
+ * ring.py passes only addresses of words in mappings it holds open. */
+static PyObject *compare_exchange(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "compare_exchange(addr, expected, new) takes 3 arguments");
+        return NULL;
+    }
+    unsigned long long addr = PyLong_AsUnsignedLongLong(args[0]);
+    unsigned long expected = PyLong_AsUnsignedLong(args[1]);
+    unsigned long desired = PyLong_AsUnsignedLong(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (addr == 0 || addr % 4 || expected > UINT32_MAX || desired > UINT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "compare_exchange: a 4-byte aligned address and two u32 values");
+        return NULL;
+    }
+    uint32_t want = (uint32_t)expected;
+    int swapped = __atomic_compare_exchange_n((uint32_t *)(uintptr_t)addr, &want, (uint32_t)desired, 0,
+                                              __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return PyBool_FromLong(swapped);
+}
+
+static PyMethodDef module_methods[] = {
+    {"compare_exchange", (PyCFunction)(void (*)(void))compare_exchange, METH_FASTCALL,
+     "compare_exchange(addr, expected, new) -> bool: atomically set the u32 at addr to new if it "
+     "holds expected (a full barrier either way)."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyMethodDef Publisher_methods[] = {
     {"attach", (PyCFunction)Publisher_attach, METH_VARARGS,
      "attach(mapping, slots_offset, stride, count, slot_size, seq, fits): publish into this "
@@ -269,7 +301,7 @@ static PyType_Slot Publisher_slots[] = {
 };
 
 static PyType_Spec Publisher_spec = {
-    .name = "tatolab._links._publish.Publisher",
+    .name = "tatolab._links._native.Publisher",
     .basicsize = sizeof(Publisher),
     .itemsize = 0,
     .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
@@ -301,14 +333,15 @@ static PyModuleDef_Slot module_slots[] = {
     {0, NULL},
 };
 
-static struct PyModuleDef publish_module = {
+static struct PyModuleDef native_module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "tatolab._links._publish",
-    .m_doc = "The ring writer's publish in C (see ring.py).",
+    .m_name = "tatolab._links._native",
+    .m_doc = "The links' hot paths in C: the ring writer's publish, the readers' compare-and-swap (see ring.py).",
     .m_size = 0,
+    .m_methods = module_methods,
     .m_slots = module_slots,
 };
 
-PyMODINIT_FUNC PyInit__publish(void) {
-    return PyModuleDef_Init(&publish_module);
+PyMODINIT_FUNC PyInit__native(void) {
+    return PyModuleDef_Init(&native_module);
 }
