@@ -34,12 +34,13 @@ def _files(base: str) -> list[str]:
 
 @pytest.fixture(autouse=True, params=["c", "python"] if ring._Publisher is not None else ["python"])
 def publish(request, monkeypatch):
-    """Every test runs with the C publisher and watcher claim (_native.c) and with the Python
+    """Every test runs with the C publisher, reader run and watcher claim (_native.c) and with the Python
     fallback (every reader sleeping on the writer's word): both must work on the same rings
     (readers and writers in child processes are the module's own, so mixes are tested too)."""
     monkeypatch.setattr(ring, "COMPILED_PUBLISH", request.param == "c")
     if request.param == "python":
         monkeypatch.setattr(ring, "_compare_exchange", None)
+        monkeypatch.setattr(ring, "_read_run", None)
     return request.param
 
 
@@ -187,21 +188,23 @@ def test_lapped_ordered_reader_counts_exact_drops(base):
     w.close()
 
 
-def test_reader_racing_a_flat_out_writer_never_sees_a_torn_bag(base):
+@pytest.mark.parametrize("how", ["read", "read_many"])
+def test_reader_racing_a_flat_out_writer_never_sees_a_torn_bag(base, how):
     n = 40_000
     create_ring(base, slot_size=512, slot_count=4)
     r = RingReader(base, 0, "ordered")
     proc = _run(_write_flat_out, base, n)
     last = 0
     while last < n:
-        got = r.read()
-        if got is None:
+        got = [r.read()] if how == "read" else r.read_many()
+        if not got or got[0] is None:
             r.wait(1.0)
             continue
-        seq = _check(got[0])
-        assert seq > last
-        last = seq
-        assert r.read_count + r.dropped == seq
+        for payload, _ in got:
+            seq = _check(payload)
+            assert seq > last
+            last = seq
+        assert r.read_count + r.dropped == last
     proc.join(10)
     r.close()
 

@@ -391,6 +391,50 @@ def test_bag_accepts_subclasses_of_allowed_types():
     assert _bags.decode(_bags.encode({Name("k"): Name("v")}, node="n", port="p")) == {"k": "v"}
 
 
+def _values(depth: int):
+    import hypothesis.strategies as st
+
+    class Str(str):
+        pass
+
+    scalars = st.one_of(
+        st.text(max_size=3), st.integers(), st.floats(allow_nan=False), st.booleans(), st.none(),
+        st.binary(max_size=3), st.builds(bytearray, st.binary(max_size=3)), st.builds(memoryview, st.binary(max_size=3)),
+        st.builds(datetime.date, st.integers(1, 9999), st.just(1), st.just(1)), st.builds(Str, st.text(max_size=2)),
+        st.sets(st.integers(), max_size=2),
+    )
+    keys = st.one_of(st.text(max_size=3), st.integers(), st.builds(Str, st.text(max_size=2)))
+    return st.recursive(
+        scalars,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3), st.lists(inner, max_size=3).map(tuple),
+            st.dictionaries(keys, inner, max_size=3),
+        ),
+        max_leaves=depth,
+    )
+
+
+def test_the_compiled_bag_check_takes_exactly_the_bags_the_python_one_takes():
+    """_native.bag_fits is _bags' fast walk in C: it must say yes and no to the same bags, or a
+    bag the Python walk refuses by name would be packed (or a good one sent the slow way)."""
+    from hypothesis import given, settings
+    import hypothesis.strategies as st
+
+    from tatolab._links import _native  # built by scripts/setup (a C compiler and Python's headers)
+
+    @settings(max_examples=3000, deadline=None)
+    @given(st.one_of(st.dictionaries(st.text(max_size=3), _values(12), max_size=4), _values(6)))
+    def agree(bag):
+        assert _native.bag_fits(bag) == _bags._fits_bag(bag), bag
+
+    agree()
+    deep = leaf = {}
+    for _ in range(70):  # the depth limit is the same in both
+        leaf["k"] = {}
+        leaf = leaf["k"]
+        assert _native.bag_fits(deep) == _bags._fits_bag(deep)
+
+
 @dataclasses.dataclass
 class Reading:
     sensor: str

@@ -84,7 +84,10 @@ sleeps there, so every mix stays correct.
 Publishing: RingWriter.write is the C publisher of _native.c where it was built (the same
 stores in the same order, a real fence, the wake syscall made directly: ~60 ns against ~1 us
 in Python), and the Python write below where it was not (no compiler at install, Python
-3.10). Both write the same bytes; tests run both.
+3.10). Both write the same bytes; tests run both. Likewise an ordered reader's read_many
+copies its run of whole bags in C (_native.read_run, the same seqlock checks), and the
+watcher's claim is C's compare-and-swap; without them the Python loop reads and every
+reader sleeps on the writer's word.
 """
 
 from __future__ import annotations
@@ -109,8 +112,9 @@ try:  # the publish and the watcher's claim in C (see _native.c); without them R
     from ._native import LAYOUT as _PUBLISH_LAYOUT
     from ._native import Publisher as _Publisher
     from ._native import compare_exchange as _compare_exchange
+    from ._native import read_run as _read_run
 except ImportError:
-    _Publisher = _compare_exchange = None
+    _Publisher = _compare_exchange = _read_run = None
 
 __all__ = [
     "BagTooLarge",
@@ -785,27 +789,10 @@ class RingReader:
             room = limit - len(out)
             if last - nxt >= room:
                 last = nxt + room - 1
-            slots, count, mv, size = self._slots, self._count, self._mv, self._slot_size
-            s = nxt
-            ts = 0
-            while s <= last:
-                # Bag s is in its slot, whole, exactly when the slot's seqlock word reads 2*s
-                # before and after the copy; anything else (lapped, torn) goes the slow way.
-                h = slots[(s - 1) % count]
-                v = q[h]
-                if v != 2 * s:
-                    break
-                n = q[h + 1]
-                if n > size:
-                    break
-                ts = q[h + 2]
-                off = (h << 3) + _SLOT_HEADER
-                data = mv[off:off + n].tobytes()
-                fence()
-                if q[h] != v:
-                    break
-                out.append((data, ts))
-                s += 1
+            run = self._run(nxt, last) if nxt <= last else []
+            out += run
+            s = nxt + len(run)
+            ts = run[-1][1] if run else 0
             if s > nxt:
                 got = s - nxt
                 self.read_count += got
@@ -833,6 +820,33 @@ class RingReader:
             out.append(got)
             if len(out) >= limit:
                 return out
+
+    def _run(self, first: int, last: int) -> list[tuple[bytes, int]]:
+        """Bags first..last as (payload, publish_ns), up to the first that is not whole in its
+        slot (lapped, torn): _native.read_run where it was built, this loop where it was not."""
+        g = self._g
+        if _read_run is not None:
+            return _read_run(self._mv, g.slots_q, g.stride_q, self._count, self._slot_size, first, last)
+        q, slots, count, mv, size = self._q, self._slots, self._count, self._mv, self._slot_size
+        out = []
+        for s in range(first, last + 1):
+            # Bag s is in its slot, whole, exactly when the slot's seqlock word reads 2*s
+            # before and after the copy
+            h = slots[(s - 1) % count]
+            v = q[h]
+            if v != 2 * s:
+                break
+            n = q[h + 1]
+            if n > size:
+                break
+            ts = q[h + 2]
+            off = (h << 3) + _SLOT_HEADER
+            data = mv[off:off + n].tobytes()
+            fence()
+            if q[h] != v:
+                break
+            out.append((data, ts))
+        return out
 
     def _damaged(self, ws: int, target: int, v: int) -> RingError:
         return RingError(
