@@ -236,6 +236,7 @@ class Bench:
             "node_uss_mib_median": round(statistics.median(n["uss"] for n in nodes) / mib, 1) if nodes else None,
             "guards": len(guards),  # one per node: ends the node's process group when it dies
             "guards_pss_mib": round(sum(g["pss"] for g in guards) / mib, 1),
+            "guard_uss_mib_median": round(statistics.median(g["uss"] for g in guards) / mib, 2) if guards else None,
             "helpers": len(helpers),  # warm interpreters
             "helpers_pss_mib": round(sum(h["pss"] for h in helpers) / mib, 1),
         }

@@ -90,3 +90,31 @@ def test_a_dead_watchers_role_is_taken_back(base):
     assert len(r.read_many()) == 1
     for x in (ghost, r, w):
         x.close()
+
+
+def test_a_follower_is_woken_by_an_interrupt(base):
+    """A node's stop wakes its reader even while that reader follows another's watch."""
+    import threading
+
+    create_ring(base, slot_size=256, slot_count=8)
+    watcher = RingReader(base, 0, "ordered", start="now")
+    follower = RingReader(base, 1, "ordered", start="now")
+    results = {}
+    threads = [
+        threading.Thread(target=lambda: results.__setitem__("watcher", watcher.wait(10.0))),
+        threading.Thread(target=lambda: results.__setitem__("follower", follower.wait(10.0))),
+    ]
+    threads[0].start()
+    g = follower._g
+    _wait_for(lambda: g.watch.value == 1 and g.sleepers[0] == 1, "the watcher asleep")
+    threads[1].start()
+    _wait_for(lambda: g.followers[1] == 1, "the follower asleep")
+    follower.interrupt()
+    threads[1].join(15)
+    assert results.get("follower") is True, "the interrupt did not reach the follower"
+    assert not threads[1].is_alive()
+    watcher.interrupt()
+    threads[0].join(15)
+    assert results.get("watcher") is True
+    watcher.close()
+    follower.close()

@@ -420,7 +420,11 @@ def test_the_compiled_bag_check_takes_exactly_the_bags_the_python_one_takes():
     from hypothesis import given, settings
     import hypothesis.strategies as st
 
-    from tatolab._links import _native  # built by scripts/setup (a C compiler and Python's headers)
+    try:
+        from tatolab._links import _native
+    except ImportError:
+        pytest.fail("tatolab/_links/_native.c was not built: install a C compiler and Python's headers "
+                    "(apt install gcc python3-dev), then scripts/setup")
 
     @settings(max_examples=3000, deadline=None)
     @given(st.one_of(st.dictionaries(st.text(max_size=3), _values(12), max_size=4), _values(6)))

@@ -948,7 +948,8 @@ class RingReader:
         if claim is None:
             return self._watch(g, w, timeout_s)
         me = self.index + 1
-        watcher = g.watch.value
+        watch = g.watch  # held while waiting: no other thread can unmap the word under a compare-and-swap
+        watcher = watch.value
         if watcher != me and not (watcher == 0 and claim(g.watch_addr, 0, me)):
             return self._follow_watcher(g, watcher, timeout_s)
         try:
