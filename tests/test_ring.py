@@ -505,9 +505,9 @@ def test_writer_calls_wake_only_while_a_reader_sleeps(base, monkeypatch):
     w.close()
 
 
-def _count_missed_wakes(base: str, n: int, out) -> None:
+def _count_missed_wakes(base: str, n: int, out, index: int = 0) -> None:
     """Read n bags, sleeping whenever there is nothing; report waits that timed out."""
-    r = RingReader(base, 0, "ordered")
+    r = RingReader(base, index, "ordered")
     out.send("attached")
     timeouts, last = 0, 0
     while last < n:
@@ -666,7 +666,7 @@ def test_four_readers_that_sleep_between_bags_each_get_every_bag(base):
     pipes, procs = [], []
     for index in range(4):
         parent, child = SPAWN.Pipe()
-        procs.append(_run(_count_missed_wakes_at, base, index, n, child))
+        procs.append(_run(_count_missed_wakes, base, n, child, index))
         pipes.append(parent)
     for parent in pipes:
         assert parent.poll(30) and parent.recv() == "attached"
@@ -680,18 +680,3 @@ def test_four_readers_that_sleep_between_bags_each_get_every_bag(base):
         assert parent.recv() == (0, n, 0)
         proc.join(10)
     w.close()
-
-
-def _count_missed_wakes_at(base: str, index: int, n: int, out) -> None:
-    r = RingReader(base, index, "ordered")
-    out.send("attached")
-    timeouts, last = 0, 0
-    while last < n:
-        got = r.read_many()
-        if not got:
-            if not r.wait(10.0):
-                timeouts += 1
-            continue
-        last = _check(got[-1][0])
-    out.send((timeouts, r.read_count, r.dropped))
-    r.close()
