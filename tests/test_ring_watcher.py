@@ -118,3 +118,19 @@ def test_a_follower_is_woken_by_an_interrupt(base):
     assert results.get("watcher") is True
     watcher.close()
     follower.close()
+
+
+def test_a_follower_does_not_sleep_through_an_interrupt_made_as_it_began_to_wait(base):
+    """A stop's interrupt can come between a follower's first look and its flag (the
+    hand-on then finds no follower to wake): the changed writer's word must stop it
+    from sleeping."""
+    create_ring(base, slot_size=256, slot_count=8)
+    holder = RingReader(base, 0, "ordered", start="now")  # holds the role, and stays alive, but never waits
+    holder._g.watch.value = 1
+    follower = RingReader(base, 1, "ordered", start="now")
+    g = follower._g
+    w = g.word.value  # what wait() read first
+    follower.interrupt()
+    assert follower._follow_watcher(g, w, 1, 10.0) is True, "slept through the interrupt"
+    holder.close()
+    follower.close()

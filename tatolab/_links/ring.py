@@ -70,11 +70,14 @@ hand-off word, without polling. The watcher, whatever wakes it, releases the rol
 any followers byte is set, bumps the hand-off word and wakes them all: their wake costs
 the watcher's process, not the writer. The same Dekker handshake holds between the two:
 
-    follower: followers[i] = 1; CAS-load watcher (a full barrier); check write_seq; sleep
-    watcher:  CAS release;      hand-off += 1;  load followers; wake if any is set
+    follower: followers[i] = 1; CAS-load watcher (a full barrier); check write_seq and the
+              writer's word; sleep
+    watcher:  CAS release;      load followers; if any is set: hand-off += 1, wake them
 
 so either the watcher sees the flag, or the follower sees the role released or the new
-bag (and does not sleep). A watcher that never hands on (killed, SIGSTOPped) is noticed
+bag (and does not sleep); a follower loads the hand-off word before its flag, so a bump
+the watcher makes after seeing the flag always makes its futex_wait return. An interrupt
+(or a move) bumps the writer's word, then wakes the followers the same way. A watcher that never hands on (killed, SIGSTOPped) is noticed
 by its followers: they sleep at most _CHECK_WATCHER_S (doubling to _CHECK_WATCHER_MAX_S
 while nothing happens), and take the role back when a bag came without a hand-off or the
 watcher's process is gone. Readers without the C module, and a node waiting on several
@@ -100,7 +103,7 @@ import threading
 import time
 
 from . import shm
-from .futex import NEEDS_FENCE, fence, futex_wait, futex_waitv, futex_wake, word_at
+from .futex import NEEDS_FENCE, fence, full_fence, futex_wait, futex_waitv, futex_wake, word_at
 
 # RingWriter.write leaves out the fence() calls (no-ops on x86-64, the only machine futex.py
 # accepts): ~30 ns each on a path that costs a few hundred.
@@ -336,6 +339,7 @@ class _Gen:
         word = self.word
         word.value = ((word.value + 1) & _WORD_MASK) | (_WORD_MASK + 1)  # never a publish's value
         futex_wake(self.addr)
+        full_fence()  # the bump before the followers line is read: a follower sees one or the other
         self.hand_on()
 
     def hand_on(self) -> None:
@@ -951,7 +955,7 @@ class RingReader:
         watch = g.watch  # held while waiting: no other thread can unmap the word under a compare-and-swap
         watcher = watch.value
         if watcher != me and not (watcher == 0 and claim(g.watch_addr, 0, me)):
-            return self._follow_watcher(g, watcher, timeout_s)
+            return self._follow_watcher(g, w, watcher, timeout_s)
         try:
             return self._watch(g, w, timeout_s)
         finally:
@@ -969,7 +973,7 @@ class RingReader:
         finally:
             sleepers[i] = 0
 
-    def _follow_watcher(self, g: _Gen, watcher: int, timeout_s: float | None) -> bool:
+    def _follow_watcher(self, g: _Gen, w: int, watcher: int, timeout_s: float | None) -> bool:
         """Sleep on the hand-off word until the watcher hands a wake on (True), the role is
         free again (True: the caller looks and waits again), or `timeout_s` is up (False)."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -978,9 +982,10 @@ class RingReader:
             h = g.handoff.value
             followers[i] = 1
             try:
-                # the CAS is a fenced load of the watcher: the flag is visible before it and
-                # write_seq are read (the module docstring's handshake)
-                if not claim(g.watch_addr, watcher, watcher) or self.has_new():
+                # the CAS is a fenced load of the watcher: the flag is visible before it, write_seq
+                # and the writer's word are read (the module docstring's handshake; a word
+                # changed since the wait began is a publish, a move or an interrupt)
+                if not claim(g.watch_addr, watcher, watcher) or self.has_new() or g.word.value != w:
                     return True
                 nap = self._check_watcher_s
                 if deadline is not None:
