@@ -219,11 +219,12 @@ class Bench:
         graph = json.loads(self.tatolab("graph", "--stream", stream))
         node_pids = {node["pid"] for s in graph["streams"] for node in s["nodes"] if node.get("pid")}
         daemon = self.runtime()
-        nodes, guards, helpers = [], [], []
+        nodes, reapers, helpers = [], [], []
         for process in daemon.children(recursive=True):
             try:
                 info = process.memory_full_info()
-                kind = nodes if process.pid in node_pids else guards if process.name() == "tatolab-guard" else helpers
+                reaper = "tatolab._runtime.reaper" in " ".join(process.cmdline())
+                kind = nodes if process.pid in node_pids else reapers if reaper else helpers
             except psutil.Error:
                 continue
             kind.append({"pss": info.pss, "uss": info.uss})
@@ -234,9 +235,8 @@ class Bench:
             "nodes": len(nodes),
             "node_pss_mib_median": round(statistics.median(n["pss"] for n in nodes) / mib, 1) if nodes else None,
             "node_uss_mib_median": round(statistics.median(n["uss"] for n in nodes) / mib, 1) if nodes else None,
-            "guards": len(guards),  # one per node: ends the node's process group when it dies
-            "guards_pss_mib": round(sum(g["pss"] for g in guards) / mib, 1),
-            "guard_uss_mib_median": round(statistics.median(g["uss"] for g in guards) / mib, 2) if guards else None,
+            # one a runtime (tatolab/_runtime/reaper.py): ends the nodes' groups should the runtime be killed
+            "reaper_uss_mib": round(sum(r["uss"] for r in reapers) / mib, 2),
             "helpers": len(helpers),  # warm interpreters
             "helpers_pss_mib": round(sum(h["pss"] for h in helpers) / mib, 1),
         }

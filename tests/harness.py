@@ -48,11 +48,12 @@ def free_udp_port() -> int:
         probe.close()
 
 
-def _is_guard(process: psutil.Process) -> bool:
-    """A node's guard (tatolab/_host/orphans.py): it ends the node's group, it is no node."""
+def is_reaper(process: psutil.Process) -> bool:
+    """The runtime's reaper (tatolab/_runtime/reaper.py): it ends the nodes' groups should the
+    runtime be killed; it is no node."""
     try:
-        return process.name() == "tatolab-guard"
-    except psutil.NoSuchProcess:
+        return "tatolab._runtime.reaper" in " ".join(process.cmdline())
+    except psutil.Error:
         return False
 
 
@@ -133,12 +134,22 @@ class Runtime:
         for child in children:
             self.seen_pids.add(child.pid)
             try:
-                if _is_guard(child) or "tatolab._host.warm" in child.cmdline():
+                if is_reaper(child) or "tatolab._host.warm" in child.cmdline():
                     continue
             except psutil.Error:
                 continue
             pids.append(child.pid)
         return pids
+
+    def reaper_pid(self) -> int | None:
+        """The pid of this runtime's reaper, or None while it has none."""
+        if self.process is None or self.process.poll() is not None:
+            return None
+        for child in psutil.Process(self.process.pid).children():
+            if is_reaper(child):
+                self.seen_pids.add(child.pid)
+                return child.pid
+        return None
 
     def warm_pids(self) -> list[int]:
         """This runtime's warm interpreters."""
@@ -147,7 +158,7 @@ class Runtime:
         pids = []
         for child in psutil.Process(self.process.pid).children(recursive=True):
             try:
-                if "tatolab._host.warm" in child.cmdline() and not _is_guard(child):
+                if "tatolab._host.warm" in child.cmdline():
                     pids.append(child.pid)
             except psutil.Error:
                 pass
@@ -177,8 +188,8 @@ class Runtime:
             except psutil.NoSuchProcess:
                 return False
 
-        warm = set(self.warm_pids())  # a running runtime keeps these; once it stopped, none may be left
-        return [pid for pid in self.seen_pids if pid not in warm and alive(pid)]
+        kept = set(self.warm_pids()) | {self.reaper_pid()}  # a running runtime keeps these; once it stopped, none may be left
+        return [pid for pid in self.seen_pids if pid not in kept and alive(pid)]
 
     def cli(self, *args: str, cwd: Path | None = None, timeout: float = 60, check: bool = False,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -114,7 +114,7 @@ def test_an_edit_reaches_the_sink_a_syntax_error_keeps_the_old_version_and_ctrl_
     wait_for(lambda: runtime.stream_names() == [], what="dev's stream to unload")
     wait_for(lambda: runtime.node_pids() == [], what="node processes to end")
     assert runtime.leftover_processes() == []
-    assert runtime.shm_files() == []
+    wait_for(lambda: runtime.shm_files() == [], what="its rings to be removed (after its nodes ended)")
 
 
 @pytest.mark.slow

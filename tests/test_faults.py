@@ -81,19 +81,40 @@ def test_a_node_helper_does_not_outlive_a_killed_runtime(tmp_path, project_venv)
     assert all(not alive(h) for _, h in helpers(project))
 
 
-def test_a_node_group_whose_guard_is_gone_is_ended_by_the_next_runtime(tmp_path, project_venv):
+def test_a_killed_reaper_is_replaced_and_the_new_one_ends_a_killed_runtimes_groups(tmp_path, project_venv):
+    runtime = Runtime(tmp_path / "rt").start()
+    project = make_project(tmp_path / "helped", project_venv, one_node_files("helped", "Spawner", HELPER_NODE))
+    try:
+        runtime.cli("run", "-d", cwd=project, check=True)
+        _, helper = wait_for(lambda: helpers(project), timeout=30, what="the node to start its helper")[0]
+        first = wait_for(runtime.reaper_pid, timeout=10, what="the runtime's reaper")
+        os.kill(first, signal.SIGKILL)  # as an OOM kill might
+        second = wait_for(lambda: (pid := runtime.reaper_pid()) not in (None, first) and pid, timeout=10,
+                          what="the runtime to start another reaper")
+        log = (runtime.root / "state" / "tatolab" / "runtime.jsonl").read_text()
+        assert f"the reaper (pid {first}) ended" in log and "starting another" in log
+        runtime.stop(signal.SIGKILL)
+        wait_for(lambda: not alive(helper), timeout=10, what="the new reaper to end the helper")
+        wait_for(lambda: not alive(second), timeout=10, what="the reaper to exit once done")
+    finally:
+        runtime.start()
+        runtime.stop()
+    assert runtime.leftover_processes() == []
+
+
+def test_a_node_group_whose_reaper_is_gone_too_is_ended_by_the_next_runtime(tmp_path, project_venv):
     runtime = Runtime(tmp_path / "rt").start()
     project = make_project(tmp_path / "helped", project_venv, one_node_files("helped", "Spawner", HELPER_NODE))
     try:
         runtime.cli("run", "-d", cwd=project, check=True)
         node, helper = wait_for(lambda: helpers(project), timeout=30, what="the node to start its helper")[0]
-        guards = [p for p in psutil.Process(node).children() if p.name() == "tatolab-guard"]
-        assert len(guards) == 1, "every node has a guard"
-        guards[0].kill()  # as an OOM kill might
-        wait_for(lambda: not alive(guards[0].pid), what="the guard to die")
+        reaper = wait_for(runtime.reaper_pid, timeout=10, what="the runtime's reaper")
+        os.kill(runtime.process.pid, signal.SIGSTOP)  # so it cannot start another reaper
+        os.kill(reaper, signal.SIGKILL)
+        wait_for(lambda: not alive(reaper), what="the reaper to die")
         runtime.stop(signal.SIGKILL)
         wait_for(lambda: not alive(node), timeout=10, what="the node to die with the runtime")
-        assert alive(helper), "with its guard gone, nothing ended the group yet"
+        assert alive(helper), "with its reaper gone, nothing ended the group yet"
         runtime.start()  # it ends the groups the killed runtime's nodes left, then loads the kept stream again
         wait_for(lambda: not alive(helper), timeout=10, what="the next runtime to end the left group")
     finally:

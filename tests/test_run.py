@@ -48,7 +48,7 @@ def test_ordered_pipeline_gets_every_bag_in_order_and_ctrl_c_leaves_nothing(runt
     wait_for(lambda: runtime.stream_names() == [], what="the stream to unload")
     wait_for(lambda: runtime.node_pids() == [], what="node processes to end")
     assert runtime.leftover_processes() == []
-    assert runtime.shm_files() == []
+    wait_for(lambda: runtime.shm_files() == [], what="its rings to be removed (after its nodes ended)")
 
 
 @pytest.mark.slow
@@ -250,4 +250,4 @@ def test_ending_the_run_command_any_way_unloads_the_stream(runtime, project_venv
     run.communicate(timeout=20)
     wait_for(lambda: runtime.stream_names() == [], what="the stream to unload")
     wait_for(lambda: runtime.node_pids() == [], what="its node processes to end")
-    assert runtime.shm_files() == []
+    wait_for(lambda: runtime.shm_files() == [], what="its rings to be removed (after its nodes ended)")

@@ -26,7 +26,7 @@ from typing import Any
 from tatolab import _records
 from tatolab._classpath import load_class
 from tatolab._host.imports import ImportReporter
-from tatolab._host.orphans import die_with_parent, guard_group
+from tatolab._host.orphans import die_with_parent
 from tatolab._host.spec import read_spec
 
 EXIT_CRASHED = 1
@@ -165,7 +165,6 @@ def main() -> None:
     parent = os.environ.pop("TATOLAB_PARENT_PID", None)
     log_fd = os.environ.pop("TATOLAB_LOG_FD", None)
     die_with_parent(int(parent) if parent else None)
-    guard_group()
     first = sys.stdin.readline()
     spec = read_spec(first)
     if spec.get("op") == "stop":

@@ -17,6 +17,7 @@ from tatolab._links import ring
 from tatolab._control import paths, protocol
 from tatolab._runtime import groups, namespaces, unwritten
 from tatolab._runtime.kept import KeptStreams
+from tatolab._runtime.reaper import Reaper
 from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.relay.config import ConfigError
@@ -82,6 +83,8 @@ async def serve(lock: MachineLock) -> None:
     ended = groups.reap_remembered()
     if ended:
         say("info", f"ended {ended} process groups left by the nodes of an earlier runtime")
+    reaper = Reaper(say)
+    await reaper.start()  # before any node: should this runtime be killed, it ends their groups
 
     kept = KeptStreams(state, say)
     kept.begin()  # the two-crash rule, from the marker the previous run left
@@ -126,6 +129,7 @@ async def serve(lock: MachineLock) -> None:
         finally:  # whatever went wrong above, no file or process group outlives the runtime
             ring.reap(paths.shm_namespace())
             groups.reap_remembered()
+            await reaper.stop()
         try:
             sock_path.unlink()
         except FileNotFoundError:

@@ -1,10 +1,9 @@
 """Node process groups: each node leads a session of its own, so what it starts ends with it.
 
-The supervisor kills a node's group when the node exits, and a guard in the group kills it when
-the node dies however it dies (tatolab/_host/orphans.py). Should a guard be gone too (an OOM
-kill), the runtime still knows its nodes' groups: one small file per running group in
-``<socket folder>/nodes/`` (a private folder, on a tmpfs that a reboot empties), and it ends
-any group listed there at start and at stop.
+The supervisor kills a node's group when the node exits. For a runtime that dies without doing
+so (SIGKILL, an OOM kill), it keeps one small file per running group in ``<socket folder>/nodes/``
+(a private folder, on a tmpfs that a reboot empties): the runtime's reaper (reaper.py) ends every
+group listed there the moment the runtime is gone, and any runtime ends them at start and stop.
 """
 
 from __future__ import annotations
@@ -56,7 +55,7 @@ def remember(pid: int) -> None:
         finally:
             os.close(fd)
     except OSError as exc:
-        unwritten.failed(path, exc)  # only the backstop is lost: the node runs, its guard still ends the group
+        unwritten.failed(path, exc)  # the node runs; only a killed runtime would leave its group behind
 
 
 def forget(pid: int) -> None:
@@ -67,7 +66,7 @@ def forget(pid: int) -> None:
 
 
 def reap_remembered() -> int:
-    """End every group a node left behind (a runtime that was killed, a guard that was); returns
+    """End every group a node left behind (a runtime that was killed); returns
     how many groups still had processes. A group whose leader's pid now names another process
     (after a reboot, or reused) is only forgotten."""
     ended = 0
