@@ -8,8 +8,8 @@ in a session of its own, whose stdin is the read end of a pipe whose write end o
 holds (close-on-exec: no node inherits it). It is a shell waiting in `read`: end of file on
 that pipe is tatolabd gone, however it went, and the shell then becomes this module, which
 ends every group listed in `<socket folder>/nodes/` (groups.reap_remembered: what the next
-runtime does at its start) and exits. At a clean stop tatolabd has ended the groups itself,
-closes the pipe and waits for the reaper to exit.
+runtime does at its start) and exits. At a clean stop tatolabd has ended the groups itself
+and ends the reaper.
 
 One waiting shell a runtime (~0.2 MiB), not a guard forked per node: a forked guard kept its
 own copy of every page its node or the warm parent wrote after the fork (~2 MiB a node,
@@ -31,7 +31,6 @@ SHELL = "/bin/sh"
 # `read` returns at end of file (nothing is ever written); $0 is the runtime's Python
 WAIT_THEN_REAP = f'read _; exec "$0" -m {MODULE}'
 RESTART_DELAY_S = 1.0
-STOP_TIMEOUT_S = 5.0
 
 
 class Reaper:
@@ -82,17 +81,13 @@ class Reaper:
             self._write_fd = None
 
     async def stop(self) -> None:
-        """Close the pipe (the runtime has ended its groups already) and wait for the reaper."""
+        """End the reaper unused: at a clean stop the runtime has ended its groups itself."""
         self._stopping = True
-        self._close_pipe()
         process = self.process
-        if process is None:
-            return
-        try:
-            await asyncio.wait_for(process.wait(), STOP_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        if process is not None and process.returncode is None:
             process.kill()
             await process.wait()
+        self._close_pipe()
         if self._watching is not None:
             await asyncio.gather(self._watching, return_exceptions=True)
 
