@@ -134,3 +134,16 @@ def test_a_follower_does_not_sleep_through_an_interrupt_made_as_it_began_to_wait
     assert follower._follow_watcher(g, w, 1, 10.0) is True, "slept through the interrupt"
     holder.close()
     follower.close()
+
+
+def test_a_damaged_watch_word_is_freed_not_followed(base):
+    create_ring(base, slot_size=256, slot_count=8)
+    r = RingReader(base, 0, "ordered", start="now")
+    r._g.watch.value = 0xFFFFFFFF  # no reader's index
+    assert r.wait(10.0) is True
+    assert r._g.watch.value == 0
+    w = RingWriter(base)
+    w.write(_bag(1))
+    assert r.wait(10.0) is True and len(r.read_many()) == 1
+    r.close()
+    w.close()

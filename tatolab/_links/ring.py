@@ -954,6 +954,9 @@ class RingReader:
         me = self.index + 1
         watch = g.watch  # held while waiting: no other thread can unmap the word under a compare-and-swap
         watcher = watch.value
+        if watcher > MAX_READERS:  # no reader's: a damaged word, which would stop every wait here
+            claim(g.watch_addr, watcher, 0)
+            return True
         if watcher != me and not (watcher == 0 and claim(g.watch_addr, 0, me)):
             return self._follow_watcher(g, w, watcher, timeout_s)
         try:
