@@ -6,7 +6,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-import time
 import uuid
 
 import pytest
