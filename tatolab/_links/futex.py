@@ -54,7 +54,7 @@ def full_fence() -> None:
     load after it. TSO allows exactly that reordering (a store waits in the store buffer
     while a later load goes ahead), so Dekker-style handshakes need it even on x86-64.
 
-    Pure Python has no fence instruction (and this must work where _publish.c was not
+    Pure Python has no fence instruction (and this must work where _native.c was not
     built), so this takes and releases a private, never-contended lock. Acquiring any mutex needs an
     atomic read-modify-write (or an mfence): mutual exclusion cannot be built from plain
     loads and stores on a machine that reorders store->load (Attiya et al., "Laws of
