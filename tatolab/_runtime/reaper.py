@@ -43,10 +43,6 @@ class Reaper:
         self._watching: asyncio.Task | None = None
         self._stopping = False
 
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
-
     async def start(self) -> None:
         read_fd, write_fd = os.pipe()  # both close-on-exec: only the reaper's stdin is a copy of one
         try:
