@@ -680,3 +680,18 @@ def test_four_readers_that_sleep_between_bags_each_get_every_bag(base):
         assert parent.recv() == (0, n, 0)
         proc.join(10)
     w.close()
+
+
+def test_a_reader_reads_again_what_it_gave_back(base):
+    create_ring(base, slot_size=256, slot_count=8)
+    w = RingWriter(base)
+    r = RingReader(base, 0, "ordered")
+    for seq in (1, 2):
+        w.write(_bag(seq))
+    assert [_check(b) for b, _ in r.read_many()] == [1, 2]
+    r.unread(1)
+    got = r.read()
+    assert got is not None and _check(got[0]) == 2
+    assert (r.read_count, r.dropped) == (2, 0)
+    r.close()
+    w.close()

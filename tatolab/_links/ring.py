@@ -732,6 +732,7 @@ class RingReader:
         if n > back:
             self.discard(n - back)
         self._next -= back
+        self._last_seq = min(self._last_seq, self._next - 1)  # the busy-link gap counts from bags still read
         self.read_count -= back
         q, r = self._q, self._r
         q[r + _R_READ] = self.read_count
