@@ -385,7 +385,8 @@ def _busy_writer_costs(repeats: int) -> dict:
     """The writer's cost on a busy link with 1 and 4 readers (and 4 without the watcher),
     each a mean over 20,000 writes, the runs interleaved so all see the same load. One run's
     mean moves by 3x from run to run on a shared 2-core machine (a few wakes more or less,
-    interrupts charged to the writer), so take the median of at least 7."""
+    interrupts charged to the writer), so the median of at least 7 (1 with --quick)."""
+    repeats = 1 if repeats == 1 else max(repeats, 7)
     runs = {key: [] for key in ("wall1", "wall4", "cpu1", "cpu4", "cpu4_all_on_writer")}
     for _ in range(repeats):
         runs["wall1"].append(writer_cost(1, 20000, period_s=BUSY_PERIOD_S, busy=True))
@@ -398,7 +399,7 @@ def _busy_writer_costs(repeats: int) -> dict:
     ns = {k: med(x[0] for x in v) for k, v in runs.items()}
     wakes = {k: med(x[1] for x in v) for k, v in runs.items()}
     return {
-        "runs": repeats,
+        "writer_busy_runs": repeats,
         "writer_cost_busy_1_reader_ns": round(ns["wall1"]), "writer_cost_busy_4_readers_ns": round(ns["wall4"]),
         "writer_cost_busy_ratio_4_vs_1": round(ns["wall4"] / ns["wall1"], 2),
         "writer_cpu_busy_1_reader_ns": round(ns["cpu1"]), "writer_cpu_busy_4_readers_ns": round(ns["cpu4"]),
@@ -413,7 +414,7 @@ def _busy_writer_costs(repeats: int) -> dict:
 
 def _print_busy(b: dict) -> None:
     print(f"ring writer cost, busy link ({1 / BUSY_PERIOD_S / 1000:.0f} kHz), mean per write (wakes included), "
-          f"median of {b['runs']}: {b['writer_cost_busy_1_reader_ns']:,} ns with 1 reader, "
+          f"median of {b['writer_busy_runs']}: {b['writer_cost_busy_1_reader_ns']:,} ns with 1 reader, "
           f"{b['writer_cost_busy_4_readers_ns']:,} ns with 4 (ratio {b['writer_cost_busy_ratio_4_vs_1']:.2f}); "
           f"the writer thread's CPU {b['writer_cpu_busy_1_reader_ns']:,} ns with 1, "
           f"{b['writer_cpu_busy_4_readers_ns']:,} ns with 4 (ratio {b['writer_cpu_busy_ratio_4_vs_1']:.2f}), "
@@ -453,7 +454,7 @@ def write_only(repeats: int) -> None:
         rate = {k: [throughput(k, 1.0, small) for _ in range(repeats)] for k in ("ring", "pyzmq")}
         batched = [throughput("ring", 1.0, small, mode="batch") for _ in range(repeats)]
         node = node_write(repeats)
-        busy = _busy_writer_costs(1 if repeats == 1 else max(repeats, 7))
+        busy = _busy_writer_costs(repeats)
         fan = _fan_out_latencies(repeats)
         lat = [latency("ring", 2000) for _ in range(repeats)]
     finally:
@@ -465,7 +466,7 @@ def write_only(repeats: int) -> None:
         "tatolab_sent_per_s_read": round(med(x[1] for x in rate["ring"])),
         "pyzmq_bags_per_s": round(med(x[0] for x in rate["pyzmq"])),
         "pyzmq_sent_per_s": round(med(x[1] for x in rate["pyzmq"])),
-        **node, **{f"writer_busy_{k}" if k == "runs" else k: v for k, v in busy.items()}, **fan,
+        **node, **busy, **fan,
         "tatolab_p50_us": round(med(x[0] for x in lat), 1), "tatolab_p99_us": round(med(x[1] for x in lat), 1),
         "load_average": round(os.getloadavg()[0], 2),
     }
@@ -502,7 +503,7 @@ def main() -> None:
         frames_bytes = [throughput("ring", 1.0, frame, **shape) for _ in range(repeats)]
         cost1 = writer_cost(1, 2000)[0]
         cost4 = writer_cost(4, 2000)[0]
-        busy = _busy_writer_costs(1 if repeats == 1 else max(repeats, 7))
+        busy = _busy_writer_costs(repeats)
         fan = _fan_out_latencies(repeats)
         idle = idle_cpu(2.0)
     finally:
@@ -560,7 +561,7 @@ def main() -> None:
         "frames_8mb_received_per_s_read": round(frames_recv_bytes),
         "writer_cost_1_reader_ns": round(cost1), "writer_cost_4_readers_ns": round(cost4),
         "writer_cost_ratio_4_vs_1": round(cost4 / cost1, 2),
-        **{f"writer_busy_{k}" if k == "runs" else k: v for k, v in busy.items()}, **fan,
+        **busy, **fan,
         "load_average": round(os.getloadavg()[0], 2),
         "idle_reader_cpu_pct": round(idle, 3),
     }))
