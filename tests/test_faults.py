@@ -49,10 +49,20 @@ def helpers(project) -> list[tuple[int, int]]:
     return [tuple(map(int, line.split())) for line in path.read_text().splitlines() if line.strip()]
 
 
-def test_a_killed_node_with_a_helper_is_restarted_and_its_helper_ends(runtime, project_venv, tmp_path):
-    project = make_project(tmp_path / "helped", project_venv, one_node_files("helped", "Spawner", HELPER_NODE))
+def helped_project(tmp_path, project_venv):
+    """A project whose one node (Spawner) starts a helper process in its setup."""
+    return make_project(tmp_path / "helped", project_venv, one_node_files("helped", "Spawner", HELPER_NODE))
+
+
+def keep_and_wait_for_helper(runtime: Runtime, project) -> tuple[int, int]:
+    """`tatolab run -d` the project; (the node's pid, its helper's pid) once it started the helper."""
     runtime.cli("run", "-d", cwd=project, check=True)
-    node, helper = wait_for(lambda: helpers(project), timeout=30, what="the node to start its helper")[0]
+    return wait_for(lambda: helpers(project), timeout=30, what="the node to start its helper")[0]
+
+
+def test_a_killed_node_with_a_helper_is_restarted_and_its_helper_ends(runtime, project_venv, tmp_path):
+    project = helped_project(tmp_path, project_venv)
+    node, helper = keep_and_wait_for_helper(runtime, project)
     os.kill(node, signal.SIGKILL)
     entry = wait_for(
         lambda: (n := graph_node(runtime, "helped", "spawner")).get("restarts", 0) >= 1 and n.get("pid") not in (None, node) and n,
@@ -68,10 +78,9 @@ def test_a_killed_node_with_a_helper_is_restarted_and_its_helper_ends(runtime, p
 
 def test_a_node_helper_does_not_outlive_a_killed_runtime(tmp_path, project_venv):
     runtime = Runtime(tmp_path / "rt").start()
-    project = make_project(tmp_path / "helped", project_venv, one_node_files("helped", "Spawner", HELPER_NODE))
+    project = helped_project(tmp_path, project_venv)
     try:
-        runtime.cli("run", "-d", cwd=project, check=True)
-        _, helper = wait_for(lambda: helpers(project), timeout=30, what="the node to start its helper")[0]
+        _, helper = keep_and_wait_for_helper(runtime, project)
         runtime.stop(signal.SIGKILL)
         wait_for(lambda: not alive(helper), timeout=10, what="the helper to end with the runtime")
     finally:
@@ -83,10 +92,9 @@ def test_a_node_helper_does_not_outlive_a_killed_runtime(tmp_path, project_venv)
 
 def test_a_killed_reaper_is_replaced_and_the_new_one_ends_a_killed_runtimes_groups(tmp_path, project_venv):
     runtime = Runtime(tmp_path / "rt").start()
-    project = make_project(tmp_path / "helped", project_venv, one_node_files("helped", "Spawner", HELPER_NODE))
+    project = helped_project(tmp_path, project_venv)
     try:
-        runtime.cli("run", "-d", cwd=project, check=True)
-        _, helper = wait_for(lambda: helpers(project), timeout=30, what="the node to start its helper")[0]
+        _, helper = keep_and_wait_for_helper(runtime, project)
         first = wait_for(runtime.reaper_pid, timeout=10, what="the runtime's reaper")
         os.kill(first, signal.SIGKILL)  # as an OOM kill might
         second = wait_for(lambda: (pid := runtime.reaper_pid()) not in (None, first) and pid, timeout=10,
@@ -104,10 +112,9 @@ def test_a_killed_reaper_is_replaced_and_the_new_one_ends_a_killed_runtimes_grou
 
 def test_a_node_group_whose_reaper_is_gone_too_is_ended_by_the_next_runtime(tmp_path, project_venv):
     runtime = Runtime(tmp_path / "rt").start()
-    project = make_project(tmp_path / "helped", project_venv, one_node_files("helped", "Spawner", HELPER_NODE))
+    project = helped_project(tmp_path, project_venv)
     try:
-        runtime.cli("run", "-d", cwd=project, check=True)
-        node, helper = wait_for(lambda: helpers(project), timeout=30, what="the node to start its helper")[0]
+        node, helper = keep_and_wait_for_helper(runtime, project)
         reaper = wait_for(runtime.reaper_pid, timeout=10, what="the runtime's reaper")
         os.kill(runtime.process.pid, signal.SIGSTOP)  # so it cannot start another reaper
         os.kill(reaper, signal.SIGKILL)
@@ -127,7 +134,7 @@ def test_a_node_group_whose_reaper_is_gone_too_is_ended_by_the_next_runtime(tmp_
 
 def test_a_killed_runtimes_shared_memory_is_removed_by_any_later_runtime(tmp_path, project_venv):
     killed = Runtime(tmp_path / "killed").start()
-    project = make_project(tmp_path / "helped", project_venv, one_node_files("helped", "Spawner", HELPER_NODE))
+    project = helped_project(tmp_path, project_venv)
     try:
         killed.cli("run", "-d", cwd=project, check=True)
         wait_for(lambda: helpers(project), timeout=30, what="the node to start")
