@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Iterator
 
+from tatolab import _settings as settings
 from tatolab._control import paths, protocol
 from tatolab._control.errors import ControlError
 from tatolab._safe_fs import owner_name
@@ -60,10 +61,7 @@ class RuntimeGone(RequestFailed):
 
 
 def answer_timeout_s() -> float:
-    try:
-        return max(0.1, float(os.environ.get(TIMEOUT_ENV, ANSWER_TIMEOUT_S)))
-    except ValueError:
-        return ANSWER_TIMEOUT_S
+    return settings.value(TIMEOUT_ENV)  # checked as the command started (_settings.py)
 
 
 class NotYourRuntime(RequestFailed):

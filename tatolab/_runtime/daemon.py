@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tatolab import __version__, _records
+from tatolab import _settings as settings
 from tatolab._safe_fs import UnsafePath, private_dir
 from tatolab._links import ring
 from tatolab._control import paths, protocol
@@ -141,6 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="tatolabd", description="The Tatolab runtime: runs every stream on this machine.")
     parser.add_argument("--version", action="version", version=f"tatolabd {__version__}")
     parser.parse_args(argv)
+    settings.refuse_bad(settings.RUNTIME)  # every TATOLAB_* setting it reads, before anything starts
     lock = MachineLock(paths.machine_lock_name())
     try:
         lock.acquire()
