@@ -72,6 +72,10 @@ def absolute_paths(text: str) -> list[str]:
     return [absolute_path(part) for part in text.split(":") if part]
 
 
+def trusted(text: str) -> list[str]:
+    return [part if part == "*" else absolute_path(part) for part in text.split(":") if part]
+
+
 def addresses(text: str) -> list[str]:
     return [str(ipaddress.ip_address(part)) for part in filter(None, (p.strip() for p in text.split(",")))]
 
@@ -114,7 +118,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "2048", (RUNTIME,), "the most /dev/shm the surface pool's pixels may take"),
     Setting("TATOLAB_WARM", one_of("0", "1"), "1", "0 or 1", "1", (RUNTIME,),
             "1: nodes start from a warm interpreter; 0: every process starts cold"),
-    Setting("TATOLAB_TRUST", absolute_paths, [], "absolute paths of project folders, separated by ':'", "none",
+    Setting("TATOLAB_TRUST", trusted, [], "absolute paths of project folders, separated by ':' (*: every project)", "none",
             (RUNTIME, CLI), "projects another user owns that you trust to run as you (as `tatolab trust PATH`)"),
     Setting("XDG_RUNTIME_DIR", absolute_path, None, "an absolute path", "unset: /run/user/<uid> if it is "
             "yours with mode 0700, else /tmp/streamlib-<uid>", (RUNTIME, CLI), "where the control socket's folder `streamlib` is"),

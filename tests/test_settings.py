@@ -58,6 +58,7 @@ def test_values_in_range_are_read_and_unset_gives_the_default():
     assert settings.value("TATOLAB_MOQ_PUBLIC", {"TATOLAB_MOQ_PUBLIC": ""}) == []  # empty: none
     assert settings.value("TATOLAB_MOQ_PUBLIC", {}) is None  # unset: Tailscale's
     assert settings.value("TATOLAB_TRUST", {"TATOLAB_TRUST": "/a:/b"}) == ["/a", "/b"]
+    assert settings.value("TATOLAB_TRUST", {"TATOLAB_TRUST": "*"}) == ["*"]
     for name, text in [("TATOLAB_CLI_TIMEOUT_S", "nan"), ("TATOLAB_MOQ_PORT", "70000"), ("TATOLAB_WARM", "yes"),
                        ("TATOLAB_MACHINE_NAME", "a b"), ("TATOLAB_TRUST", "relative/path")]:
         with pytest.raises(settings.SettingError, match=f"{name}='{re.escape(text)}' is not allowed"):

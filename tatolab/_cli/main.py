@@ -33,6 +33,7 @@ COMMAND_MODULES = {
     "service": ("service",),
     "mcp": ("mcp",),
     "camera": ("enable-virtual-camera",),
+    "trust": ("trust",),
 }
 
 

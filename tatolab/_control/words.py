@@ -159,6 +159,7 @@ RENDER: dict[str, Callable[[Reason], str]] = {
     "internal": _or_command,
     "marked_failed": _command_does,
     "node_failed": _command_does,
+    "untrusted": _fixes_with(", "),
 }
 
 

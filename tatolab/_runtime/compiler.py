@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 from tatolab._control.errors import ControlError, Fix
 from tatolab._control.source import StreamSource
+from tatolab._runtime import trust
 from tatolab._runtime.environment import stream_env
 from tatolab._runtime.starter import ProcessStarter
 from tatolab._runtime.starter import shared as shared_starter
@@ -42,6 +43,7 @@ async def compile_stream(source: StreamSource, *, env: Mapping[str, str] | None 
                          starter: ProcessStarter | None = None) -> dict[str, Any]:
     """The graph the project's stream function builds, run with ``env`` (the loading command's)."""
     project = source.project
+    trust.check(project, source, env)  # before any of its code runs (trust.py)
     python = project_python(project)
     process = await (starter or shared_starter()).start(python, "tatolab._compile", source.compile_options(),
                                                         cwd=project, env=stream_env(env), stdin=False)

@@ -16,6 +16,7 @@ import os
 from typing import Any, Mapping
 
 RUNTIME_PREFIX = "TATOLAB_"
+TRUST = "TATOLAB_TRUST"
 _OTHER_PYTHON = ("PYTHONHOME", "VIRTUAL_ENV", "__PYVENV_LAUNCHER__")
 
 
@@ -31,7 +32,9 @@ def command_env(value: Any) -> dict[str, str] | None:
     for key, text in value.items():
         if not key or "=" in key or "\0" in key or "\0" in text:
             raise ValueError(f"env holds {key!r}, which cannot be an environment variable")
-    return {k: v for k, v in value.items() if not k.startswith(RUNTIME_PREFIX)}
+    # TATOLAB_TRUST stays: the runtime honours it for this load (and a kept stream's restarts,
+    # trust.py); stream_env still keeps it from every process of the stream
+    return {k: v for k, v in value.items() if not k.startswith(RUNTIME_PREFIX) or k == TRUST}
 
 
 def stream_env(command: Mapping[str, str] | None) -> dict[str, str]:

@@ -13,11 +13,11 @@ from pathlib import Path
 from dataclasses import replace
 from typing import Any, Callable
 
-from tatolab._control.errors import Fix, Reason
+from tatolab._control.errors import ControlError, Fix, Reason
 from tatolab._control.source import StreamSource
 from tatolab._control.words import render
 from tatolab._runtime.surfaces import is_builtin
-from tatolab._runtime import snapshots
+from tatolab._runtime import snapshots, trust
 from tatolab._runtime.environment import stream_env
 from tatolab._runtime import unwritten
 from tatolab._runtime.rules.crashes import Lifecycle, RunState, start_run
@@ -63,6 +63,7 @@ class KeptStreams:
     """The kept streams' records and the marker saying what the running runtime is doing."""
 
     def __init__(self, state: Path, say: Say = _quiet) -> None:
+        self.state = state
         self.store = RecordStore(state / "streams")
         self.sources = state / "sources"  # snapshots of kept projects' modules (snapshots.py)
         self.marker = state / "running.json"
@@ -231,6 +232,10 @@ async def preflight(record: KeptRecord, starter: ProcessStarter | None = None) -
     project = Path(record.project)
     if not project.is_dir():
         return Reason(f"its project folder {project} is gone")
+    try:  # it became another user's (or writable by others) since `run -d`: none of it runs
+        trust.check(project, None, record.env)
+    except ControlError as exc:
+        return exc.reason
     python = Path(record.python)
     if not python.exists():
         return Reason(f"its project's Python environment is gone: {python} does not exist", code="no_sdk",

@@ -1,0 +1,146 @@
+"""Which projects may run as you: git's answer to "dubious ownership" (its safe.directory).
+
+A stream's code runs with the rights of the user whose runtime runs it. So a project whose folder,
+stream file, modules or ``.venv`` another user owns, or every user may write to, is refused before
+any of its code runs (compiling it, starting it, a kept stream at every restart), naming the owner
+and the fix: ``chown`` it, or trust it explicitly with ``tatolab trust PATH`` (kept in the state
+folder) or ``TATOLAB_TRUST`` (the runtime's environment, or the loading command's, which a kept
+stream records). The check is the runtime's, so the CLI, MCP and kept streams all meet it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from tatolab import _settings as settings
+from tatolab._control import paths
+from tatolab._control.errors import ControlError, Fix
+from tatolab._control.source import StreamSource
+from tatolab._safe_fs import create_private_file, open_own_file, owner_name
+
+TRUSTED_FILE = "trusted"  # in the state folder: one trusted path a line
+EVERYWHERE = "*"  # trusts every project (as git's safe.directory=*)
+
+
+def trusted_paths(env: Mapping[str, str] | None = None, state: Path | None = None) -> list[str]:
+    """Every path trusted: ``tatolab trust``'s list, the runtime's TATOLAB_TRUST, and the loading command's."""
+    found = list(read_trusted(state))
+    found += settings.value("TATOLAB_TRUST")  # checked as tatolabd started
+    if env is not None:
+        try:
+            found += settings.value("TATOLAB_TRUST", env)
+        except settings.SettingError as exc:
+            raise ControlError(str(exc)) from None
+    return found
+
+
+def read_trusted(state: Path | None = None) -> list[str]:
+    path = (state or paths.state_dir()) / TRUSTED_FILE
+    try:
+        fd = open_own_file(path, os.O_RDONLY, "your list of trusted projects")
+    except FileNotFoundError:
+        return []
+    with os.fdopen(fd, encoding="utf-8") as file:
+        return [line.strip() for line in file if line.strip()]
+
+
+def write_trusted(entries: Iterable[str], state: Path | None = None) -> None:
+    """Replace the list (0600, in the user's own 0700 state folder: nobody else can swap it)."""
+    path = (state or paths.state_dir()) / TRUSTED_FILE
+    new = path.with_name(f"{TRUSTED_FILE}.{os.getpid()}")
+    fd = create_private_file(new, "your list of trusted projects", os.O_WRONLY)
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        file.write("".join(f"{entry}\n" for entry in dict.fromkeys(entries)))
+    os.replace(new, path)
+
+
+def is_trusted(project: Path, trusted: Iterable[str]) -> bool:
+    for entry in trusted:
+        if entry == EVERYWHERE:
+            return True
+        root = Path(os.path.realpath(entry))
+        if project == root or root in project.parents:
+            return True
+    return False
+
+
+def why_dubious(path: Path) -> str | None:
+    """Why code at ``path`` (followed if a link) must not run as this user, or None: it belongs to
+    another user (root is trusted, as by every user already), or other users may write to it."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    if info.st_uid not in (os.getuid(), 0):
+        return f"belongs to {owner_name(info.st_uid)}"
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o002:
+        return f"can be written by every user (mode {mode:o})"
+    if mode & 0o020 and info.st_gid not in (os.getgid(), 0):
+        return f"can be written by group {_group(info.st_gid)} (mode {mode:o})"
+    return None
+
+
+def _group(gid: int) -> str:
+    import grp
+
+    try:
+        return f"{grp.getgrgid(gid).gr_name} (gid {gid})"
+    except KeyError:
+        return f"gid {gid}"
+
+
+def _module_paths(project: Path, module: str) -> list[Path]:
+    """The folders and files in ``project`` that ``import module`` goes through (nothing when the
+    module is not in the project: then it is the .venv's, which is checked itself)."""
+    found, here = [], project
+    for part in module.split("."):
+        folder, file = here / part, here / f"{part}.py"
+        if folder.is_dir():
+            found += [folder, folder / "__init__.py"]
+            here = folder
+        elif file.exists():
+            return found + [file]
+        else:
+            return found if here != project else []
+    return found
+
+
+def checked_paths(project: Path, source: StreamSource | None) -> list[Path]:
+    """What is run of ``project``: the folder, its stream file or target module, its .venv and interpreter."""
+    found = [project]
+    target, file = (source.target, source.file) if source is not None else (None, None)
+    where = file or (target.rpartition(":")[0] or target if target else None) or "stream.py"
+    if file or where.endswith(".py") or "/" in where:
+        found.append(project / where)
+    else:
+        found += _module_paths(project, where)
+    venv = project / ".venv"
+    found += [venv, venv / "bin", venv / "bin" / "python"]
+    return found
+
+
+def check(project: Path, source: StreamSource | None = None, env: Mapping[str, str] | None = None) -> None:
+    """Refuse ``project`` (resolved) unless all of it that runs is the user's, or it is trusted.
+
+    ``env``: the loading command's environment (its TATOLAB_TRUST counts)."""
+    for path in checked_paths(project, source):
+        why = why_dubious(path)
+        if why is None:
+            continue
+        if is_trusted(project, trusted_paths(env)):
+            return
+        raise refusal(project, path, why)
+
+
+def refusal(project: Path, path: Path, why: str) -> ControlError:
+    me = owner_name(os.getuid()).split(" ")[0]
+    fix = f"`chown -R {me} {project}`" if "belongs to" in why else f"`chmod -R go-w {project}`"
+    return ControlError(
+        f"{path} {why}, so Tatolab will not run {project} as you (its code would run with your rights). "
+        f"If it is yours: {fix}. If you trust it as it is: TATOLAB_TRUST={project} in the command's environment",
+        code="untrusted", fixes=[Fix("trust", {"path": str(project)}, "or for good")],
+        details={"project": str(project), "path": str(path), "why": why})

@@ -1,0 +1,116 @@
+"""Another user's project never runs as you unless you trust it (git's "dubious ownership"): its
+folder, stream file, modules or .venv owned by another user, or writable by others, are refused
+before any of its code runs, for run, run -d, dev, MCP, a module target and a kept stream's restart."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from harness import Runtime, make_project, wait_for
+from nodes_fixture import pipeline_files
+from other_user import OtherUser
+from tatolab._control.errors import ControlError
+from tatolab._control.source import StreamSource
+from tatolab._control.words import render
+from tatolab._runtime import trust
+
+TOUCHED = "touched.txt"
+# a stream function that leaves a mark if it ever runs
+STREAM = f"""
+from pathlib import Path
+from tatolab.stream import StreamBuilder, stream
+
+Path({TOUCHED!r}).write_text("ran")
+
+
+@stream
+def theirs(stream_builder: StreamBuilder) -> None:
+    pass
+"""
+
+
+def chown_tree(path: Path, user: OtherUser) -> None:
+    for root, folders, files in os.walk(path):
+        for name in [root, *(os.path.join(root, f) for f in folders + files)]:
+            os.lchown(name, user.uid, user.gid)
+
+
+def test_a_project_of_another_user_is_refused_naming_the_owner_and_the_fixes(other_user: OtherUser, tmp_path: Path):
+    project = make_project(tmp_path / "theirs", None, {"stream.py": STREAM})
+    chown_tree(project, other_user)
+    owner = f"{other_user.name} (uid {other_user.uid})"
+    with pytest.raises(ControlError) as refused:
+        trust.check(project)
+    said = render(refused.value)
+    assert said.startswith(f"{project} belongs to {owner}, so Tatolab will not run {project} as you (its code "
+                           "would run with your rights). If it is yours: `chown -R root ")
+    assert said.endswith(f"If you trust it as it is: TATOLAB_TRUST={project} in the command's environment, or for "
+                         f"good with `tatolab trust {project}`")
+    trust.check(project, env={"TATOLAB_TRUST": str(tmp_path)})  # a folder above it, trusted: fine
+    trust.check(project, env={"TATOLAB_TRUST": "*"})
+
+
+def test_each_part_that_runs_is_checked_and_others_may_not_write_to_it(other_user: OtherUser, tmp_path: Path):
+    project = make_project(tmp_path / "mine", None, {"stream.py": STREAM, "pkg/__init__.py": "",
+                                                     "pkg/streams.py": STREAM})
+    (project / ".venv" / "bin").mkdir(parents=True)
+    trust.check(project)
+    trust.check(project, StreamSource.of(project, "pkg.streams:theirs"))
+    os.chown(project / "pkg" / "streams.py", other_user.uid, other_user.gid)
+    with pytest.raises(ControlError, match=f"{project / 'pkg' / 'streams.py'} belongs to {other_user.name}"):
+        trust.check(project, StreamSource.of(project, "pkg.streams:theirs"))  # a module target through their file
+    trust.check(project)  # stream.py itself is still the user's
+    os.chown(project / ".venv", other_user.uid, other_user.gid)
+    with pytest.raises(ControlError, match=f"{project / '.venv'} belongs to {other_user.name}"):
+        trust.check(project)
+    os.chown(project / ".venv", 0, 0)
+    project.chmod(0o777)
+    with pytest.raises(ControlError, match=rf"{project} can be written by every user \(mode 777\), so Tatolab"):
+        trust.check(project)
+    with pytest.raises(ControlError) as refused:
+        trust.check(project)
+    assert f"`chmod -R go-w {project}`" in render(refused.value)
+
+
+def test_run_d_dev_and_a_kept_restart_refuse_another_users_project(other_user: OtherUser, tmp_path: Path,
+                                                                   project_venv: Path):
+    rt = Runtime(tmp_path / "rt").start()
+    try:
+        theirs = make_project(tmp_path / "theirs", project_venv, {"stream.py": STREAM})
+        chown_tree(theirs, other_user)
+        for args in (["run", "-d"], ["run"], ["dev"]):
+            refused = rt.cli(*args, cwd=theirs)
+            assert refused.returncode == 1, refused.stderr
+            assert f"error: {theirs} belongs to {other_user.name} (uid {other_user.uid})" in refused.stderr
+            assert "Traceback" not in refused.stderr
+        assert not (theirs / TOUCHED).exists(), "the other user's stream function ran"
+        assert "theirs" not in rt.cli("streams", check=True).stdout
+
+        # trusted explicitly, it runs; taken off the list, a kept stream is refused at the next start
+        kept = make_project(tmp_path / "kept", project_venv, pipeline_files())
+        chown_tree(kept, other_user)
+        assert rt.cli("trust", str(kept), check=True).stdout.strip() == f"{kept} is trusted to run as you"
+        rt.cli("run", "-d", cwd=kept, check=True)
+        assert rt.cli("trust", check=True).stdout.strip() == str(kept)
+        rt.cli("trust", "--remove", str(kept), check=True)
+        rt.stop()
+        rt.start()
+        wait_for(lambda: _state(rt, "pipeline") == "failed", timeout=30, what="the kept stream to be refused")
+        listing = rt.cli("streams", check=True).stdout
+        assert "pipeline" in listing and "failed" in listing
+        why = rt.cli("start", "pipeline")
+        assert why.returncode == 1
+        assert f"{kept} belongs to {other_user.name}" in why.stderr, why.stderr
+        log = (tmp_path / "rt" / "state" / "tatolab" / "runtime.jsonl").read_text()
+        assert f"kept stream pipeline cannot be loaded and is marked failed: {kept} belongs to {other_user.name}" in log
+        rt.cli("rm", "pipeline", check=True)
+    finally:
+        rt.stop()
+
+
+def _state(rt: Runtime, name: str) -> str | None:
+    rows = [line.split() for line in rt.cli("streams", check=True).stdout.splitlines()]
+    return next((row[1] for row in rows if row and row[0] == name), None)
