@@ -13,6 +13,7 @@ import os
 import pwd
 import stat
 from pathlib import Path
+from typing import Sequence
 
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
@@ -102,6 +103,41 @@ def check_private_dir(path: Path | str, what: str = "this folder", fix: str = DE
         raise UnsafePath(path, f"can be written by other users (mode {mode:o})", what, fix)
 
 
+def open_folders_below(base: Path, parts: Sequence[str], what: str, fix: str = DEFAULT_FIX) -> int:
+    """A descriptor of the folder ``base/parts[0]/parts[1]/...``: each part made (mode 0700) if
+    missing and opened from its parent's descriptor without following a link (``openat``,
+    ``O_NOFOLLOW``), and refused unless it is the user's own. The last one is tightened to 0700.
+
+    ``base`` itself is opened as named (a project folder the user chose). Use the descriptor with
+    ``dir_fd=`` for every name inside, so nothing planted later on the way is ever followed."""
+    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    path = Path(base)
+    try:
+        for part in parts:
+            path = path / part
+            try:
+                os.mkdir(part, PRIVATE_DIR_MODE, dir_fd=fd)
+            except FileExistsError:
+                pass
+            try:
+                child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise _refuse(path, what, fix) from None
+                raise
+            os.close(fd)
+            fd = child
+            info = os.fstat(fd)
+            if info.st_uid != os.getuid():
+                raise UnsafePath(path, _describe(path, info), what, fix)
+        if parts and stat.S_IMODE(os.fstat(fd).st_mode) != PRIVATE_DIR_MODE:
+            os.fchmod(fd, PRIVATE_DIR_MODE)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _check_own_file(fd: int, path: Path | str, what: str) -> None:
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
@@ -130,17 +166,18 @@ def create_private_file(path: Path | str, what: str = "this file", flags: int = 
         raise _refuse(path, what) from None
 
 
-def open_own_file(path: Path | str, flags: int, what: str = "this file") -> int:
+def open_own_file(path: Path | str, flags: int, what: str = "this file", dir_fd: int | None = None) -> int:
     """Open an existing (or, with ``O_CREAT``, new: mode 0600) regular file that must be the user's own.
 
     A file of the user's own that others can read (made by an older version) is tightened to 0600.
-    ``O_TRUNC`` empties it only once it is known to be the user's.
+    ``O_TRUNC`` empties it only once it is known to be the user's. With ``dir_fd``, ``path`` is a
+    name in that folder (``open_folders_below``).
     """
     truncate = bool(flags & os.O_TRUNC)
     # O_NONBLOCK: a planted FIFO must not hang the open; it is refused below like any non-file
     opening = (flags & ~os.O_TRUNC) | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
     try:
-        fd = os.open(path, opening, PRIVATE_FILE_MODE)
+        fd = os.open(path, opening, PRIVATE_FILE_MODE, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENXIO):
             raise _refuse(path, what) from None

@@ -114,3 +114,52 @@ def test_run_d_dev_and_a_kept_restart_refuse_another_users_project(other_user: O
 def _state(rt: Runtime, name: str) -> str | None:
     rows = [line.split() for line in rt.cli("streams", check=True).stdout.splitlines()]
     return next((row[1] for row in rows if row and row[0] == name), None)
+
+
+# -- the project's .streamlib ---------------------------------------------------------------------
+
+
+def test_a_streamlib_link_planted_in_a_project_is_refused_and_its_target_untouched(other_user: OtherUser,
+                                                                                   tmp_path: Path):
+    from tatolab._runtime.logs import StreamLog
+    from tatolab._safe_fs import UnsafePath
+
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    project = make_project(tmp_path / "p", None, {"stream.py": STREAM})
+    (project / ".streamlib").symlink_to(target)
+    os.lchown(project / ".streamlib", other_user.uid, other_user.gid)
+    with pytest.raises(UnsafePath) as refused:
+        StreamLog("s", project)
+    assert str(refused.value).startswith(f"{project / '.streamlib'} is a symbolic link to {target} owned by "
+                                         f"{other_user.name}")
+    assert list(target.iterdir()) == []  # no logs folder, no file made through the link
+    (project / ".streamlib").unlink()
+    (project / ".streamlib" / "logs").mkdir(parents=True)  # a real folder now, its logs folder another user's
+    os.chown(project / ".streamlib" / "logs", other_user.uid, other_user.gid)
+    with pytest.raises(UnsafePath, match=f"logs is a folder owned by {other_user.name}"):
+        StreamLog("s", project)
+    os.chown(project / ".streamlib" / "logs", 0, 0)
+    log = StreamLog("s", project)
+    log.emit({"message": "hello"})
+    log.file.close()
+    assert "hello" in (project / ".streamlib" / "logs" / "s.jsonl").read_text()
+    assert oct((project / ".streamlib" / "logs").stat().st_mode & 0o777) == "0o700"
+
+
+def test_rotating_a_stream_log_never_follows_a_link_planted_meanwhile(other_user: OtherUser, tmp_path: Path):
+    from tatolab._runtime.logs import RotatingJsonl
+
+    project = tmp_path / "p"
+    project.mkdir()
+    log = RotatingJsonl(project / ".streamlib" / "logs" / "s.jsonl", max_bytes=4096, below=project)
+    log.write("first")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (project / ".streamlib").rename(tmp_path / "moved")  # the folder swapped for a link after it was opened
+    (project / ".streamlib").symlink_to(elsewhere)
+    for _ in range(60):
+        assert log.write("x" * 100)
+    log.close()
+    assert list(elsewhere.iterdir()) == []
+    assert (tmp_path / "moved" / "logs" / "s.jsonl.1").exists()  # rotated in the folder it opened

@@ -13,7 +13,7 @@ from tatolab import _records
 from tatolab._control import paths
 from tatolab._runtime import unwritten
 from tatolab._runtime.feed import WAITING_LIMIT, Feed
-from tatolab._safe_fs import UnsafePath, open_own_file
+from tatolab._safe_fs import UnsafePath, open_folders_below, open_own_file
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
 EARLY_RECORDS = 200  # said before an attached terminal watches; replayed to it
@@ -55,8 +55,13 @@ class RotatingJsonl:
     never raised; once writing works again, the log says how many records it lost.
     """
 
-    def __init__(self, path: Path, max_bytes: int | None = None, kept: int = paths.LOG_FILES_KEPT) -> None:
+    def __init__(self, path: Path, max_bytes: int | None = None, kept: int = paths.LOG_FILES_KEPT,
+                 below: Path | None = None) -> None:
+        """``below``: the folder (a project) under which the log's folders are made and opened
+        without following a link (``<project>/.streamlib/logs``: a planted link is refused)."""
         self.path = path
+        self.below = below
+        self._dir_fd: int | None = None
         self.max_bytes = max_bytes or max_file_bytes()
         self.kept = kept
         self._fd: int | None = None
@@ -71,10 +76,22 @@ class RotatingJsonl:
         except OSError as exc:
             self._failed(exc)
 
+    def _folder(self) -> int:
+        """The log's folder, opened once: every name in it is used through this descriptor."""
+        if self._dir_fd is None:
+            if self.below is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                self._dir_fd = open_folders_below(self.path.parent, [], "the log's folder")
+            else:
+                parts = self.path.parent.relative_to(self.below).parts
+                self._dir_fd = open_folders_below(
+                    self.below, parts, "a folder of the stream's log",
+                    "Remove it (with `rm`, which removes a link itself, not what it points to) and start the stream again.")
+        return self._dir_fd
+
     def _open(self, truncate: bool = False) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | (os.O_TRUNC if truncate else 0)
-        self._fd = open_own_file(self.path, flags, "a log file")  # user-only
+        self._fd = open_own_file(self.path.name, flags, "a log file", dir_fd=self._folder())  # user-only
         self._size = os.fstat(self._fd).st_size
 
     def write(self, line: str) -> bool:
@@ -128,26 +145,30 @@ class RotatingJsonl:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        folder = self._folder()
         for index in range(self.kept - 1, 0, -1):
-            older = paths.rotated_log(self.path, index)
-            newer = self.path if index == 1 else paths.rotated_log(self.path, index - 1)
-            if newer.exists():
-                os.replace(newer, older)
+            older = paths.rotated_log(self.path, index).name
+            newer = self.path.name if index == 1 else paths.rotated_log(self.path, index - 1).name
+            try:
+                os.replace(newer, older, src_dir_fd=folder, dst_dir_fd=folder)
+            except FileNotFoundError:
+                pass
         self._open(truncate=True)
 
     def close(self) -> None:
-        if self._fd is not None:
-            try:
-                os.close(self._fd)
-            except OSError:
-                pass
-            self._fd = None
+        for fd in (self._fd, self._dir_fd):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._fd = self._dir_fd = None
 
 
 class StreamLog:
     def __init__(self, stream: str, project: Path | None) -> None:
         self.stream = stream
-        self.file = RotatingJsonl(paths.stream_log(project, stream)) if project else None
+        self.file = RotatingJsonl(paths.stream_log(project, stream), below=Path(project)) if project else None
         self._watchers: list[Feed] = []
         # what was said before the first watcher came (load-time warnings), replayed to it
         self._early: list[dict[str, Any]] | None = []

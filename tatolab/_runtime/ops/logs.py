@@ -8,6 +8,7 @@ from typing import AsyncIterator, Literal, TypedDict
 from tatolab._control import paths
 from tatolab._control.errors import ControlError
 from tatolab._control.operations import Events
+from tatolab._safe_fs import UnsafePath, check_private_dir
 from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.logread import LogFilter, read_log
 from tatolab._runtime.ops import op
@@ -48,7 +49,15 @@ async def logs(
         raise runtime.unknown(stream)
     if not row.get("project") or row["project"] == "-":
         raise ControlError(f"stream {stream} has no project folder, so it has no log file")
-    return log_events(stream, paths.stream_log(row["project"], row["name"]), keep, tail=tail, follow=follow)
+    path = paths.stream_log(row["project"], row["name"])
+    for folder in (path.parent.parent, path.parent):  # .streamlib and its logs: never read through a link
+        try:
+            check_private_dir(folder, "a folder of the stream's log", "Remove it (`rm` removes a link itself).")
+        except FileNotFoundError:
+            break
+        except UnsafePath as exc:
+            raise ControlError(str(exc)) from None
+    return log_events(stream, path, keep, tail=tail, follow=follow)
 
 
 def log_events(stream: str, path: Path, keep: LogFilter, *, tail: int | None,
