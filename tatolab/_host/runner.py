@@ -89,7 +89,7 @@ class NodeRunner:
         self.log.error(
             f"{self._where(port, key)}: stopped reading this link: {exc}. "
             "Stop and start the stream to make its rings afresh",
-            link=key, port=port,
+            link=key, port=port, broken=True,  # the runtime shows the link as broken in graph
         )
 
     def _bad_bag(self, port: str, key: str, exc: BaseException) -> None:

@@ -139,6 +139,10 @@ def stream_entry(
             links.append(entry)
             continue
         entry["state"] = "wired"
+        reader_process = stream.nodes.get(to["node"])
+        broken = reader_process.broken_links.get(key) if reader_process is not None else None
+        if broken is not None:  # its reader stopped reading it: wired no more until the node restarts
+            entry["state"], entry["reason"] = "broken", broken
         source = link["from"]
         live = counters.get((source["node"], source["port"])) if "node" in source else _safe(read_counters, wiring.base)
         if live is not None:

@@ -68,6 +68,8 @@ class NodeProcess:
         self.watchdog_ms = health.watchdog_limit_ms(spec.get("execution", "reactive"), spec.get("watchdog_ms"))
         self.memory_limit = health.memory_limit_bytes(spec.get("memory_limit_mb"))
         self.status: NodeStatus | None = None
+        # link key -> why this node stopped reading it (a ring that made no sense), as its host said
+        self.broken_links: dict[str, str] = {}
         self.busy_since_ns = 0
         self.hangs = 0
         self.memory_restarts = 0
@@ -200,6 +202,7 @@ class NodeProcess:
             return 127
         self.imports = None
         self.metrics = {}
+        self.broken_links = {}  # a new process opens every link afresh
         env = stream_env(self.env)
         self.state = NodeState.STARTING
         # Spawning is shielded: a stop() arriving meanwhile waits for the process and ends it,
@@ -302,6 +305,9 @@ class NodeProcess:
                     continue
                 if record.get("level") in ("error", "critical"):
                     self.last_error = record.get("message")
+                fields = record.get("fields")
+                if isinstance(fields, dict) and fields.get("broken") and isinstance(fields.get("link"), str):
+                    self.broken_links[fields["link"]] = str(record.get("message", "it stopped reading it"))
                 self.log.emit(record)
         finally:
             transport.close()
