@@ -99,3 +99,14 @@ def test_a_kept_sdk_wheel_is_never_rewritten_so_uv_locks_stay_true(tmp_path: Pat
     second = keep_sdk_wheel()
     assert second != first and second.name == first.name
     assert (first.stat().st_mtime_ns, first.read_bytes()) == stamp  # the first project's wheel, untouched
+
+
+def test_a_name_that_starts_with_a_dash_needs_no_double_dash():
+    from tatolab._cli.main import build_parser
+
+    assert build_parser(["stop", "-x"]).parse_args(["stop", "-x"]).name == "-x"
+    logs = build_parser(["logs"]).parse_args(["logs", "--stream", "-x", "--node", "-n"])
+    assert (logs.stream, logs.node) == ("-x", "-n")
+    result = tatolab("stop", "-x")  # no runtime here: it got as far as asking for stream -x
+    assert "usage:" not in result.stderr and "no runtime is running" in result.stderr, result.stderr
+    assert tatolab("streams", "-z").stderr.rstrip().endswith("unrecognized arguments: -z")  # still no such option

@@ -13,7 +13,7 @@ import time
 import psutil
 import pytest
 
-from harness import Runtime, graph_node, make_project, one_node_files, read_jsonl, wait_for
+from harness import BIN, Runtime, graph_node, make_project, one_node_files, read_jsonl, wait_for
 
 HELPER_NODE = """
 import os, subprocess
@@ -234,11 +234,28 @@ def test_a_full_state_disk_neither_crashes_a_stop_nor_keeps_the_runtime_from_sta
         assert f"the runtime cannot write {state}" in listing and "No space left on device" in listing, listing
         output = runtime.stop(signal.SIGTERM)
         assert "stopped cleanly" in output and "Traceback" not in output, output
+        assert "did not stop cleanly" not in output, output  # the clean stop, although its marker was unwritable
         assert f"cannot write {state}" in output, output
         assert not runtime.socket.exists()
     finally:
         runtime.stop()
     assert runtime.leftover_processes() == [] and runtime.shm_files() == []
+
+
+def test_a_refused_start_is_not_taken_for_a_crash_by_the_next_start(tmp_path):
+    runtime = Runtime(tmp_path / "rt")
+    try:
+        runtime.start()
+        runtime.stop(signal.SIGTERM)
+        for setting in ({"TATOLAB_MOQ_PUBLIC": "tailnet"}, {"TATOLAB_MOQ_PORT": "0"}):
+            refused = subprocess.run([str(BIN / "tatolabd")], env={**runtime.env, **setting}, capture_output=True,
+                                     text=True, timeout=60)
+            assert refused.returncode == 1 and "is not allowed" in refused.stderr, refused.stderr
+        runtime.start()
+        output = runtime.stop(signal.SIGTERM)
+    finally:
+        runtime.stop()
+    assert "did not stop cleanly" not in output, output
 
 
 def test_a_node_killed_while_the_project_disk_is_full_is_restarted(runtime, project_venv, tmp_path, small_disk):

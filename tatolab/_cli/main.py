@@ -11,7 +11,7 @@ import importlib
 import os
 import re
 import sys
-from typing import Iterator, NoReturn, Sequence
+from typing import Any, Iterator, NoReturn, Sequence
 
 from tatolab import __version__
 from tatolab import _settings as settings
@@ -38,7 +38,16 @@ COMMAND_MODULES = {
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with a suggestion for a mistyped command."""
+    """argparse, with a suggestion for a mistyped command, and names that start with ``-``."""
+
+    def _parse_optional(self, arg_string: str) -> Any:
+        # A stream, node or port name may start with "-" (`tatolab stop -x`, `logs --stream -x`):
+        # a single-dash word that is no option of this command is a value, not an unknown option.
+        found = super()._parse_optional(arg_string)
+        tuples = found if isinstance(found, list) else [found] if found is not None else []
+        if tuples and all(t[0] is None for t in tuples) and not arg_string.startswith("--"):
+            return None
+        return found
 
     def error(self, message: str) -> NoReturn:
         wrong = re.search(r"invalid choice: ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", message)

@@ -105,14 +105,16 @@ async def serve(lock: MachineLock) -> None:
     await reaper.start()  # before any node: should this runtime be killed, it ends their groups
 
     kept = KeptStreams(state, say)
-    kept.begin()  # the two-crash rule, from the marker the previous run left
     runtime = Runtime(kept)
     try:
         runtime.use_relay(Relay(state, say, machine_name()))
-    except ConfigError as exc:
+    except ConfigError as exc:  # a refused start: before the marker says this run is running
         raise SystemExit(f"error: {exc}") from None
-    runtime.relay.start()  # type: ignore[union-attr]
     server = ControlServer(runtime, say)
+    # the two-crash rule, from the marker the previous run left; after every refusal above, so a
+    # start refused for a setting never leaves a marker the next start takes for a crash
+    kept.begin()
+    runtime.relay.start()  # type: ignore[union-attr]
     asyncio.get_running_loop().set_exception_handler(server.exception_handler)
     # Handlers before the socket listens: a client that sees the socket answer may stop us at
     # once (a test's start then stop), and a SIGTERM's default action would skip the cleanup below.

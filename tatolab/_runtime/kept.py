@@ -104,7 +104,13 @@ class KeptStreams:
 
     def stopped_cleanly(self) -> None:
         self.lifecycle.stopped_cleanly()
-        self._write_marker()
+        if not self._write_marker():
+            # a full disk: the marker still says "running", which the next start would take for a
+            # crash. Removing it needs no space, and no marker reads as a clean stop.
+            try:
+                self.marker.unlink()
+            except OSError:
+                pass
 
     def _read_marker(self) -> RunState | None:
         try:
@@ -117,15 +123,16 @@ class KeptStreams:
                      "treating the previous run as a crash with no stream known to be involved")
             return RunState(clean=False)
 
-    def _write_marker(self) -> None:
+    def _write_marker(self) -> bool:
         """A marker that cannot be written (a full disk) is told and counted, never raised: the
-        next write that works brings it up to date."""
+        next write that works brings it up to date. False when it could not be written."""
         try:
             write_json_atomically(self.marker, self.lifecycle.state.to_json())
         except OSError as exc:
             unwritten.failed(self.marker, exc)
-        else:
-            unwritten.worked(self.marker)
+            return False
+        unwritten.worked(self.marker)
+        return True
 
     def _save(self, record: KeptRecord) -> None:
         """Save a record, or tell and count why it could not be (a stop or start goes on)."""
