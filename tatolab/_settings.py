@@ -122,6 +122,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             (RUNTIME, CLI), "projects another user owns that you trust to run as you (as `tatolab trust PATH`)"),
     Setting("XDG_RUNTIME_DIR", absolute_path, None, "an absolute path", "unset: /run/user/<uid> if it is "
             "yours with mode 0700, else /tmp/streamlib-<uid>", (RUNTIME, CLI), "where the control socket's folder `streamlib` is"),
+    Setting("XDG_CONFIG_HOME", absolute_path, None, "an absolute path", "~/.config", (CLI,),
+            "where `tatolab service install` writes the systemd user unit (systemd/user/)"),
     Setting("XDG_STATE_HOME", absolute_path, None, "an absolute path", "~/.local/state", (RUNTIME, CLI),
             "where the runtime's state folder `tatolab` is (kept streams, its log, trusted projects)"),
 ]}

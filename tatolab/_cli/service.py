@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tatolab import _settings as settings
 from tatolab._cli.output import fail
 
 UNIT_NAME = "tatolabd.service"
@@ -28,7 +29,7 @@ _CARRIED_ENV = ("XDG_STATE_HOME", "TATOLAB_MACHINE_LOCK")
 
 
 def unit_folder() -> Path:
-    config = os.environ.get("XDG_CONFIG_HOME")
+    config = settings.value("XDG_CONFIG_HOME")  # checked as the command started (_settings.py)
     return (Path(config) if config else Path.home() / ".config") / "systemd" / "user"
 
 
