@@ -532,3 +532,21 @@ def test_each_prompts_steps_are_calls_of_tools_by_name():
     assert 'connect(stream="cam", output="<from_output>"' in wire and "tatolab://catalog" in wire
     drops = BY_NAME["find_dropped_bags"].text({"stream": "cam"})
     assert drops.count('graph(stream="cam")') == 2 and 'logs(stream="cam", node="<reader>"' in drops
+
+
+@pytest.mark.slow
+def test_run_stream_refuses_another_users_project_naming_its_owner(runtime, project_venv, tmp_path, other_user):
+    folder = project(tmp_path, project_venv)
+    for root, folders, files in os.walk(folder):  # the project, handed to the other user (the .venv link too)
+        for name in [root, *(os.path.join(root, f) for f in folders + files)]:
+            os.lchown(name, other_user.uid, other_user.gid)
+
+    async def session() -> None:
+        async with asyncio.timeout(120), mcp_session(runtime, tmp_path) as s:
+            error, text, _ = await s.call("run_stream", project=str(folder))
+            assert error
+            assert f"{folder} belongs to {other_user.name} (uid {other_user.uid}), so Tatolab will not run" in text
+            assert f"`tatolab trust {folder}`" in text
+
+    asyncio.run(session())
+    assert runtime.stream_names() == []
