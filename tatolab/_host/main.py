@@ -174,7 +174,7 @@ def main() -> None:
     if log_fd:
         sys.stdout = _LineWriter(sink, sys.stdout, "info", "stdout")
         sys.stderr = _LineWriter(sink, sys.stderr, "warning", "stderr")
-    imports = ImportReporter(sink.send)
+    imports = ImportReporter(sink.send, spec["project"])
     imports.install()
     if not spec.get("builtin"):  # a built-in runs the runtime's code: nothing of the project's shadows it
         import_from(spec["project"], spec.get("sources"))
