@@ -7,7 +7,8 @@ without its trailing ``# comment``. For each one, exactly one of:
   (a copy of the repository's tracked files, a runtime on temporary paths, PATH with this checkout's
   `tatolab` first). Add a new command to its section's list in WALK: as ``"command"`` (it must exit 0),
   or as ``Step("command", ...)`` for one that runs until stopped (``until``: what shows it works; it
-  is then stopped with Ctrl-C) or whose output README promises (``says``).
+  runs on beside the section's next commands, as in a terminal of its own, and gets Ctrl-C at the
+  section's end) or whose output README promises (``says``).
 - RUN_ELSEWHERE names the test that runs it (a form with placeholders, or one that needs a fixture).
 - NOT_RUN gives the reason no test can run it here (it needs systemd, a camera, the package index for
   minutes, or it is a benchmark of minutes).
@@ -23,7 +24,7 @@ import re
 import shutil
 import signal
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -45,8 +46,8 @@ NOT_RUN = {
     "loginctl enable-linger": "needs systemd-logind; changes the machine's login settings",
     "systemctl --user status tatolabd": "needs a systemd user manager",
     "tatolab service uninstall": "needs a systemd user manager; test_service.py runs it against a stand-in systemctl",
-    "scripts/install": "installs for this user (uv tool, systemd service); test_install.py runs it with stand-ins",
-    "scripts/uninstall": "uninstalls for this user; test_install.py runs it with stand-ins",
+    "scripts/install": "installs for this user (uv tool, systemd service); test_installer.py runs it with stand-ins",
+    "scripts/uninstall": "uninstalls for this user; test_installer.py runs it with stand-ins",
     ".venv/bin/python bench/links.py": "a benchmark of minutes, not a check",
     ".venv/bin/python bench/reliability.py": "a benchmark of about 35 minutes; test_reliability.py runs it reduced",
     ".venv/bin/python bench/reliability.py --only soak --soak-seconds 120": "a benchmark of minutes; "
@@ -67,6 +68,7 @@ class Step:
     command: str
     until: Callable[[Runtime, Path], object] | None = None  # runs until stopped: what shows it works
     says: str | None = None  # a line README promises on its stdout (a regular expression)
+    in_checkout: bool = False  # run in this checkout, not the sandbox (it sets up the checkout's own .venv)
     what: str = "it to work"
 
 
@@ -89,7 +91,7 @@ def _motion_event(_: Runtime, sandbox: Path) -> object:
 # README's sections, each a list of its commands in README's order; the sandbox starts as a copy of
 # the repository, with my-project a copy of examples/hello (README's stream is hello)
 WALK: dict[str, list[str | Step]] = {
-    "Try it": [Step("scripts/example", says=r"^\d+ rows; first and last:$")],
+    "Try it": [Step("scripts/example", says=r"^\d+ rows; first and last:$", in_checkout=True)],
     "Install": [Step("tatolab sdk my-project", says=r"my-project")],
     "Using it": [
         "cd my-project",
@@ -110,7 +112,6 @@ WALK: dict[str, list[str | Step]] = {
         Step("cd motion-watcher && tatolab dev", until=_any_stream, what="the new project's stream loaded by dev"),
     ],
     "Share between streams": [
-        "cd ..",
         "(cd examples/motion-watcher && python3 -m venv .venv && .venv/bin/pip install ../.. numpy && tatolab run -d)",
         "(cd examples/motion-log && python3 -m venv .venv && .venv/bin/pip install ../.. && tatolab run -d)",
         Step("tail -f examples/motion-log/motion-events.jsonl", until=_motion_event, what="a motion event"),
@@ -173,14 +174,29 @@ def _sandbox(root: Path) -> Path:
     return root
 
 
+# the examples' own blocks: each makes a .venv and builds tatolab's wheel into it (about a minute)
+EXAMPLES = ("Share between streams", "Video")
+
+
 @pytest.mark.slow
-def test_the_readme_walk_runs_every_command_as_written(runtime, tmp_path):
+@pytest.mark.timeout(600)
+def test_the_readme_walk_runs_its_commands_as_written(runtime, tmp_path):
+    _walk(runtime, tmp_path, [section for section in WALK if section not in EXAMPLES])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_readme_examples_run_as_written(runtime, tmp_path):
+    _walk(runtime, tmp_path, list(EXAMPLES))
+
+
+def _walk(runtime: Runtime, tmp_path: Path, sections: list[str]) -> None:
     sandbox = _sandbox(tmp_path / "tatolab")
-    # the checkout's .venv stands for the sandbox's own (scripts/setup would make it the same way)
-    (sandbox / ".venv").symlink_to(BIN.parent)
     env = {**runtime.env, "PATH": f"{BIN}{os.pathsep}{runtime.env.get('PATH', '')}", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     cwd = sandbox
-    for section, steps in WALK.items():
+    for section in sections:
+        steps = WALK[section]
+        background: list[subprocess.Popen] = []
         for step in steps:
             step = step if isinstance(step, Step) else Step(step)
             where = f"README, {section}: `{step.command}`"
@@ -191,24 +207,25 @@ def test_the_readme_walk_runs_every_command_as_written(runtime, tmp_path):
                 running = subprocess.Popen(["bash", "-c", step.command], cwd=cwd, env=env, stdout=subprocess.PIPE,
                                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
                 runtime.commands.append(running)
-                try:
-                    wait_for(lambda: running.poll() is not None or step.until(runtime, sandbox), timeout=300,
-                             what=f"{where}: {step.what}")
-                    assert running.poll() is None, f"{where} ended:\n{running.communicate()[0]}"
-                finally:
-                    os.killpg(running.pid, signal.SIGINT)  # Ctrl-C, as a user ends it
-                    try:
-                        running.wait(timeout=30)
-                    except subprocess.TimeoutExpired:
-                        os.killpg(running.pid, signal.SIGKILL)
-                        running.wait()
+                background.append(running)
+                wait_for(lambda: running.poll() is not None or step.until(runtime, sandbox), timeout=300,
+                         what=f"{where}: {step.what}")
+                assert running.poll() is None, f"{where} ended:\n{running.communicate()[0]}"
                 continue
-            done = subprocess.run(["bash", "-c", step.command], cwd=cwd, env=env, capture_output=True, text=True,
-                                  timeout=600)
+            done = subprocess.run(["bash", "-c", step.command], cwd=REPO if step.in_checkout else cwd, env=env,
+                                  capture_output=True, text=True, timeout=600)
             assert done.returncode == 0, f"{where} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
             if step.says is not None:
                 assert any(re.search(step.says, line) for line in done.stdout.splitlines()), (
                     f"{where} did not say /{step.says}/:\n{done.stdout}")
+        for running in background:  # Ctrl-C in its terminal, as a user ends it
+            if running.poll() is None:
+                os.killpg(running.pid, signal.SIGINT)
+            try:
+                running.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(running.pid, signal.SIGKILL)
+                running.wait()
     # what the walk left running (the kept example streams) ends with the runtime
     for name in _streams(runtime):
         runtime.cli("rm", name, check=True)
