@@ -39,6 +39,8 @@ def missing_module_line(exc: BaseException, project: str | os.PathLike[str],
     if top == "tatolab" or (root / f"{top}.py").exists() or (root / top).is_dir():
         return None
     venv = Path(sys.prefix)
+    if (root / ".venv").resolve() == venv.resolve():  # the project's own .venv, however this interpreter reached it
+        venv = root / ".venv"
     copy = Path(sources).resolve() if sources else root
     importer = deepest = None
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
