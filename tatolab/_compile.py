@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import tatolab
-from tatolab._sdk.builder import StreamBuilder, is_stream
 from tatolab._errors import ProjectError, TatolabError
+from tatolab._hints import missing_module_line
+from tatolab._sdk.builder import StreamBuilder, is_stream
 from tatolab._sdk.naming import url_safe
 from tatolab._sdk.nodes import is_node
 
@@ -116,7 +117,7 @@ def _load_file(project: Path, relative: str) -> tuple[types.ModuleType, str]:
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise ProjectError(f"{label} could not be loaded:\n{_format(exc)}") from None
+        raise ProjectError(f"{label} could not be loaded:\n{_format(exc)}{_hint(exc, project)}") from None
     return module, label
 
 
@@ -131,7 +132,7 @@ def _load_module(module_path: str) -> tuple[types.ModuleType, str]:
                 f"No module named {exc.name!r}. Name a stream as stream.py:<name> (a file in the project) or "
                 "package.module:<name> (a module installed in the project's .venv)."
             ) from None
-        raise ProjectError(f"{module_path} could not be loaded:\n{_format(exc)}") from None
+        raise ProjectError(f"{module_path} could not be loaded:\n{_format(exc)}{_hint(exc, Path.cwd())}") from None
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -208,6 +209,12 @@ def _format(exc: BaseException) -> str:
     te = traceback.TracebackException.from_exception(exc)
     te.stack = traceback.StackSummary.from_list([f for f in te.stack if not _is_internal(f.filename)])
     return "".join(te.format()).rstrip()
+
+
+def _hint(exc: BaseException, project: Path) -> str:
+    """A last line for a package missing from the project's .venv: which module imports it, and how to add it."""
+    line = missing_module_line(exc, project)
+    return f"\n{line}" if line else ""
 
 
 def _with_location(message: str, exc: BaseException) -> str:

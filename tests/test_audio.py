@@ -323,6 +323,22 @@ def test_a_device_is_found_by_name_and_a_missing_one_is_refused_naming_the_devic
         "Give one of them in config device=, or leave device out for the default")
 
 
+def test_with_no_device_at_all_it_says_how_to_get_one_not_to_pick_one():
+    from tatolab._builtins.devices import DeviceMissing, find_device
+
+    class Silent(FakePortAudio):
+        def query_devices(self, kind=None):
+            if kind is not None:
+                raise RuntimeError("Error querying device -1")
+            return []
+
+    with pytest.raises(DeviceMissing) as raised:
+        find_device(Silent(), None, "input", "mic")
+    assert str(raised.value).startswith("node mic: there is no input device on this machine (PortAudio lists none); "
+                                        "to get one, plug in a microphone")
+    assert "device=" not in str(raised.value)
+
+
 def test_the_speaker_queue_counts_an_underrun_and_plays_silence_instead():
     from tatolab._builtins.speaker import PlayQueue
 

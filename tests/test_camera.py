@@ -201,6 +201,7 @@ class _Ctx:
     def __init__(self) -> None:
         self.frames: list[dict] = []
         self.said: list[str] = []
+        self.reported: dict = {}
         ctx = self
 
         class Log:
@@ -215,6 +216,9 @@ class _Ctx:
                 frame.release()
 
         self.log, self.outputs = Log(), Outputs()
+
+    def report(self, **values) -> None:
+        self.reported.update(values)
 
 
 @pytest.fixture
@@ -289,6 +293,8 @@ def test_a_source_that_is_no_file_url_or_test_source_is_said_by_name_once(pool, 
     assert len(errors) == 1, ctx.said
     assert errors[0].startswith(f"error: node camera: source 'holiday.mp4' is no file in {tmp_path}, no URL and no "
                                 "FFmpeg test source")
+    assert errors[0].endswith("; waiting, checked every 0.01 s")
+    assert ctx.reported["waiting"].startswith("node camera: source 'holiday.mp4' is no file in")  # graph: waiting
     assert ctx.frames == []
 
 

@@ -26,7 +26,7 @@ def test_an_unknown_option_shows_the_usage_of_its_command():
     assert result.returncode == 2
     assert result.stderr.startswith("usage: tatolab run ")
     assert result.stderr.rstrip().endswith("tatolab run: error: unrecognized arguments: --dri")
-    nested = tatolab("service", "install", "--now")
+    nested = tatolab("service", "install", "--nwo")
     assert nested.stderr.startswith("usage: tatolab service install ")
 
 

@@ -236,3 +236,6 @@ def test_what_dev_prints_for_each_event():
         "s running attached (1 node, project /p)")
     assert describe({"event": "loaded", "name": "s", "nodes": 3, "project": "/p", "reload": True,
                      "timings_ms": {"since_change": 420}}) == "reloaded s (3 nodes) 0.42 s after the save"
+    assert describe({"event": "loaded", "name": "s", "nodes": 3, "project": "/p", "reload": True, "restarted": [],
+                     "kept": ["a", "b", "c"], "timings_ms": {"since_change": 50}}) == (
+        "reloaded s (0 of 3 nodes restarted) 0.05 s after the save")

@@ -51,9 +51,19 @@ def calls(env: dict) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def test_install_writes_a_unit_systemd_accepts_starts_it_and_uninstall_removes_it(service_env, tmp_path):
+def test_install_writes_and_enables_the_unit_and_starts_nothing_as_systemctl_enable_does(service_env, tmp_path):
     env = service_env(REACHABLE)
     installed = tatolab(env, "service", "install")
+    assert installed.returncode == 0, installed.stderr
+    unit = tmp_path / "config" / "systemd" / "user" / "tatolabd.service"
+    assert (unit.parent / "default.target.wants" / "tatolabd.service").resolve() == unit.resolve()
+    assert calls(env) == ["--user show-environment", "--user daemon-reload"]  # nothing started
+    assert "not started (`tatolab service install --now` starts it too)" in installed.stdout
+
+
+def test_install_now_writes_a_unit_systemd_accepts_starts_it_and_uninstall_removes_it(service_env, tmp_path):
+    env = service_env(REACHABLE)
+    installed = tatolab(env, "service", "install", "--now")
     assert installed.returncode == 0, installed.stderr
     unit = tmp_path / "config" / "systemd" / "user" / "tatolabd.service"
     wants = unit.parent / "default.target.wants" / "tatolabd.service"
@@ -76,12 +86,13 @@ def test_install_writes_a_unit_systemd_accepts_starts_it_and_uninstall_removes_i
     removed = tatolab(env, "service", "uninstall")
     assert removed.returncode == 0, removed.stderr
     assert not unit.exists() and not wants.is_symlink()
+    assert not wants.parent.exists() and unit.parent.is_dir()  # the empty default.target.wants/ is gone too
     assert "--user stop tatolabd.service" in calls(env)
 
 
-def test_install_without_a_user_manager_says_so_writes_nothing_and_fails(service_env, tmp_path):
+def test_install_now_without_a_user_manager_says_so_writes_nothing_and_fails(service_env, tmp_path):
     env = service_env(NO_MANAGER)
-    refused = tatolab(env, "service", "install")
+    refused = tatolab(env, "service", "install", "--now")
     assert refused.returncode == 1
     assert "no systemd user manager is running" in refused.stderr
     assert "Failed to connect to bus" in refused.stderr
@@ -91,9 +102,9 @@ def test_install_without_a_user_manager_says_so_writes_nothing_and_fails(service
     assert calls(env) == ["--user show-environment"]  # it asked, and started nothing
 
 
-def test_install_no_start_without_a_user_manager_writes_the_unit_for_the_next_login(service_env, tmp_path):
+def test_install_without_a_user_manager_writes_the_unit_for_the_next_login(service_env, tmp_path):
     env = service_env(NO_MANAGER)
-    installed = tatolab(env, "service", "install", "--no-start")
+    installed = tatolab(env, "service", "install")
     assert installed.returncode == 0, installed.stderr
     assert (tmp_path / "config" / "systemd" / "user" / "tatolabd.service").is_file()
     assert "No systemd user manager answers now" in installed.stdout

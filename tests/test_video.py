@@ -290,11 +290,15 @@ def test_exchange_saves_a_png_equal_to_the_frame_and_tap_shows_the_bag_only(runt
     assert set(bag) == {"surface_id", "width", "height", "format", "timestamp_ns"}
     assert (bag["width"], bag["height"], bag["format"]) == (80, 48, "rgba8")
 
-    out = tmp_path / "frames"
-    out.mkdir()
+    out = tmp_path / "frames" / "paint"
+    (tmp_path / "a-file").write_text("")
+    not_folder = runtime.cli("exchange", bag["surface_id"], "--out", str(tmp_path / "a-file" / "x"))
+    assert not_folder.returncode == 1 and "a-file is a file, not a folder" in not_folder.stderr
     expected = np.random.default_rng(7).integers(0, 256, size=(48, 80, 4), dtype=np.uint8)
     # one surface by its id, as a tap showed it (32 slots at 4 frames a second: it stays for seconds)
-    by_id = runtime.cli("exchange", bag["surface_id"], "--out", str(out), check=True).stdout.split()
+    made = runtime.cli("exchange", bag["surface_id"], "--out", str(out), check=True)
+    assert f"exchange: made the folder {out}" in made.stderr
+    by_id = made.stdout.split()
     assert by_id == [str(out / f"surface-{bag['surface_id'].replace('#', '-')}.png")]
 
     saved = runtime.cli("exchange", "paint/painter/video", "--out", str(out), "--count", "2", check=True)

@@ -377,10 +377,12 @@ def test_with_no_display_the_window_says_so_once_and_counts_the_frames_it_drops(
     metrics = nodes["window"]["metrics"]
     assert metrics["window"] == "no display" and metrics["reason"].startswith(reason) and metrics["shown"] == 0
     assert nodes["window"]["inputs"][0]["read"] == 0
+    # one clear state, looked at again every few seconds: no restart, no second line
     assert {name: (n["state"], n["restarts"]) for name, n in nodes.items()} == {
-        "testpatternsource": ("running", 0), "window": ("running", 0)}
+        "testpatternsource": ("running", 0), "window": ("waiting", 0)}
+    assert nodes["window"]["reason"].startswith(f"node window shows no window: {reason}")
     said = [r for r in _log(project, "headless") if r["node"] == "window" and r["level"] in ("warning", "error")]
     assert len(said) == 1, said
     assert said[0]["message"].startswith(f"node window shows no window: {reason}")
-    assert "counted as dropped" in said[0]["message"]
+    assert "counted as dropped" in said[0]["message"] and said[0]["message"].endswith("; waiting, checked every 3 s")
     _stop_clean(rt)

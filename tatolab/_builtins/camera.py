@@ -14,6 +14,7 @@ from tatolab._builtins import v4l2
 from tatolab._builtins.camera_lock import CameraLock
 from tatolab._builtins.ending import end_node
 from tatolab._builtins.test_pattern import TestPatternSource
+from tatolab._builtins.waiting import Waiting
 from tatolab._sdk import builtins as described
 from tatolab._sdk.builtins import CameraSourceConfig, TestPatternConfig
 from tatolab._sdk.nodes import node
@@ -140,6 +141,7 @@ class CameraSource:
         """Open, read to the end (a file) or for ever (a camera), again while ``loop`` or while it cannot open."""
         import av
 
+        waiting = Waiting(ctx, every_s=RETRY_S, level="error")  # `graph`: waiting, with why, until it opens
         said: str | None = None
         index = 0
         while not self.stopping.is_set():
@@ -154,12 +156,14 @@ class CameraSource:
                     raise CannotOpen(f"{what.label} has no video")
             except (CannotOpen, OSError, av.FFmpegError) as exc:
                 why = str(exc) if isinstance(exc, CannotOpen) or what is None else open_failure(what, exc)
-                if why != said:  # once per distinct reason, not every retry
-                    ctx.log.error(f"node {ctx.node}: {why}; trying again every {RETRY_S:g} s")
-                    said = why
+                waiting.on(f"node {ctx.node}: {why}")  # once per distinct reason, not every retry
+                said = why
                 self.stopping.wait(RETRY_S)
                 continue
-            if said is not None:
+            if waiting.reason is not None:
+                waiting.over(f"{what.label} opened")
+                said = None
+            elif said is not None:
                 ctx.log.info(f"{what.label} opened")
                 said = None
             else:

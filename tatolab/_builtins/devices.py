@@ -6,7 +6,20 @@ from typing import Any
 
 
 class DeviceMissing(LookupError):
-    """No device of that name: the message names it and lists the devices there are."""
+    """No device of that name (or none at all): the message names it and lists the devices there are,
+    or says how to get one."""
+
+
+class DeviceAmbiguous(LookupError):
+    """Several devices have the name given in part: the message lists them."""
+
+
+HOW_TO_GET = {
+    "input": "plug in a microphone (a USB one), or run PulseAudio with a source (`pactl load-module "
+             "module-null-source` gives a silent one; PortAudio reaches PulseAudio with libasound2-plugins)",
+    "output": "plug in speakers or headphones, or run PulseAudio with a sink (`pactl load-module "
+              "module-null-sink` gives a silent one; PortAudio reaches PulseAudio with libasound2-plugins)",
+}
 
 
 def portaudio() -> Any:
@@ -26,6 +39,9 @@ def find_device(sd: Any, name: str | None, kind: str, node: str) -> dict[str, An
     name holds it, case-insensitively), or the default one for ``name=None``."""
     channels_key = f"max_{kind}_channels"
     devices = [dict(d, index=i) for i, d in enumerate(sd.query_devices()) if d.get(channels_key, 0) > 0]
+    if not devices:
+        raise DeviceMissing(f"node {node}: there is no {kind} device on this machine (PortAudio lists none); "
+                            f"to get one, {HOW_TO_GET[kind]}")
     if name is None:
         try:
             default = sd.query_devices(kind=kind)
@@ -44,7 +60,7 @@ def find_device(sd: Any, name: str | None, kind: str, node: str) -> dict[str, An
         return partial[0]
     if len(partial) > 1:
         listed = ", ".join(repr(d["name"]) for d in partial)
-        raise DeviceMissing(f"node {node}: {len(partial)} {kind} devices have {name!r} in their names: {listed}. "
+        raise DeviceAmbiguous(f"node {node}: {len(partial)} {kind} devices have {name!r} in their names: {listed}. "
                             "Give the device's full name in config device=")
     return _raise_missing(f"there is no {kind} device named {name!r}", devices, kind, node)
 

@@ -11,14 +11,16 @@ device's time.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Any
 
 import numpy as np
 
-from tatolab._builtins.devices import find_device, portaudio
+from tatolab._builtins.devices import DeviceMissing, find_device, portaudio
 from tatolab._builtins.ending import end_node
 from tatolab._builtins.tally import Tally
+from tatolab._builtins.waiting import RECHECK_S, Waiting
 from tatolab._sdk import builtins as described
 from tatolab._sdk.audio import FORMATS, AudioBlock
 from tatolab._sdk.builtins import MicrophoneConfig
@@ -74,11 +76,43 @@ class MicrophoneSource:
         self.stream: Any = None
         self.clock: SampleClock | None = None
         self.stopping = False
+        self.stopped = threading.Event()
+        self.waiter: threading.Thread | None = None
         self.tally: Tally | None = None
 
     def setup(self, ctx: Any) -> None:
-        sd = portaudio()
-        device = find_device(sd, self.config.device, "input", ctx.node)
+        waiting = Waiting(ctx)
+        if not self._open_if_there(ctx, waiting, fresh=False):
+            # no device (or no PortAudio) yet: wait for one on a thread, the node stays up and `waiting`
+            self.waiter = threading.Thread(target=self._wait_for_device, args=(ctx, waiting), daemon=True,
+                                           name="microphone-wait")
+            self.waiter.start()
+
+    def _wait_for_device(self, ctx: Any, waiting: Waiting) -> None:
+        try:
+            while not self.stopped.wait(RECHECK_S):
+                if self._open_if_there(ctx, waiting, fresh=True):
+                    return
+        except BaseException as exc:
+            end_node(ctx, f"node {ctx.node}: opening the input device failed", exc)
+
+    def _open_if_there(self, ctx: Any, waiting: Waiting, *, fresh: bool) -> bool:
+        try:
+            sd = portaudio()
+            if fresh:  # PortAudio lists the devices it found when it started: look again
+                sd._terminate()
+                sd._initialize()
+            device = find_device(sd, self.config.device, "input", ctx.node)
+        except (ImportError, DeviceMissing) as exc:
+            waiting.on(str(exc))
+            return False
+        if self.stopped.is_set():
+            return True
+        self._open(ctx, sd, device)
+        waiting.over(f"node {ctx.node}: the input device {device['name']!r} is there now")
+        return True
+
+    def _open(self, ctx: Any, sd: Any, device: dict[str, Any]) -> None:
         rate = self.config.sample_rate or int(device["default_samplerate"])
         channels = min(self.config.channels, device["max_input_channels"])
         self.clock = SampleClock(rate)
@@ -115,6 +149,9 @@ class MicrophoneSource:
 
     def teardown(self, ctx: Any) -> None:
         self.stopping = True
+        self.stopped.set()
+        if self.waiter is not None:
+            self.waiter.join(timeout=5)
         if self.stream is not None:
             self.stream.stop()
             self.stream.close()

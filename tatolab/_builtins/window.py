@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from tatolab._builtins.screen import NoDisplay, Screen, Window
+from tatolab._builtins.waiting import RECHECK_S, Waiting
 from tatolab._sdk import builtins as described
 from tatolab._sdk.builtins import DisplayWindowConfig
 from tatolab._sdk.nodes import node
@@ -32,8 +33,14 @@ class DisplayWindow:
         self.dropped = 0  # frames taken off the input and not shown, for want of a window
         self.reported = (0, 0)
         self.report_at = 0.0
+        self.waiting: Waiting | None = None  # while there is no display: graph shows the node waiting
+        self.recheck_at = 0.0
 
     def setup(self, ctx: Any) -> None:
+        self.waiting = Waiting(ctx)
+        self._open_screen(ctx)
+
+    def _open_screen(self, ctx: Any) -> None:
         def lost() -> None:
             ctx.log.warning(f"node {ctx.node}: the connection to the display was closed (xkill, or the X server "
                             "ended); the runtime starts the node again, with a new window if there is a display")
@@ -41,10 +48,30 @@ class DisplayWindow:
         try:
             self.screen = Screen(on_lost_connection=lost)
         except NoDisplay as exc:
-            self._stop_showing(ctx, f"node {ctx.node} shows no window: {exc}. Meanwhile {DROPPED}",
-                               "no display", str(exc))
+            self._no_display(ctx, exc)
         else:
-            ctx.report(window="waiting for the first frame", display=self.screen.where)
+            assert self.waiting is not None
+            self.waiting.over(f"node {ctx.node}: the display {self.screen.where} is there now; "
+                              "the window opens with the next frame")
+            self.showing = True
+            ctx.report(window="waiting for the first frame", display=self.screen.where, reason=None)
+
+    def _no_display(self, ctx: Any, exc: NoDisplay) -> None:
+        """No display (or none that answers): frames are dropped and counted, and it is looked for again."""
+        assert self.waiting is not None
+        self.showing = False
+        self.recheck_at = time.monotonic() + RECHECK_S
+        ctx.report(window="no display", reason=str(exc))
+        self.waiting.on(f"node {ctx.node} shows no window: {exc}. Meanwhile {DROPPED}")
+        self._tally(ctx, now=True)
+
+    def _look_again(self, ctx: Any) -> None:
+        """While there is no display, try it again every RECHECK_S (a closed window stays closed)."""
+        if self.waiting is not None and self.waiting.reason is not None and time.monotonic() >= self.recheck_at:
+            if self.screen is not None:
+                self.screen.close()
+                self.screen = None
+            self._open_screen(ctx)
 
     def _stop_showing(self, ctx: Any, message: str, state: str, reason: str | None = None) -> None:
         self.showing = False
@@ -64,6 +91,7 @@ class DisplayWindow:
             while ctx.inputs.drop("video"):
                 self.dropped += 1
             self._tally(ctx)
+            self._look_again(ctx)
             return
         frame = ctx.inputs.read("video", into=VideoFrame)
         if frame is None:
@@ -74,8 +102,7 @@ class DisplayWindow:
             self.window.show(frame._memory(), frame.width, frame.height)
             self.shown += 1
         except NoDisplay as exc:
-            self._stop_showing(ctx, f"node {ctx.node} shows no window: {exc}. Meanwhile {DROPPED}",
-                               "no display", str(exc))
+            self._no_display(ctx, exc)
         finally:
             frame.release()
         if self.window is not None and self.window.answer():
@@ -88,6 +115,8 @@ class DisplayWindow:
         if self.window is not None and self.window.answer():
             self._closed(ctx)
         self._tally(ctx)
+        if not self.showing:
+            self._look_again(ctx)
 
     def _open(self, ctx: Any, frame: VideoFrame) -> Window:
         assert self.screen is not None

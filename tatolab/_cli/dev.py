@@ -36,6 +36,9 @@ def describe(event: dict[str, Any]) -> str | None:
         if event.get("reload"):
             since = event.get("timings_ms", {}).get("since_change")
             after = f" {since / 1000:.2f} s after the save" if since is not None else ""
+            restarted = event.get("restarted")
+            if restarted is not None:  # in place: the stream's log line above says which and why
+                return f"reloaded {event['name']} ({len(restarted)} of {_nodes(event['nodes'])} restarted){after}"
             return f"reloaded {event['name']} ({_nodes(event['nodes'])}){after}"
         return (f"{event['name']} running attached ({_nodes(event['nodes'])}, project {event['project']}); "
                 "it reloads on every save; Ctrl-C stops it")

@@ -20,6 +20,10 @@ from tatolab._words import counted
 
 
 def save(frame: VideoFrame, path: Path) -> None:
+    if not path.parent.is_dir():
+        # --out names a folder that is not there yet: made at the first frame, so a failed exchange leaves none
+        path.parent.mkdir(parents=True, exist_ok=True)
+        print(f"exchange: made the folder {path.parent}", file=sys.stderr, flush=True)
     data = png.encode(frame.width, frame.height, png_rows(frame, "saves"))
     partial = path.with_name(path.name + ".part")
     partial.write_bytes(data)
@@ -75,8 +79,9 @@ def _from_output(client: Client, address: str, count: int, timeout: float | None
 
 def cmd_exchange(args: argparse.Namespace) -> int:
     out = Path(args.out)
-    if not out.is_dir():
-        return fail(f"--out {out} is not a folder; make it first (mkdir -p {out})")
+    blocking = next((part for part in (out, *out.parents) if part.exists() and not part.is_dir()), None)
+    if blocking is not None:
+        return fail(f"--out {out}: {blocking} is a file, not a folder; name a folder (it is made if missing)")
     if args.count < 1:
         return fail(f"--count must be 1 or more, not {args.count}")
     client = Client()
@@ -94,7 +99,7 @@ def register(commands: Any) -> None:
     exchange = commands.add_parser(
         "exchange", help="save the frames a video output carries as PNGs, with no window needed")
     exchange.add_argument("target", help="<stream>/<node>/<port>, or a surface_id such as 3#17")
-    exchange.add_argument("--out", default=".", help="the folder to write PNGs to (default: here)")
+    exchange.add_argument("--out", default=".", help="the folder to write PNGs to, made if missing (default: here)")
     exchange.add_argument("--count", type=whole_number(1, "a whole number of frames, 1 or more"), default=1,
                           help="how many frames to save (default 1)")
     exchange.add_argument("--timeout", type=seconds("a number of seconds, 0 or more (0: never)"), default=10.0,

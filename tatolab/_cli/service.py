@@ -1,11 +1,12 @@
 """`tatolab service install|uninstall`: the runtime as a systemd user service on Linux.
 
 The unit starts ``tatolabd`` at login and restarts it when it crashes; kept streams come
-back with it. Enabling is the symlink ``systemctl --user enable`` would make. Install asks
-``systemctl --user`` first: where no user manager answers (a container, ``su`` without a
-login session, no systemd at all), a unit would never start, so it says so, writes nothing
-and exits non-zero with what to do instead; ``--no-start`` still writes and enables the unit
-for the next time a user manager starts.
+back with it. As with ``systemctl enable``, ``install`` writes and enables the unit (the
+symlink ``systemctl --user enable`` would make) and starts nothing; ``install --now`` also
+starts it. ``--now`` asks ``systemctl --user`` first: where no user manager answers (a
+container, ``su`` without a login session, no systemd at all), nothing could start it, so it
+says so, writes nothing and exits non-zero with what to do instead. ``uninstall`` stops it and
+removes the unit, the symlink and the ``default.target.wants/`` folder once it is empty.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def instead_hint(user: str) -> str:
     if Path("/run/systemd/system").is_dir():  # systemd runs the machine; this user just has no manager
         return (f"Start one with `loginctl enable-linger {user}` (it then keeps running when nobody is logged "
                 "in), or log in over ssh or at the desktop rather than with su, then run "
-                "`tatolab service install` again. Until then, run `tatolabd` in a terminal of its own.")
+                "`tatolab service install --now` again. Until then, run `tatolabd` in a terminal of its own.")
     return ("Without systemd, run `tatolabd` in a terminal of its own (under tmux or screen it outlives "
             "the terminal), or start it from whatever starts services here (a container's command, "
             "supervisord, an init script); kept streams load whenever it starts.")
@@ -118,7 +119,7 @@ def cmd_install(args: argparse.Namespace) -> int:
         return fail(f"no tatolabd beside {sys.executable} or on PATH; install the runtime from a clone of Tatolab: "
                     "`uv tool install '/path/to/tatolab[runtime]'` (README, \"Install\")")
     problem = user_manager_problem()
-    if problem is not None and not args.no_start:
+    if problem is not None and args.now:
         print(f"error: no systemd user manager is running for {getpass.getuser()}: {problem}. "
               "A unit would never start, so none was written.", file=sys.stderr)
         print(instead_hint(getpass.getuser()), file=sys.stderr)
@@ -135,23 +136,24 @@ def cmd_install(args: argparse.Namespace) -> int:
     wants.symlink_to(unit)
     print(f"wrote {unit}: it starts {tatolabd} at login and restarts it if it crashes")
     print(f"enabled it ({wants})")
-    start = "systemctl --user daemon-reload && systemctl --user restart tatolabd"
+    start = "systemctl --user start tatolabd"
     if problem is not None:
         print(f"No systemd user manager answers now ({problem}), so nothing was started: the unit "
               "starts when a user manager starts, at your next login.")
         print(instead_hint(getpass.getuser()))
         return 0
-    if args.no_start:
-        print(f"start it now with: {start}")
-        print("(stop a tatolabd running in a terminal first: one runtime runs per machine)")
-    else:
-        ok, message = _systemctl("daemon-reload")
-        if ok:
-            ok, message = _systemctl("restart", UNIT_NAME)
+    ok, message = _systemctl("daemon-reload")
+    if ok and args.now:
+        ok, message = _systemctl("restart", UNIT_NAME)
         if not ok:
             return fail(f"the unit is installed, but starting it failed: {message}. "
                         f"Stop any tatolabd running in a terminal, then: {start}")
         print("started it: `systemctl --user status tatolabd` shows it, `journalctl --user -u tatolabd` its output")
+    elif args.now:
+        return fail(f"the unit is installed, but `systemctl --user daemon-reload` failed: {message}")
+    else:
+        print(f"not started (`tatolab service install --now` starts it too); start it now with: {start}")
+        print("(stop a tatolabd running in a terminal first: one runtime runs per machine)")
     print(linger_hint())
     return 0
 
@@ -169,6 +171,10 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
     if wants.is_symlink() or wants.exists():
         wants.unlink()
     unit.unlink(missing_ok=True)
+    try:
+        wants.parent.rmdir()  # default.target.wants/, once nothing else is wanted there
+    except OSError:
+        pass
     if reachable:
         _systemctl("daemon-reload")
         print(f"stopped and removed {unit}")
@@ -181,8 +187,9 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
 def register(commands: Any) -> None:
     service = commands.add_parser("service", help="run the runtime as a systemd user service (Linux)")
     actions = service.add_subparsers(dest="action", required=True, metavar="ACTION")
-    install = actions.add_parser("install", help="write and enable a systemd user unit for tatolabd")
-    install.add_argument("--no-start", action="store_true", help="write and enable the unit, but do not start it now")
+    install = actions.add_parser("install", help="write and enable a systemd user unit for tatolabd (--now: start it too)")
+    install.add_argument("--now", action="store_true", help="also start it now, as `systemctl enable --now` does")
+    install.add_argument("--no-start", action="store_true", help=argparse.SUPPRESS)  # what install does anyway
     install.set_defaults(func=cmd_install)
     uninstall = actions.add_parser("uninstall", help="stop the service and remove its unit")
     uninstall.set_defaults(func=cmd_uninstall)

@@ -25,6 +25,7 @@ from typing import Any
 
 from tatolab import _records
 from tatolab._classpath import load_class
+from tatolab._hints import missing_module_line
 from tatolab._host.imports import ImportReporter
 from tatolab._host.orphans import die_with_parent
 from tatolab._host.spec import read_spec
@@ -174,7 +175,7 @@ def main() -> None:
     if log_fd:
         sys.stdout = _LineWriter(sink, sys.stdout, "info", "stdout")
         sys.stderr = _LineWriter(sink, sys.stderr, "warning", "stderr")
-    imports = ImportReporter(sink.send)
+    imports = ImportReporter(sink.send, spec["project"])
     imports.install()
     if not spec.get("builtin"):  # a built-in runs the runtime's code: nothing of the project's shadows it
         import_from(spec["project"], spec.get("sources"))
@@ -190,7 +191,7 @@ def main() -> None:
         _drain_output()
         sink.emit(
             "error",
-            f"node {spec['node']} could not start: {exc}",
+            f"node {spec['node']} could not start: {missing_module_line(exc, spec['project'], spec.get('sources')) or exc}",
             {"traceback": traceback.format_exc()},
         )
         sys.exit(EXIT_BAD_NODE)
@@ -207,7 +208,8 @@ def main() -> None:
         _drain_output()
         sink.emit(
             "error",
-            f"node {spec['node']} raised {type(exc).__name__}: {exc}",
+            f"node {spec['node']} raised {type(exc).__name__}: {exc}"
+            + (f"; {hint}" if (hint := missing_module_line(exc, spec["project"], spec.get("sources"))) else ""),
             {"traceback": traceback.format_exc()},
         )
         sys.exit(EXIT_CRASHED)

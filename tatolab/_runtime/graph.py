@@ -14,7 +14,7 @@ from tatolab import __version__
 from tatolab._control.errors import Reason
 from tatolab._links import ring
 from tatolab._runtime.rules.exposure import exposure_levels
-from tatolab._runtime.rules.health import NodeState
+from tatolab._runtime.rules.health import NodeState, shown_state
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.streams import LoadedStream, link_key
 from tatolab._runtime.surfaces import is_builtin, pool_stats
@@ -42,6 +42,7 @@ def node_entry(node: dict[str, Any], process: NodeProcess | None) -> dict[str, A
         "execution": node.get("execution", "reactive"),
         "pid": None,
         "state": NodeState.STOPPED,
+        "reason": None,
         "restarts": 0,
         "last_error": None,
         "hung": False,
@@ -70,6 +71,10 @@ def node_entry(node: dict[str, Any], process: NodeProcess | None) -> dict[str, A
         metrics=dict(process.metrics),
         **process.usage(),
     )
+    waiting = process.metrics.get("waiting")
+    entry["state"] = shown_state(process.state, waiting)
+    if entry["state"] is NodeState.WAITING:
+        entry["reason"] = waiting
     return entry
 
 

@@ -76,6 +76,7 @@ class NodeProcess:
         self.crash_streak = 0
         self._kill_reason: str | None = None
         self.imports: set[str] | None = None  # what the running process imported (None: not told yet)
+        self.imported_files: set[str] = set()  # the real paths of the project's files among them
         self.metrics: dict[str, Any] = {}  # what the node says about itself (ctx.report), shown in graph
         self._ps: psutil.Process | None = None  # kept between calls so cpu_percent measures an interval
 
@@ -201,6 +202,7 @@ class NodeProcess:
             self.last_error = f"could not start node {self.name}: {exc.strerror or exc}"
             return 127
         self.imports = None
+        self.imported_files = set()
         self.metrics = {}
         self.broken_links = {}  # a new process opens every link afresh
         env = stream_env(self.env)
@@ -314,12 +316,16 @@ class NodeProcess:
 
     def _imported(self, message: dict[str, Any]) -> None:
         names = message.get("imports")
+        files = message.get("files")
         if not isinstance(names, list):
             return
+        files = [f for f in files if isinstance(f, str)] if isinstance(files, list) else []
         if message.get("all"):
             self.imports = set(names)
+            self.imported_files = set(files)
         elif self.imports is not None:
             self.imports.update(names)
+            self.imported_files.update(files)
 
     async def _pump_lines(self, stream: asyncio.StreamReader | None, level: str, source: str) -> None:
         if stream is None:

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tatolab._hints import install_hint
+
 FORMATS = {"s16": "int16", "f32": "float32"}  # format -> numpy dtype name
 SAMPLE_BYTES = {"s16": 2, "f32": 4}
 BAG_KEYS = ("samples", "sample_rate", "channels", "format", "frames", "first_sample_timestamp_ns")
@@ -30,7 +32,7 @@ def _numpy() -> Any:
     except ImportError:  # the SDK itself needs only msgspec; audio as arrays needs numpy
         raise ImportError(
             "AudioBlock gives samples as a numpy array, and numpy is not installed in this environment. "
-            "Add it to the project: uv add numpy"
+            f"Add it to the project: {install_hint('numpy')}"
         ) from None
     return numpy
 

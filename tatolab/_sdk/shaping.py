@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from tatolab._hints import install_hint
 from tatolab._sdk.audio import AudioBlock, AudioShape
 
 GAP_TOLERANCE_NS = 50_000_000  # timestamps going back this far are taken as jitter
@@ -34,7 +35,7 @@ def _libraries() -> tuple[Any, Any]:
     except ImportError as exc:
         raise ImportError(
             f"an input declared with audio={{...}} is shaped with numpy and soxr, and {exc.name} is not installed "
-            "in this environment. Add them to the project: uv add numpy soxr"
+            f"in this environment. Add them to the project: {install_hint('numpy', 'soxr')}"
         ) from None
     return numpy, soxr
 

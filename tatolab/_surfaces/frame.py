@@ -11,6 +11,7 @@ import time
 import weakref
 from typing import Any
 
+from tatolab._hints import install_hint
 from tatolab._surfaces import pool as _pool
 
 BAG_KEYS = ("surface_id", "width", "height", "format", "timestamp_ns")
@@ -21,8 +22,7 @@ def _numpy() -> Any:
         import numpy
     except ImportError:
         raise ImportError(
-            "frame.cpu() and DLPack need numpy in the project's .venv: run `uv add numpy` in the project "
-            "(or `pip install numpy` into its .venv)"
+            f"frame.cpu() and DLPack need numpy in the project's .venv: {install_hint('numpy')}"
         ) from None
     return numpy
 

@@ -16,6 +16,7 @@ Events sent to the client, in order:
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from typing import Any, AsyncIterator, Literal, TypedDict
@@ -26,9 +27,10 @@ from tatolab._control.errors import ControlError
 from tatolab._control.operations import Events
 from tatolab._control.source import StreamSource
 from tatolab._runtime.feed import Feed
+from tatolab._runtime.nodes import ended_event
 from tatolab._runtime.runtime import Runtime, open_project, request_env
 from tatolab._runtime.ops import op
-from tatolab._runtime.rules.reload import nodes_to_restart, same_shape
+from tatolab._runtime.rules.reload import Imported, Saved, reload_line, restarts, same_shape
 from tatolab._runtime.ops.streams import Ended, LogEvent, log_events
 from tatolab._runtime.rules.health import NodeState
 from tatolab._runtime.streams import LoadedStream
@@ -245,8 +247,12 @@ class DevSession:
     async def _reload_in_place(self, stream: LoadedStream, graph: dict[str, Any], detected_ns: int) -> None:
         """The new version has the running one's shape: restart only the nodes that may run changed
         code or config (rules/reload.py), keep the others and every ring, and say which were kept."""
-        imports = {name: node.imports for name, node in stream.nodes.items()}
-        restart = nodes_to_restart(stream.graph, graph, self.unapplied, imports)
+        imports = {name: None if node.imports is None else Imported(frozenset(node.imports),
+                                                                    frozenset(node.imported_files))
+                   for name, node in stream.nodes.items()}
+        saved = [Saved(file, os.path.realpath(self.project / file)) for file in self.unapplied]
+        why = restarts(stream.graph, graph, saved, imports)
+        restart = list(why)
         kept = [name for name in stream.nodes if name not in restart]
         started_ns = time.monotonic_ns()
         try:
@@ -259,11 +265,7 @@ class DevSession:
             return
         self.unapplied = []
         if stream.log is not None:
-            stream.log.say(
-                f"reloaded {', '.join(restart) or 'no node'}; kept {', '.join(kept) or 'none'} "
-                "(nothing they import was saved, and their config is the same)",
-                restarted=restart, kept=kept,
-            )
+            stream.log.say(reload_line(why, kept), restarted=restart, kept=kept, why=why)
         replaced_ns = time.monotonic_ns()
         spawned_ns = await _spawned(stream)
         self.out.put_nowait({

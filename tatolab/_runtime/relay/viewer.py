@@ -14,8 +14,8 @@ MAX_REQUEST = 8192
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
          ".json": "application/json"}
 NOT_BUILT = ("<!doctype html><meta charset=utf-8><title>tatolab viewer</title><p>The viewer page's MoQ client "
-             "is not built in this install. Run <code>scripts/build-viewer</code> in tatolab's source folder "
-             "(it needs npm), then reload this page.</p>")
+             "(moq-viewer.js, which every install of tatolab carries) is missing from this install: install "
+             "tatolab again, then reload this page.</p>")
 
 
 def page(path: str, outputs: Callable[[], dict]) -> tuple[int, str, bytes]:

@@ -31,6 +31,7 @@ class NodeState(str, enum.Enum):
 
     STARTING = "starting"
     RUNNING = "running"
+    WAITING = "waiting"  # running, and waiting for what it needs (an input device, a display): graph gives why
     RESTARTING = "restarting"  # its process ended and is being started again
     CRASHED = "crashed"  # it ended CRASH_LOOP_AFTER times in a row; still retried, at the longest backoff
     STOPPED = "stopped"
@@ -102,6 +103,12 @@ def state_after_exit(crash_streak: int) -> NodeState:
     times in a row without a stable run (it is still retried, at the longest backoff).
     """
     return NodeState.CRASHED if crash_streak >= CRASH_LOOP_AFTER else NodeState.RESTARTING
+
+
+def shown_state(state: NodeState, waiting: object) -> NodeState:
+    """The state `graph` shows: a running node that reports ``waiting`` (ctx.report(waiting=why),
+    as the built-ins do while no device or display is there) is ``waiting``."""
+    return NodeState.WAITING if state is NodeState.RUNNING and isinstance(waiting, str) and waiting else state
 
 
 def is_trouble(node: dict) -> bool:
