@@ -190,6 +190,9 @@ class WarmServer:
         self.children: dict[int, WarmProcess] = {}
         self._pending: dict[int, asyncio.Future] = {}
         self._ids = 0
+        # children whose start was answered but not yet registered by spawn(), and their exit code
+        # if it came first (a compile can end before spawn() resumes on a busy runtime)
+        self._unclaimed: dict[int, int | None] = {}
         self._out: collections.deque[tuple[bytes, list[int]]] = collections.deque()
         self._writing = False
         self._ready: asyncio.Future | None = None
@@ -250,9 +253,14 @@ class WarmServer:
                 child = self.children.pop(message["exit"], None)
                 if child is not None:
                     child._ended(message["code"])
+                elif message["exit"] in self._unclaimed:
+                    # it ended before its spawn() got as far as registering it: kept for spawn() to find
+                    self._unclaimed[message["exit"]] = message["code"]
             else:
                 future = self._pending.pop(message.get("id"), None)
                 if future is not None and not future.done():
+                    if "pid" in message:
+                        self._unclaimed[message["pid"]] = None
                     future.set_result((message, fds))
                 else:  # its asker gave up (cancelled): the child must not run untracked
                     for fd in fds:
@@ -349,11 +357,27 @@ class WarmServer:
             if "stale" in message:
                 raise _Stale(message["stale"])
             raise OSError(message["error"])
-        stdout = await _reader(out_r, limit)
-        stderr = await _reader(err_r, limit)
-        writer = await _writer(in_w) if stdin else None
-        child = WarmProcess(message["pid"], fds[0], writer, stdout, stderr)
-        self.children[child.pid] = child
+        pid = message["pid"]
+        try:
+            stdout = await _reader(out_r, limit)
+            stderr = await _reader(err_r, limit)
+            writer = await _writer(in_w) if stdin else None
+            child = WarmProcess(pid, fds[0], writer, stdout, stderr)
+        except BaseException:  # cancelled half-way: the child must not run untracked
+            self._unclaimed.pop(pid, None)
+            try:
+                signal.pidfd_send_signal(fds[0], signal.SIGKILL)
+            except OSError:
+                pass
+            os.close(fds[0])
+            raise
+        code = self._unclaimed.pop(pid, None)
+        if code is not None:
+            child._ended(code)
+        elif self.alive:
+            self.children[pid] = child
+        else:
+            child._ended(-signal.SIGKILL)  # the warm interpreter ended meanwhile, and its children with it
         return child
 
     async def close(self) -> None:
