@@ -4,6 +4,7 @@ one, fsync the folder."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -224,6 +225,9 @@ class RecordStore:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        # name -> (the file's stat, the record read from it): `streams` and every rewire list the
+        # records, so a file is parsed again only when it changed (many kept streams, many requests)
+        self._read: dict[str, tuple[tuple[int, int, int], KeptRecord]] = {}
 
     def path(self, name: str) -> Path:
         if not is_stream_name(name):  # a name from a request must never reach outside the folder
@@ -235,11 +239,19 @@ class RecordStore:
             return None  # no stream can have it: the caller says "no stream named ..."
         path = self.path(name)
         try:
-            raw = path.read_bytes()
+            with open(path, "rb") as file:
+                st = os.fstat(file.fileno())
+                stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+                known = self._read.get(name)
+                if known is not None and known[0] == stamp:
+                    return copy.deepcopy(known[1])  # callers change what they get (set_stopped, mark_failed)
+                raw = file.read()
         except FileNotFoundError:
+            self._read.pop(name, None)
             return None
         except OSError as exc:
             return DamagedRecord(name, path, f"reading it failed: {exc.strerror}", None)
+        self._read.pop(name, None)
         try:
             record = KeptRecord.from_json(json.loads(raw))
         except ValueError as exc:
@@ -250,6 +262,7 @@ class RecordStore:
             return DamagedRecord(name, path, problem, project)
         if record.name != name:
             return DamagedRecord(name, path, f"it names the stream {record.name!r}", record.project)
+        self._read[name] = (stamp, copy.deepcopy(record))
         return record
 
     def names(self) -> list[str]:
@@ -269,7 +282,14 @@ class RecordStore:
         return [r for r in records if r is not None]
 
     def save(self, record: KeptRecord) -> None:
-        write_json_atomically(self.path(record.name), record.to_json())
+        path = self.path(record.name)
+        self._read.pop(record.name, None)
+        write_json_atomically(path, record.to_json())
+        try:
+            st = os.stat(path)
+        except OSError:
+            return
+        self._read[record.name] = ((st.st_ino, st.st_mtime_ns, st.st_size), copy.deepcopy(record))
 
     def remove(self, name: str) -> None:
         if not is_stream_name(name):
