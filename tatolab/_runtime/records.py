@@ -234,7 +234,8 @@ class RecordStore:
             raise ValueError(f"{name!r} is not a stream name")
         return self.folder / f"{name}.json"
 
-    def read(self, name: str) -> KeptRecord | DamagedRecord | None:
+    def read(self, name: str, *, shared: bool = False) -> KeptRecord | DamagedRecord | None:
+        """The record ``name``; ``shared``: the one kept in memory, which the caller must not change."""
         if not is_stream_name(name):
             return None  # no stream can have it: the caller says "no stream named ..."
         path = self.path(name)
@@ -244,7 +245,7 @@ class RecordStore:
                 stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
                 known = self._read.get(name)
                 if known is not None and known[0] == stamp:
-                    return copy.deepcopy(known[1])  # callers change what they get (set_stopped, mark_failed)
+                    return known[1] if shared else copy.deepcopy(known[1])  # callers may change theirs
                 raw = file.read()
         except FileNotFoundError:
             self._read.pop(name, None)
@@ -262,8 +263,8 @@ class RecordStore:
             return DamagedRecord(name, path, problem, project)
         if record.name != name:
             return DamagedRecord(name, path, f"it names the stream {record.name!r}", record.project)
-        self._read[name] = (stamp, copy.deepcopy(record))
-        return record
+        self._read[name] = (stamp, record)
+        return record if shared else copy.deepcopy(record)
 
     def names(self) -> list[str]:
         try:
@@ -277,8 +278,8 @@ class RecordStore:
         """Files named like records whose name no stream can have (a hand-made ``Cam.json``)."""
         return [self.folder / f"{name}.json" for name in self.names() if not is_stream_name(name)]
 
-    def read_all(self) -> list[KeptRecord | DamagedRecord]:
-        records = [self.read(name) for name in self.names()]
+    def read_all(self, *, shared: bool = False) -> list[KeptRecord | DamagedRecord]:
+        records = [self.read(name, shared=shared) for name in self.names()]
         return [r for r in records if r is not None]
 
     def save(self, record: KeptRecord) -> None:
