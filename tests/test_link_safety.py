@@ -609,7 +609,7 @@ def test_a_rings_memory_is_capped_by_TATOLAB_LINK_MEMORY_MB(base, monkeypatch):
     assert writer.write(b"still fine") == 2
     writer.close()
     monkeypatch.setenv("TATOLAB_LINK_MEMORY_MB", "lots")
-    with pytest.raises(ValueError, match=r"TATOLAB_LINK_MEMORY_MB='lots' is not a number of MiB"):
+    with pytest.raises(ValueError, match=r"TATOLAB_LINK_MEMORY_MB='lots' is not allowed: give a whole number of MiB"):
         create_ring(base + "-other")
 
 
@@ -619,7 +619,7 @@ def test_the_runtime_refuses_to_start_with_a_bad_TATOLAB_LINK_MEMORY_MB(tmp_path
     rt.env["TATOLAB_LINK_MEMORY_MB"] = "1"
     result = subprocess.run([str(BIN / "tatolabd")], env=rt.env, capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
-    assert "TATOLAB_LINK_MEMORY_MB='1' is not a number of MiB of at least 4" in result.stderr
+    assert "TATOLAB_LINK_MEMORY_MB='1' is not allowed: give a whole number of MiB from 4 to" in result.stderr
     assert "Traceback" not in result.stderr
 
 

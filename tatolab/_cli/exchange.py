@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tatolab._control.client import Client
+from tatolab._cli.arguments import seconds, whole_number
 from tatolab._cli.output import fail
 from tatolab._surfaces import png
 from tatolab._surfaces.exchange import NotVideo, frame_in, png_rows
@@ -94,7 +95,8 @@ def register(commands: Any) -> None:
         "exchange", help="save the frames a video output carries as PNGs, with no window needed")
     exchange.add_argument("target", help="<stream>/<node>/<port>, or a surface_id such as 3#17")
     exchange.add_argument("--out", default=".", help="the folder to write PNGs to (default: here)")
-    exchange.add_argument("--count", type=int, default=1, help="how many frames to save (default 1)")
-    exchange.add_argument("--timeout", type=float, default=10.0,
+    exchange.add_argument("--count", type=whole_number(1, "a whole number of frames, 1 or more"), default=1,
+                          help="how many frames to save (default 1)")
+    exchange.add_argument("--timeout", type=seconds("a number of seconds, 0 or more (0: never)"), default=10.0,
                           help="stop after this many seconds (default 10; 0: never)")
     exchange.set_defaults(func=cmd_exchange)

@@ -13,6 +13,7 @@ from typing import Any, Iterator
 from tatolab import _records
 from tatolab._control.client import Client
 from tatolab._control.words import reason_words
+from tatolab._cli.arguments import seconds, whole_number
 from tatolab._cli.output import fail
 from tatolab._control import paths
 from tatolab._words import counted
@@ -152,8 +153,8 @@ def register(commands: Any) -> None:
 
     tap = commands.add_parser("tap", help="print the bags an output sends, without slowing it")
     tap.add_argument("address", help="<stream>/<node>/<port> (or <machine>/<stream>/<node>/<port>)")
-    tap.add_argument("--count", type=int, help="stop after this many bags")
-    tap.add_argument("--timeout", type=float, default=10.0, help="stop after this many seconds (default 10; 0: never)")
+    tap.add_argument("--count", type=whole_number(1, "a whole number of bags, 1 or more"), help="stop after this many bags")
+    tap.add_argument("--timeout", type=seconds("a number of seconds, 0 or more (0: never)"), default=10.0, help="stop after this many seconds (default 10; 0: never)")
     tap.add_argument(
         "--profile", choices=("newest", "ordered"), default="newest",
         help="newest (default): the latest bag each time, skipping; ordered: every bag in order until lapped",
@@ -167,6 +168,6 @@ def register(commands: Any) -> None:
     logs.add_argument("--level", help="only records at this level or above (debug, info, warning, error, critical)")
     logs.add_argument("--since", help="only records since: 30s, 10m, 2h, 1d, or an ISO time")
     logs.add_argument("--json", action="store_true", help="print the records as JSON lines, unchanged")
-    logs.add_argument("--tail", type=int, help="only the last N matching records (default: all; 20 with -f)")
+    logs.add_argument("--tail", type=whole_number(0, "a whole number of records, 0 or more"), help="only the last N matching records (default: all; 20 with -f)")
     logs.add_argument("--dir", help="read the log in this project folder without asking the runtime")
     logs.set_defaults(func=cmd_logs)

@@ -14,6 +14,7 @@ import sys
 from typing import Iterator, NoReturn, Sequence
 
 from tatolab import __version__
+from tatolab import _settings as settings
 from tatolab._control.client import NoRuntime, RequestFailed
 from tatolab._control.errors import ControlError
 from tatolab._cli.output import fail
@@ -89,6 +90,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         getattr(args, "usage_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+    settings.refuse_bad(settings.CLI)  # TATOLAB_CLI_TIMEOUT_S=abc: said now, with what is allowed
     try:
         code = args.func(args)
     except ControlError as exc:  # a refusal, with its fixes

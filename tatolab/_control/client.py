@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Iterator
 
+from tatolab import _settings as settings
 from tatolab._control import paths, protocol
 from tatolab._control.errors import ControlError
 from tatolab._safe_fs import owner_name
@@ -27,11 +28,26 @@ CONNECT_RETRY_S = 0.05
 
 
 class NoRuntime(Exception):
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, looked: list[str] | None = None) -> None:
+        # where else it looked (XDG_RUNTIME_DIR unset: /run/user/<uid>, then /tmp), so a client
+        # started with a minimal environment says why it looked where it did
+        why = f" (it looked there because {_listed(looked)})" if looked else ""
         super().__init__(
-            f"no runtime is running on this machine: nothing answers at {path}. "
+            f"no runtime is running on this machine: nothing answers at {path}{why}. "
             "Start one by running `tatolabd` in a terminal."
         )
+
+
+def _listed(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def _socket(path: Path | None) -> tuple[Path, list[str]]:
+    """The socket to connect to, and where else was looked first (for the no-runtime message)."""
+    if path is not None:
+        return path, []
+    place = paths.socket_place()
+    return place.folder / "local-api.sock", place.looked
 
 
 class RequestFailed(Exception):
@@ -60,10 +76,7 @@ class RuntimeGone(RequestFailed):
 
 
 def answer_timeout_s() -> float:
-    try:
-        return max(0.1, float(os.environ.get(TIMEOUT_ENV, ANSWER_TIMEOUT_S)))
-    except ValueError:
-        return ANSWER_TIMEOUT_S
+    return settings.value(TIMEOUT_ENV)  # checked as the command started (_settings.py)
 
 
 class NotYourRuntime(RequestFailed):
@@ -76,7 +89,7 @@ class NotYourRuntime(RequestFailed):
 
 class Client:
     def __init__(self, path: Path | None = None) -> None:
-        self.path = path or paths.socket_path()
+        self.path, self._looked = _socket(path)
         self.timeout_s = answer_timeout_s()
         self.sock = self._connect(min(CONNECT_TIMEOUT_S, self.timeout_s))
         # the kernel says who listens: a socket planted in a shared folder is never spoken to
@@ -99,7 +112,7 @@ class Client:
                 return sock
             except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
                 sock.close()
-                raise NoRuntime(self.path) from None
+                raise NoRuntime(self.path, self._looked) from None
             except (socket.timeout, BlockingIOError):
                 sock.close()
                 if time.monotonic() >= deadline:
@@ -169,11 +182,11 @@ class AsyncClient:
     async def connect(cls, path: Path | None = None) -> "AsyncClient":
         import asyncio  # here: the blocking CLI never loads asyncio
 
-        path = path or paths.socket_path()
+        path, looked = _socket(path)
         try:
             reader, writer = await asyncio.open_unix_connection(str(path), limit=protocol.MAX_LINE)
         except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
-            raise NoRuntime(path) from None
+            raise NoRuntime(path, looked) from None
         sock = writer.get_extra_info("socket")
         pid, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
         if uid != os.getuid():

@@ -102,6 +102,8 @@ import os
 import threading
 import time
 
+from tatolab import _settings as settings
+
 from . import shm
 from .futex import NEEDS_FENCE, fence, full_fence, futex_wait, futex_waitv, futex_wake, word_at
 
@@ -145,7 +147,6 @@ _GROWN_FILE_BUDGET = 128 * _MIB
 _MIN_GROWN_SLOTS = 4
 LINK_MEMORY_ENV = "TATOLAB_LINK_MEMORY_MB"
 DEFAULT_LINK_MEMORY_MB = 2048
-_MIN_LINK_MEMORY_MB = 4  # a normal ring (2 MiB) and room to grow
 # A grown ring goes back to its normal size at the first small bag after this many small
 # bags in a row, or this long after the last big one.
 _SHRINK_AFTER = 128
@@ -230,19 +231,7 @@ def link_memory_limit() -> int:
 
     Read where the ring is created (tatolabd's environment: like every TATOLAB_* setting it
     never reaches a node) and written into the ring's header, where its writer finds it."""
-    raw = os.environ.get(LINK_MEMORY_ENV, "").strip()
-    if not raw:
-        return DEFAULT_LINK_MEMORY_MB * _MIB
-    try:
-        mb = int(raw)
-    except ValueError:
-        mb = 0
-    if mb < _MIN_LINK_MEMORY_MB:
-        raise ValueError(
-            f"{LINK_MEMORY_ENV}={raw!r} is not a number of MiB of at least {_MIN_LINK_MEMORY_MB}; set it "
-            f"to a whole number such as {DEFAULT_LINK_MEMORY_MB} (the default), or unset it"
-        )
-    return mb * _MIB
+    return settings.value(LINK_MEMORY_ENV) * _MIB  # a SettingError (a ValueError) says what is allowed
 
 
 def _file_size(slot_size: int, slot_count: int) -> int:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tatolab import __version__, _records
+from tatolab import _settings as settings
 from tatolab._safe_fs import UnsafePath, private_dir
 from tatolab._links import ring
 from tatolab._control import paths, protocol
@@ -53,6 +54,22 @@ def refuse_if_answering(path: Path) -> None:
         probe.close()
 
 
+def claim_place(place: paths.Place, kind: str, state: Path, say: RuntimeLog) -> Path:
+    """The folder to use for ``place``: when another user took its usual name in /tmp or /dev/shm
+    first (which the user cannot remove), a private one of the user's own, said once."""
+    try:
+        folder = paths.claim(place, kind)
+    except OSError as exc:  # the record could not be written: the clients would not find it
+        raise SystemExit(f"error: {place.usual} is {place.taken}, and the private name used instead could not be "
+                         f"recorded in {state / paths.PLACES_FILE} ({exc.strerror or exc}); free space there, "
+                         f"or ask an administrator to remove {place.usual}") from None
+    if place.taken:
+        say("warning", f"{place.usual} is {place.taken}, not yours, so this runtime uses {folder} instead (recorded "
+            f"in {state / paths.PLACES_FILE}, where every tatolab command finds it); an administrator can remove "
+            f"{place.usual}", usual=str(place.usual), used=str(folder))
+    return folder
+
+
 async def serve(lock: MachineLock) -> None:
     try:
         state = private_dir(paths.state_dir(), "the runtime's state folder",
@@ -63,13 +80,14 @@ async def serve(lock: MachineLock) -> None:
         state = paths.state_dir()
         unwritten.failed(state, exc)
     say = RuntimeLog(state)
-    sock_path = paths.socket_path()
+    sock_path = claim_place(paths.socket_place(), "socket", state, say) / "local-api.sock"
     private_dir(sock_path.parent, "the control socket's folder",
                 "Remove it (an administrator can, if you cannot), or set XDG_RUNTIME_DIR to a folder of yours, "
                 "and start `tatolabd` again.")
     refuse_if_answering(sock_path)
     try:
         ring.link_memory_limit()  # TATOLAB_LINK_MEMORY_MB: refuse a bad value now, not at each stream
+        claim_place(paths.shm_place(), "shm", state, say)
         namespace = paths.shm_namespace()
         reaped = ring.reap(namespace)
         others = namespaces.reap_dead(os.path.dirname(namespace), keep=namespace)
@@ -141,6 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="tatolabd", description="The Tatolab runtime: runs every stream on this machine.")
     parser.add_argument("--version", action="version", version=f"tatolabd {__version__}")
     parser.parse_args(argv)
+    settings.refuse_bad(settings.RUNTIME)  # every TATOLAB_* setting it reads, before anything starts
     lock = MachineLock(paths.machine_lock_name())
     try:
         lock.acquire()

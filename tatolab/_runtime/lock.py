@@ -44,7 +44,10 @@ class RuntimeAlreadyRunning(Exception):
         if holder.uid is None or holder.uid == os.getuid():
             fix = "Use that one, or stop it first."
         else:
-            fix = "One user owns the runtime on a machine at a time: that user must stop it first."
+            end = f"`sudo kill {holder.pid}`" if holder.pid is not None else \
+                f"`sudo ss -xlp | grep @{name}` names the process holding it, then `sudo kill` that pid"
+            fix = ("One user owns the runtime on a machine at a time: that user must stop it first, or an "
+                   f"administrator can end it ({end}; the lock is no file: it is free once that process ends).")
         super().__init__(f"a runtime is already running on this machine: {where}. {fix}")
 
 

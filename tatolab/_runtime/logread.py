@@ -32,7 +32,13 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
     now = now or datetime.now(timezone.utc)
     match = _DURATION.match(text)
     if match:
-        return now - timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+        try:
+            return now - timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+        except OverflowError:  # 99999999999999999999d: before the year 1
+            raise ControlError(
+                f"since {text!r} reaches back further than any time can be written; give a duration such as "
+                "30s, 10m, 2h or 1d (at most a few thousand years), or an ISO time (2025-05-01T14:30)",
+                code="bad_value", details={"argument": "since"}) from None
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:

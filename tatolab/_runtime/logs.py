@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from tatolab import _settings as settings
 from tatolab import _records
 from tatolab._control import paths
 from tatolab._runtime import unwritten
@@ -17,17 +18,10 @@ from tatolab._safe_fs import UnsafePath, open_own_file
 MAX_FILE_BYTES = 8 * 1024 * 1024
 EARLY_RECORDS = 200  # said before an attached terminal watches; replayed to it
 MAX_BYTES_ENV = "TATOLAB_LOG_MAX_BYTES"  # overrides MAX_FILE_BYTES (tests use a small limit)
-_MIN_FILE_BYTES = 4096
 
 
 def max_file_bytes() -> int:
-    value = os.environ.get(MAX_BYTES_ENV)
-    if not value:
-        return MAX_FILE_BYTES
-    try:
-        return max(_MIN_FILE_BYTES, int(value))
-    except ValueError:
-        raise SystemExit(f"error: {MAX_BYTES_ENV}={value!r} is not a number of bytes") from None
+    return settings.value(MAX_BYTES_ENV)  # checked as tatolabd started (_settings.py)
 
 
 def fit_line(data: bytes, max_bytes: int) -> bytes:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import shutil
 import socket
 import subprocess
 
+from tatolab import _settings as settings
 from tatolab._sdk.naming import url_safe
 
 
@@ -24,8 +24,8 @@ def tailscale_name(status: dict) -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def machine_name() -> str:
-    given = os.environ.get("TATOLAB_MACHINE_NAME")
-    if given and url_safe(given):
+    given = settings.value("TATOLAB_MACHINE_NAME")  # checked as tatolabd started (_settings.py)
+    if given:
         return url_safe(given)
     if shutil.which("tailscale"):
         try:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import resource
 import time
 import traceback
 from typing import Any
 
+from tatolab import _settings as settings
 from tatolab._control import protocol
 from tatolab._control.errors import ControlError
 from tatolab._runtime.runtime import Runtime
@@ -22,10 +22,7 @@ REFUSAL_NOTICE_S = 10.0  # a refused or failed accept is said at most this often
 
 
 def idle_timeout_s() -> float:
-    try:
-        return max(0.1, float(os.environ.get(IDLE_TIMEOUT_ENV, IDLE_TIMEOUT_S)))
-    except ValueError:
-        return IDLE_TIMEOUT_S
+    return settings.value(IDLE_TIMEOUT_ENV)  # checked as tatolabd started (_settings.py)
 
 
 def max_connections() -> int:

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Mapping, Protocol
 
+from tatolab import _settings as settings
 from tatolab._host.orphans import die_with_parent
 
 TITLE_ROOM = " " * 200  # room in the argument area for a child's own command line (warm.py)
@@ -494,5 +495,5 @@ def shared() -> ProcessStarter:
     """The runtime's starter (warm unless TATOLAB_WARM=0)."""
     global _shared
     if _shared is None:
-        _shared = ColdStarter() if os.environ.get("TATOLAB_WARM") == "0" else WarmStarter()
+        _shared = ColdStarter() if settings.value("TATOLAB_WARM") == "0" else WarmStarter()
     return _shared

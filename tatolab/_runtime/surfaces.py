@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from tatolab import _settings as settings
 from tatolab._links import ring
 from tatolab._control import paths
 from tatolab._sdk.builtins import IMPLEMENTATIONS
 from tatolab._surfaces import pool
-
-
-def _setting(name: str, default: int) -> int:
-    try:
-        return max(1, int(os.environ.get(name, "")))
-    except ValueError:
-        return default
 
 
 _users = 0  # loaded streams: the pool exists while there is one
@@ -28,8 +21,8 @@ def acquire() -> None:
     TATOLAB_SURFACE_BUDGET_MB), so its frames have somewhere to live."""
     global _users
     if _users == 0:
-        slots = min(_setting("TATOLAB_SURFACE_SLOTS", pool.DEFAULT_SLOTS), 1024)
-        budget = _setting("TATOLAB_SURFACE_BUDGET_MB", pool.DEFAULT_BUDGET_BYTES >> 20) << 20
+        slots = settings.value("TATOLAB_SURFACE_SLOTS")  # checked as tatolabd started (_settings.py)
+        budget = settings.value("TATOLAB_SURFACE_BUDGET_MB") << 20
         ring.reap(paths.surface_pool())  # one left by a runtime that died
         pool.create(paths.surface_pool(), slots=slots, budget_bytes=budget)
     _users += 1

@@ -54,6 +54,9 @@ async def logs(
 def log_events(stream: str, path: Path, keep: LogFilter, *, tail: int | None,
                follow: bool) -> AsyncIterator[Reading | Line | End]:
     """The events of a ``logs`` answer; `tatolab logs --dir` reads through this too, with no runtime."""
+    if tail is not None and (isinstance(tail, bool) or not isinstance(tail, int) or tail < 0):
+        raise ControlError(f"tail must be a whole number, 0 or more (the last N records), not {tail!r}",
+                           code="bad_value", details={"argument": "tail"})
     if not follow and not path.exists():
         raise ControlError(f"stream {stream} has written no log yet (expected {path})", code="no_log")
     return _events(stream, path, keep, tail=tail, follow=follow)
