@@ -98,6 +98,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             (RUNTIME,), "the most /dev/shm one link's ring may take"),
     Setting("TATOLAB_LOG_MAX_BYTES", whole(4096, 1 << 40), 8 << 20, "a whole number of bytes from 4096 to 2^40",
             "8388608 (8 MiB)", (RUNTIME,), "the size at which a log file is rotated (three files are kept)"),
+    Setting("TATOLAB_LOADS_AT_ONCE", whole(1, 256), None, "a whole number from 1 to 256",
+            "the number of CPUs (at least 2)", (RUNTIME,),
+            "streams compiled and started at once; more loads wait in line, each told its place"),
     Setting("TATOLAB_MACHINE_LOCK", any_text, "", "any name", "unset: the machine's one lock", (RUNTIME,),
             "gives a runtime a machine lock of its own (runtimes side by side, as the tests run them)"),
     Setting("TATOLAB_MACHINE_NAME", machine_name, None, "letters, digits and -._~ (at most 63, starting with a "

@@ -15,6 +15,7 @@ from tatolab._links import ring
 from tatolab._control import paths
 from tatolab._runtime.compiler import compile_stream, project_python
 from tatolab._runtime.environment import command_env
+from tatolab._runtime.line import Line
 from tatolab._runtime.kept import KeptLoadFailed, KeptStreams, preflight, strip_reason
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.nodes import restart_nodes, start_nodes, stop_nodes
@@ -114,6 +115,7 @@ class Runtime:
         self._unloading: set[asyncio.Task] = set()
         self.closing = False  # set by shutdown: no stream starts after it
         self.relay: Relay | None = None  # the MoQ relay serving exposed outputs (tatolabd sets it: use_relay)
+        self.line = Line()  # loads compiled and started at once; the others wait in it (line.py)
 
     # -- starting ------------------------------------------------------------------------------
 
@@ -179,11 +181,12 @@ class Runtime:
         """Compile and start a stream; ``env`` is the loading command's environment (environment.py)."""
         project, python = open_project(source.project)
         source = replace(source, project=project)
-        graph = await compile_stream(source, env=env, starter=self.starter)  # or CompileError
-        if mode == "kept":
-            return await self._keep(source, python, graph, env)
-        stream = LoadedStream(name=graph["stream"], project=project, graph=graph, mode=mode, env=env)
-        started = await self.start_stream(StreamStart(stream, python))
+        async with self.line.turn("load"):  # many at once wait their turn, each told its place
+            graph = await compile_stream(source, env=env, starter=self.starter)  # or CompileError
+            if mode == "kept":
+                return await self._keep(source, python, graph, env)
+            stream = LoadedStream(name=graph["stream"], project=project, graph=graph, mode=mode, env=env)
+            started = await self.start_stream(StreamStart(stream, python))
         assert started is not None
         return started
 
