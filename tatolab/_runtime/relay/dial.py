@@ -16,11 +16,14 @@ from typing import Any, Callable
 from tatolab._links.ring import RingWriter
 from tatolab._runtime.relay.bridge import Bridge
 from tatolab._runtime.relay.pulls import Pull, PullId, split_url
+from tatolab._runtime.relay.tokens import redact
 from tatolab._runtime.relay.wanted import TRACK
 
 NOT_SERVED_S = 3.0  # a URL link says why it waits once its broadcast is not there this long
 BACKOFF_S = (0.5, 10.0)  # a URL link dials again after 0.5 s, doubling up to 10 s
 KEEP_US = 10_000_000  # a URL link takes every bag up to 10 s late; its input's profile then decides
+REFUSED = ("refused by the relay (unauthorized): the URL's token is missing, expired, revoked or for another "
+           "output; ask its owner for a new URL (`tatolab url` on that machine)")
 MISSING = "the moq-rs package is missing from the runtime's install; reinstall the runtime with its extras " \
           "(tatolab[runtime]) and restart tatolabd"
 
@@ -58,6 +61,7 @@ class Dialer:
         writer = RingWriter(pull.base)
         delay = BACKOFF_S[0]
         loop = self.bridge.loop
+        shown = redact(pull.url)
         while True:
             try:
                 async with moq.Client(pull.url, tls_fingerprints=[pull.fingerprint] if pull.fingerprint else None,
@@ -76,8 +80,11 @@ class Dialer:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                if refused(exc):  # a new token is needed: dialling again would only be refused again
+                    self._pull_state(pull, f"{shown}: {REFUSED}")
+                    return
                 text = str(exc) or type(exc).__name__
-                self._pull_state(pull, f"cannot read {pull.url}: {text}; dialling again in {delay:g} s")
+                self._pull_state(pull, f"cannot read {shown}: {text}; dialling again in {delay:g} s")
             await asyncio.sleep(delay)
             delay = min(delay * 2, BACKOFF_S[1])
 
@@ -89,7 +96,7 @@ class Dialer:
             try:
                 done, _ = await asyncio.wait({available}, timeout=NOT_SERVED_S)
                 if not done:
-                    self._pull_state(pull, f"{pull.url} does not serve {pull.path} (not exposed there, or its "
+                    self._pull_state(pull, f"{redact(pull.url)} does not serve {pull.path} (not exposed there, or its "
                                      "stream is not running); waiting for it")
                 broadcast = await available
             finally:
@@ -102,7 +109,7 @@ class Dialer:
                 if frame is None:
                     break
                 writer.write(frame.payload)
-            self._pull_state(pull, f"{pull.url} stopped serving {pull.path}; waiting for it")
+            self._pull_state(pull, f"{redact(pull.url)} stopped serving {pull.path}; waiting for it")
 
     # -- a relay on the internet (relay join) -------------------------------------------------------
 
@@ -122,22 +129,28 @@ class Dialer:
         import moq
 
         dial, pinned, _path = split_url(url)
+        shown = redact(dial)
         delay = BACKOFF_S[0]
         while True:
-            self.upstream_state = f"connecting to {dial}"
+            self.upstream_state = f"connecting to {shown}"
             try:
                 async with moq.Client(dial, tls_fingerprints=[pinned] if pinned else None, websocket_enabled=False,
                                       reconnect=False, publish=public) as client:
                     delay = BACKOFF_S[0]
                     self.upstream_state = "connected"
-                    self.bridge.say("info", f"MoQ relay: publishing this machine's public outputs to {dial}")
+                    self.bridge.say("info", f"MoQ relay: publishing this machine's public outputs to {shown}")
                     await client.session.closed()
                     raise ConnectionError("the connection closed")
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                if refused(exc):
+                    self.upstream_state = (f"refused by {shown} (unauthorized): its token is missing, expired or not "
+                                           "allowed to publish there; join again with a valid one (--token)")
+                    self.bridge.say("error", f"MoQ relay: {self.upstream_state}")
+                    return
                 text = str(exc) or type(exc).__name__
-                self.upstream_state = f"cannot reach {dial}: {text}; dialling again in {delay:g} s"
+                self.upstream_state = f"cannot reach {shown}: {text}; dialling again in {delay:g} s"
                 self.bridge.say("warning", f"MoQ relay: {self.upstream_state}")
             await asyncio.sleep(delay)
             delay = min(delay * 2, BACKOFF_S[1])
@@ -147,3 +160,12 @@ class Dialer:
         for _pull, task in self.pulls.values():
             task.cancel()
         self.pulls.clear()
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether a relay refused the session for its token (moq's unauthorized, HTTP 401/403)."""
+    try:
+        from moq.errors import is_auth
+    except ImportError:
+        return False
+    return is_auth(exc)

@@ -25,7 +25,7 @@ from tatolab._links.ring import RingError, RingReader
 from tatolab._runtime.nodes import claim_reader, release_reader
 from tatolab._runtime.relay.bridge import Bridge
 from tatolab._runtime.relay.video import Encoder
-from tatolab._runtime.relay.wanted import Serve
+from tatolab._runtime.relay.wanted import TRACK, VIDEO_TRACK, Serve
 
 WAIT_S = 0.25  # a pump looks at its tracks' subscribers at least this often
 
@@ -45,6 +45,26 @@ class Output:
     frames_encoded: int = 0
     frames_skipped: int = 0  # frames the encoder was too slow for (video readers only)
     encoder: str = ""  # the FFmpeg encoder that opened
+    changed: asyncio.Event = field(default_factory=asyncio.Event)  # a track was added: its feeder looks again
+
+    def publish(self, key: str, origin: Any, init: bytes | None) -> None:
+        """Make its broadcast in ``origin`` (its track of bags, and its video track when ``init``,
+        the H.264 parameter sets, is given), under ``key`` (relay thread)."""
+        broadcast = origin.create_broadcast(self.serve.path)
+        self.tracks[key] = broadcast.publish_track(TRACK)
+        if init is not None:
+            self.videos[key] = publish_video(broadcast, init)
+        broadcast.announce()
+        self.broadcasts[key] = broadcast
+        self.changed.set()
+
+    def unpublish(self, key: str) -> None:
+        """End its broadcast under ``key`` (relay thread); its subscribers see it end."""
+        broadcast = self.broadcasts.pop(key, None)
+        self.tracks.pop(key, None)
+        self.videos.pop(key, None)
+        if broadcast is not None:
+            broadcast.close()
 
     def producers(self) -> list[Any]:
         """Every track of it that can have subscribers."""
@@ -69,11 +89,12 @@ async def feed(output: Output, bridge: Bridge) -> None:
         await asyncio.gather(output.stopping, return_exceptions=True)
         output.stopping = None
     while True:
+        output.changed.clear()
         demands = [track.demand() for track in output.producers()]
         if not demands:
             return
         if not any(d.is_used() for d in demands):
-            waits = [loop.create_task(d.used()) for d in demands]
+            waits = [loop.create_task(d.used()) for d in demands] + [loop.create_task(output.changed.wait())]
             try:
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             finally:
@@ -113,6 +134,14 @@ async def feed(output: Output, bridge: Bridge) -> None:
             if output.reader_index == index:
                 output.reader_index = None
             await asyncio.shield(bridge.on_main(release_reader, out, index))
+
+
+def publish_video(broadcast: Any, init: bytes) -> Any:
+    """A video output's H.264 track in the moq-dev media format (it also writes the catalog)."""
+    import moq
+
+    return broadcast.publish_video(moq.VideoFormat.AVC3, init, track=VIDEO_TRACK,
+                                   hint=moq.VideoHint(optimize_for_latency=True))
 
 
 def pump(output: Output, base: str, index: int, stop: threading.Event) -> None:

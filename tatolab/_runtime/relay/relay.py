@@ -13,9 +13,13 @@ The Rust side runs on its own threads. Private outputs are served on loopback on
 also on the configured public addresses. Nothing listens while nothing is exposed, and an output's
 ring is read only while someone subscribes to its track.
 
+Who may read: every session and the viewer page need a token (``tokens.py``); ``url`` prints
+URLs that carry one, ``revoke``/``rotate`` void them and cut their sessions at once.
+
 Ownership here: ``state``, ``machine``, ``port`` and ``public_hosts`` are set once; ``cert`` is
 made or renewed by whichever thread asks first, under ``_cert_lock``; ``upstream`` (the joined
-relay's URL) is written on the runtime's loop and handed to the relay's thread.
+relay's URL) is written on the runtime's loop and handed to the relay's thread; ``keeper`` is
+shared (its own lock).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from tatolab._runtime.relay.bridge import Bridge, Say
 from tatolab._runtime.relay.dial import Dialer
 from tatolab._runtime.relay.pulls import Pull, PullId
 from tatolab._runtime.relay.serve import Serving
+from tatolab._runtime.relay.tokens import Grant, Keeper, with_token
 from tatolab._runtime.relay.wanted import Serve
 
 
@@ -50,8 +55,9 @@ class Relay:
         # told each URL link's state (None: reading; else why it waits), on the runtime's loop
         self.on_pull_state: Callable[[Pull, str | None], None] = lambda pull, waiting: None
         self._dialer = Dialer(self._bridge, lambda pull, waiting: self.on_pull_state(pull, waiting))
+        self.keeper = Keeper(state)
         self._serving = Serving(self._bridge, self.port, self.public_hosts, self._certificate, self._dialer,
-                                self._page_outputs)
+                                self.keeper, self._page_outputs)
         self.upstream = self._serving.upstream = upstream.load(state)  # the relay on the internet this machine joined
 
     @property
@@ -77,27 +83,55 @@ class Relay:
         loop.call_soon_threadsafe(loop.stop)
         await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
 
-    def url(self, path: str, level: str) -> str:
-        """The URL of the broadcast at ``path``: on loopback for a private output, on the first
-        public address for a public one (loopback when the machine has none)."""
+    def url(self, path: str, level: str, token: str) -> str:
+        """The URL of the broadcast at ``path`` carrying ``token``: on loopback for a private output,
+        on the first public address for a public one (loopback when the machine has none)."""
         host = self.public_hosts[0] if level == "public" and self.public_hosts else config.LOOPBACK
-        return config.url(host, self.port, path)
+        return with_token(config.url(host, self.port, path), token)
+
+    @property
+    def problem(self) -> str | None:
+        """Why the relay is not serving (a port it cannot bind, or that someone else holds); None when it is."""
+        problems = dict(self._serving.listeners.problems)
+        return "; ".join(problems.values()) or None
+
+    def retry(self) -> None:
+        """Try again to listen where it could not (the port may be free now)."""
+        self._bridge.loop.call_soon_threadsafe(lambda: self._serving.request_sync(self._serving.wanted))
+
+    def reachable(self) -> bool:
+        """Whether anything outside this machine can reach a public output: a public address
+        (a tailnet's, or TATOLAB_MOQ_PUBLIC) or a joined relay on the internet."""
+        return bool(self.public_hosts or self.upstream)
+
+    def revoke(self, token_id: str) -> dict[str, Any]:
+        """Void the public token ``token_id`` and cut its sessions now (KeyError: no such token)."""
+        record = self.keeper.revoke(token_id)
+        self._bridge.loop.call_soon_threadsafe(self._serving.listeners.cut_unauthorized)
+        return record
+
+    def rotate(self) -> str:
+        """A new token key: every URL given so far stops working, and its sessions are cut now."""
+        kid = self.keeper.rotate()
+        self._bridge.loop.call_soon_threadsafe(self._serving.listeners.cut_unauthorized)
+        return kid
 
     def join(self, url: str | None) -> None:
         """Publish the public outputs into the relay at ``url`` from now on (None: leave it)."""
         self.upstream = url
         self._bridge.loop.call_soon_threadsafe(self._serving.set_upstream, url)
 
-    def viewer(self, path: str) -> str:
-        """The viewer page, showing the output at ``path``."""
-        return f"http://{config.bind(config.LOOPBACK, self.port)}/#{path}"
+    def viewer(self, path: str, token: str) -> str:
+        """The viewer page with ``token``, showing the output at ``path``."""
+        return f"http://{config.bind(config.LOOPBACK, self.port)}/?jwt={token}#{path}"
 
-    def _page_outputs(self) -> dict[str, Any]:
-        """What the viewer page lists (runs on the relay's thread)."""
+    def _page_outputs(self, grant: Grant) -> dict[str, Any]:
+        """What the viewer page lists to ``grant``'s holder (runs on the relay's thread)."""
         return {"machine": self.machine, "fingerprint": self.fingerprint(),
                 "outputs": [{"path": path, "level": o.serve.level, "video": bool(o.serve.video),
                              "url": config.url(config.LOOPBACK, self.port, path)}
-                            for path, o in sorted(self._serving.outputs.items())]}
+                            for path, o in sorted(self._serving.outputs.items())
+                            if grant.covers(path, o.serve.level)]}
 
     def fingerprint(self) -> str:
         """The SHA-256 of the certificate the relay serves (made now if it has none yet)."""

@@ -19,16 +19,18 @@ from tatolab._runtime.relay.bridge import Bridge
 from tatolab._runtime.relay.dial import Dialer
 from tatolab._runtime.relay.feed import Output
 from tatolab._runtime.relay.listen import Listeners
-from tatolab._runtime.relay.plan import Served, Target, plan
+from tatolab._runtime.relay.plan import KINDS, Served, Target, plan
 from tatolab._runtime.relay.video import Encoder
-from tatolab._runtime.relay.wanted import TRACK, VIDEO_TRACK, Serve
+from tatolab._runtime.relay.scopes import Scopes
+from tatolab._runtime.relay.tokens import Grant, Keeper
+from tatolab._runtime.relay.wanted import Serve
 
 RENEW_CHECK_S = 3600.0
 
 
 class Serving:
     def __init__(self, bridge: Bridge, port: int, public_hosts: list[str], certificate: Callable[[], certs.Certificate],
-                 dialer: Dialer, page_outputs: Callable[[], dict]) -> None:
+                 dialer: Dialer, keeper: Keeper, page_outputs: Callable[[Grant], dict]) -> None:
         self.bridge = bridge
         self.public_hosts = public_hosts
         self.certificate = certificate  # the current certificate (renewed when due)
@@ -38,8 +40,11 @@ class Serving:
         # addresses and to the joined relay (made with the first exposure: moq is imported then)
         self.origins: dict[str, Any] = {}
         self.outputs: dict[str, Output] = {}
-        self.listeners = Listeners(bridge, port, self.origins, page_outputs)
         self._seeds: dict[tuple[int, int], bytes] = {}  # frame size -> H.264 parameter sets
+        self.scopes = Scopes(self.outputs, lambda o: self._seeds.get(o.serve.size) if o.videos else None)
+        self.listeners = Listeners(bridge, port, keeper, self.scopes,
+                                   lambda: {p: o.serve.level for p, o in self.outputs.items()}, page_outputs)
+        self.wanted: dict[str, Serve] = {}  # the last wanted set applied
         self._want: dict[str, Serve] | None = None
         self._syncing: asyncio.Task | None = None
         self._renewing: asyncio.Task | None = None
@@ -64,6 +69,7 @@ class Serving:
                 self.bridge.say("error", f"MoQ relay: could not serve the exposed outputs: {exc}")
 
     async def _apply(self, wanted: dict[str, Serve]) -> None:
+        self.wanted = wanted
         if wanted and not self.origins:
             try:
                 import moq
@@ -73,7 +79,8 @@ class Serving:
                 return
             self.origins.update({"loopback": moq.OriginProducer(), "public": moq.OriginProducer()})
             self.set_upstream(self.upstream)
-        served = {path: Served(o.serve.out, frozenset(o.broadcasts)) for path, o in self.outputs.items()}
+        served = {path: Served(o.serve.out, frozenset(k for k in o.broadcasts if k in KINDS))
+                  for path, o in self.outputs.items()}
         targets = {path: Target(s.level, s.out) for path, s in wanted.items()}
         steps = plan(frozenset(self.listeners.open), served, targets, bool(self.public_hosts))
         if steps.open:
@@ -82,6 +89,11 @@ class Serving:
                 await self.listeners.start(kind, config.LOOPBACK if kind == "loopback" else self.public_hosts[0], cert)
         for kind in steps.close:
             await self.listeners.stop(kind)
+        wanted_kinds = {"loopback"} if wanted else set()
+        if self.public_hosts and any(s.public for s in wanted.values()):
+            wanted_kinds.add("public")
+        for kind in set(self.listeners.problems) - wanted_kinds:
+            del self.listeners.problems[kind]
         if wanted and self._renewing is None:
             self._renewing = self.bridge.loop.create_task(self._renew())
         for path, kinds in steps.drop.items():
@@ -96,13 +108,9 @@ class Serving:
             kinds = steps.add.get(path, ())
             init = await self._parameter_sets(serve) if serve.video and kinds else None
             for kind in kinds:
-                broadcast = self.origins[kind].create_broadcast(path)
-                output.tracks[kind] = broadcast.publish_track(TRACK)
-                if init is not None:
-                    output.videos[kind] = self._publish_video(broadcast, init)
-                broadcast.announce()
-                output.broadcasts[kind] = broadcast
+                output.publish(kind, self.origins[kind], init)
             output.start_feeding(self.bridge)
+        self.scopes.refresh()
 
     async def _parameter_sets(self, serve: Serve) -> bytes | None:
         """The SPS/PPS the encoder will send for ``serve``'s frame size (nothing is encoded; made off
@@ -118,25 +126,15 @@ class Serving:
                 return None
         return self._seeds[serve.size]
 
-    @staticmethod
-    def _publish_video(broadcast: Any, init: bytes) -> Any:
-        """A video output's H.264 track in the moq-dev media format (it also writes the catalog)."""
-        import moq
-
-        return broadcast.publish_video(moq.VideoFormat.AVC3, init, track=VIDEO_TRACK,
-                                       hint=moq.VideoHint(optimize_for_latency=True))
-
     def _drop(self, path: str, kinds: tuple[str, ...]) -> None:
         """Stop serving ``path`` in ``kinds`` of origin, cutting the readers there at once."""
         output = self.outputs[path]
         for kind in kinds:
-            broadcast = output.broadcasts.pop(kind, None)
-            output.tracks.pop(kind, None)
-            output.videos.pop(kind, None)
-            if broadcast is not None:
-                broadcast.close()
+            output.unpublish(kind)
         self.listeners.cut(lambda r: r.path == path and r.kind in kinds)
-        if not output.broadcasts:
+        if not any(kind in output.broadcasts for kind in KINDS):
+            for key in list(output.broadcasts):  # its broadcasts in the tokens' views too
+                output.unpublish(key)
             output.stop_feeding()
             del self.outputs[path]
 
