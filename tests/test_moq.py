@@ -167,7 +167,8 @@ def test_a_moq_client_reads_an_exposed_output_by_its_url(runtime, project_venv, 
     runtime.cli("run", "-d", cwd=source_project(tmp_path / "source", project_venv), check=True)
     url, fingerprint = url_of(runtime)
     machine = json.loads(runtime.cli("graph", check=True).stdout)["runtime"]["name"]
-    assert url == f"https://127.0.0.1:{runtime.env['TATOLAB_MOQ_PORT']}/{machine}/{ADDRESS}"
+    bare, _, token = url.partition("?jwt=")
+    assert bare == f"https://127.0.0.1:{runtime.env['TATOLAB_MOQ_PORT']}/{machine}/{ADDRESS}" and token
 
     # the certificate the URL is served with: made once in the state folder, the user's alone,
     # and the one a browser would pin
@@ -618,9 +619,18 @@ def test_a_relay_that_cannot_listen_says_why_and_the_runtime_runs_on(project_ven
         runtime = started(tmp_path / "rt", TATOLAB_MOQ_PORT=str(taken.getsockname()[1]))
         runtime.cli("run", "-d", cwd=source_project(tmp_path / "source", project_venv), check=True)
         log = runtime.root / "state" / "tatolab" / "runtime.jsonl"
-        wait_for(lambda: "cannot listen on udp 127.0.0.1" in log.read_text(), what="the relay to say it cannot listen")
-        assert "Set TATOLAB_MOQ_PORT to a free port" in log.read_text()
+        wait_for(lambda: f"not serving: udp 127.0.0.1:{taken.getsockname()[1]} is held by another program or user"
+                 in log.read_text(), what="the relay to say it cannot listen")
+        assert "set TATOLAB_MOQ_PORT to a free port" in log.read_text()
         assert "source" in runtime.stream_names() and output_entry(runtime)["written"] > 0
+        # and it never hands out a URL it does not serve: `url` refuses, naming why and the setting
+        refused = runtime.cli("url", ADDRESS)
+        assert refused.returncode != 0 and not refused.stdout, refused
+        assert "not serving" in refused.stderr and "TATOLAB_MOQ_PORT" in refused.stderr, refused.stderr
+        listing = runtime.cli("streams", check=True).stdout
+        assert "relay: not serving" in listing and "TATOLAB_MOQ_PORT" in listing
+        graph = json.loads(runtime.cli("graph", check=True).stdout)
+        assert graph["runtime"]["relay"]["serving"] is False and "TATOLAB_MOQ_PORT" in graph["runtime"]["relay"]["why"]
     finally:
         taken.close()
 
