@@ -24,7 +24,7 @@ from tatolab._control import paths
 from tatolab._links.ring import RingError, RingReader
 from tatolab._runtime.nodes import claim_reader, release_reader
 from tatolab._runtime.relay.bridge import Bridge
-from tatolab._runtime.relay.video import Encoder
+from tatolab._runtime.relay.encoding import EncoderProcess
 from tatolab._runtime.relay.wanted import TRACK, VIDEO_TRACK, Serve
 
 WAIT_S = 0.25  # a pump looks at its tracks' subscribers at least this often
@@ -45,6 +45,7 @@ class Output:
     frames_encoded: int = 0
     frames_skipped: int = 0  # frames the encoder was too slow for (video readers only)
     encoder: str = ""  # the FFmpeg encoder that opened
+    encoder_process: EncoderProcess | None = None  # its encoder's process, kept across readers (its restarts)
     changed: asyncio.Event = field(default_factory=asyncio.Event)  # a track was added: its feeder looks again
 
     def publish(self, key: str, origin: Any, init: bytes | None) -> None:
@@ -113,7 +114,7 @@ async def feed(output: Output, bridge: Bridge) -> None:
 
         def run() -> None:
             try:
-                pump(output, out.base, index, stop)
+                pump(output, out.base, index, stop, bridge.say)
                 outcome: BaseException | None = None
             except BaseException as exc:  # told to the relay's loop below
                 outcome = exc
@@ -144,13 +145,14 @@ def publish_video(broadcast: Any, init: bytes) -> Any:
                                    hint=moq.VideoHint(optimize_for_latency=True))
 
 
-def pump(output: Output, base: str, index: int, stop: threading.Event) -> None:
+def pump(output: Output, base: str, index: int, stop: threading.Event, say: Any) -> None:
     """On a thread of its own: ring -> the tracks that have subscribers, each bag one frame,
     until none has (or ``stop``). A video output's bags are also encoded to H.264 for its
-    video tracks while any of them has a subscriber: one encode, shared by every reader."""
+    video tracks while any of them has a subscriber: one encode, shared by every reader, in a
+    process of its own (encoding.py), so FFmpeg never runs in the runtime's process."""
     reader = RingReader(base, index, "ordered", start="now")
     demands: dict[int, tuple[Any, Any]] = {}
-    encoder: Encoder | None = None
+    encoder: EncoderProcess | None = None
     try:
         while not stop.is_set():
             tracks = output.producers()
@@ -162,7 +164,9 @@ def pump(output: Output, base: str, index: int, stop: threading.Event) -> None:
             videos = [t for t in used if any(t is v for v in output.videos.values())]
             bags = [t for t in used if not any(t is v for v in output.videos.values())]
             if videos and encoder is None:
-                encoder = Encoder(paths.surface_pool())
+                if output.encoder_process is None:
+                    output.encoder_process = EncoderProcess(paths.surface_pool(), output.serve.path, say)
+                encoder = output.encoder_process
                 output.encoding = True
                 output.encodes += 1
             elif not videos and encoder is not None:

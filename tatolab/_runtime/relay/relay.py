@@ -157,7 +157,10 @@ class Relay:
             "reading": output is not None and output.reader_index is not None,
             **({"video": {"encoding": output.encoding, "encodes": output.encodes,
                           "frames_encoded": output.frames_encoded, "frames_skipped": output.frames_skipped,
-                          "encoder": output.encoder or None}}
+                          "encoder": output.encoder or None,
+                          # its encoder's own process, supervised as a built-in node is (encoding.py)
+                          **(output.encoder_process.state() if output.encoder_process is not None
+                             else {"pid": None, "restarts": 0, "last_error": None})}}
                if output is not None and output.videos else {}),
         }
 
