@@ -109,3 +109,27 @@ def test_thirty_run_d_at_once_are_all_answered_and_kept(runtime, project_venv, t
     assert listing.count(" kept ") == AT_ONCE, listing
     # the socket kept answering while 30 streams compiled and started (generous: the machine is shared)
     assert len(waits) >= 3 and sorted(waits)[len(waits) // 2] < 2.0, waits
+
+
+def test_the_cli_says_its_place_in_line_and_waits_on_for_the_answer(tmp_path):
+    from test_one_request import RecordingRuntime
+
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "stream.py").write_text("")
+    waiting = {"waiting": True, "place": 3, "in_line": 3, "at_once": 2, "what": "load"}
+    fake = RecordingRuntime(tmp_path / "rt", {"load": [
+        {"notice": waiting}, {"notice": {**waiting, "place": 1}}, {"notice": {"waiting": False, "place": 0}},
+        {"ok": True, "result": {"event": "loaded", "name": "p", "project": str(project), "nodes": 1}},
+    ]})
+    try:
+        result = subprocess.run([str(BIN / "tatolab"), "run", "-d"], cwd=project, env=fake.env, capture_output=True,
+                                text=True, timeout=60)
+    finally:
+        fake.close()
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"p kept (project {project})\n"
+    # the first place is said at once; the next ones at most every few seconds
+    assert result.stderr.splitlines()[0] == ("waiting for its turn: 3 of 3 in line (the runtime compiles and starts "
+                                            "2 streams at once)")
+    assert fake.requests[0]["notices"] is True
