@@ -33,3 +33,40 @@ def test_streams_and_live_adds_past_the_node_caps_are_refused_naming_them(runtim
             "(TATOLAB_MAX_NODES, all streams together; 2 run in other streams now)") in machine.stderr
     assert running_pids(runtime, "small", 2) == pids  # nothing of the refusals touched it
     assert "other" not in runtime.stream_names() and "big" not in runtime.stream_names()
+
+
+PATTERNS = """
+from tatolab.stream import StreamBuilder, TestPatternSource, stream
+
+
+@stream
+def patterns(stream_builder: StreamBuilder) -> None:
+    for i in range(17):
+        stream_builder.add(TestPatternSource, name=f"p{i}", config={"width": 16, "height": 16, "fps": 5})
+"""
+
+
+def test_a_node_the_surface_pool_has_no_place_for_is_told_so_in_graph_and_its_log(runtime, project_venv, tmp_path):
+    import json
+
+    from harness import make_project, wait_for
+
+    runtime.stop()
+    runtime.env = dict(runtime.env, TATOLAB_SURFACE_HOLDERS="16")
+    runtime.start()
+    project = make_project(tmp_path / "patterns", project_venv, {"stream.py": PATTERNS})
+    runtime.cli("run", "-d", cwd=project, check=True)
+
+    def refused() -> list[dict]:
+        graph = json.loads(runtime.cli("graph", "--stream", "patterns", check=True).stdout)
+        return [n for s in graph["streams"] for n in s["nodes"] if n.get("surfaces")]
+
+    (node,) = wait_for(refused, timeout=60, what="the node past the pool's 16 places named in graph")
+    assert node["surfaces"] == ("it cannot use frames: all 16 places in the surface pool are taken; set "
+                                "TATOLAB_SURFACE_HOLDERS higher for tatolabd and restart it, or run fewer nodes "
+                                "that handle frames")
+    graph = json.loads(runtime.cli("graph", "--stream", "patterns", check=True).stdout)
+    assert graph["surfaces"]["holders"] == 16 and graph["surfaces"]["holders_refused"] >= 1
+    log = runtime.cli("logs", "--stream", "patterns", "--node", node["name"], check=True).stdout
+    assert "frame dropped: this process cannot use frames: all 16 places in the surface pool are held" in log
+    assert "set TATOLAB_SURFACE_HOLDERS higher" in log
