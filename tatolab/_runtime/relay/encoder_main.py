@@ -1,5 +1,5 @@
 """The MoQ relay's H.264 encoder in a process of its own, started by the runtime (encoding.py):
-``python -m tatolab._runtime.relay.encoder_main POOL RUNTIME_PID``.
+``python -m tatolab._runtime.relay.encoder_main POOL RUNTIME_PID`` (or ``--parameter-sets W H``).
 
 FFmpeg (and a hardware encoder's driver) runs here, never in ``tatolabd``: a crash in it ends this
 process only, and the runtime starts another. It reads requests on stdin, each a little-endian u32
@@ -26,7 +26,24 @@ def _read(stream: object, size: int) -> bytes:
     return data if len(data) == size else b""
 
 
+def parameter_sets(width: int, height: int) -> None:
+    """``--parameter-sets W H``: write the SPS/PPS the encoder sends for that size to stdout (the
+    catalog's seed); why none opens goes to stderr, with exit status 1."""
+    from tatolab._runtime.relay.video import Encoder
+
+    try:
+        data = Encoder("").parameter_sets(width, height)
+    except RuntimeError as exc:
+        print(exc, file=sys.stderr)
+        raise SystemExit(1) from None
+    sys.stdout.buffer.write(data)
+
+
 def main() -> None:
+    if sys.argv[1] == "--parameter-sets":
+        die_with_parent()
+        parameter_sets(int(sys.argv[2]), int(sys.argv[3]))
+        return
     pool_base, runtime_pid = sys.argv[1], int(sys.argv[2])
     die_with_parent()  # the relay's thread that started it; the runtime's death ends it too
     if os.getppid() != runtime_pid:

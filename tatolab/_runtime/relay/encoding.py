@@ -143,3 +143,16 @@ class EncoderProcess:
 
     def state(self) -> dict[str, Any]:
         return {"pid": self.pid, "restarts": self.restarts, "last_error": self.last_error}
+
+
+def parameter_sets(width: int, height: int) -> bytes:
+    """The SPS/PPS the encoder sends for frames of this size, from a short-lived encoder process (an
+    encoder that crashes as it opens ends that process, not the runtime). Blocks: call it off a loop."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tatolab._runtime.relay.encoder_main", "--parameter-sets", str(width), str(height)],
+        capture_output=True, timeout=60, start_new_session=True, cwd="/",
+        env={k: v for k, v in os.environ.items() if not k.startswith("TATOLAB_")})
+    if done.returncode != 0:
+        why = done.stderr.decode(errors="replace").strip().splitlines()
+        raise RuntimeError(why[-1] if why else f"the encoder process exited with status {done.returncode}")
+    return done.stdout

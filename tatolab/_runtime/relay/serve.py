@@ -10,9 +10,9 @@ wanted set over with ``call_soon_threadsafe``.
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from typing import Any, Callable
 
-from tatolab._control import paths
 from tatolab._runtime.relay import cert as certs
 from tatolab._runtime.relay import config
 from tatolab._runtime.relay.bridge import Bridge
@@ -20,7 +20,7 @@ from tatolab._runtime.relay.dial import Dialer
 from tatolab._runtime.relay.feed import Output
 from tatolab._runtime.relay.listen import Listeners
 from tatolab._runtime.relay.plan import KINDS, Served, Target, plan
-from tatolab._runtime.relay.video import Encoder
+from tatolab._runtime.relay.encoding import parameter_sets
 from tatolab._runtime.relay.scopes import Scopes
 from tatolab._runtime.relay.tokens import Grant, Keeper
 from tatolab._runtime.relay.wanted import Serve
@@ -119,9 +119,8 @@ class Serving:
         another size still decode (only the catalog's coded size is then off)."""
         if serve.size not in self._seeds:
             try:
-                self._seeds[serve.size] = await self.bridge.loop.run_in_executor(
-                    None, Encoder(paths.surface_pool()).parameter_sets, *serve.size)
-            except RuntimeError as exc:
+                self._seeds[serve.size] = await self.bridge.loop.run_in_executor(None, parameter_sets, *serve.size)
+            except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
                 self.bridge.say("warning", f"MoQ relay: {serve.path} is served without its video track: {exc}")
                 return None
         return self._seeds[serve.size]
