@@ -6,7 +6,7 @@ is refused by name before it starves the machine and every other stream."""
 from __future__ import annotations
 
 from tatolab import _settings as settings
-from tatolab._control.errors import ControlError
+from tatolab._control.errors import ControlError, Fix
 
 STREAM_SETTING = "TATOLAB_MAX_STREAM_NODES"
 MACHINE_SETTING = "TATOLAB_MAX_NODES"
@@ -28,8 +28,8 @@ def refusal(stream: str, stream_nodes: int, others: int, *, adding: str | None =
         return ControlError(
             f"{what}: this machine would run {stream_nodes + others} nodes, and it runs at most {per_machine} "
             f"({MACHINE_SETTING}, all streams together; {others} run in other streams now); stop a stream you "
-            f"no longer need (`tatolab streams` lists them), or set {MACHINE_SETTING} higher for tatolabd and "
-            "restart it", code="too_many_nodes",
+            f"no longer need, or set {MACHINE_SETTING} higher for tatolabd and restart it", code="too_many_nodes",
+            fixes=[Fix("streams", {}, "see what runs now")],
             details={"stream": stream, "nodes": stream_nodes + others, "limit": per_machine,
                      "setting": MACHINE_SETTING})
     return None
