@@ -89,6 +89,8 @@ def cmd_exchange(args: argparse.Namespace) -> int:
         if "#" in args.target:
             return _by_id(client, args.target, out)
         return _from_output(client, args.target, args.count, args.timeout or None, out)
+    except surfaces.PoolExhausted as exc:  # no place left in the surface pool for this process
+        return fail(f"exchange cannot read frames: {exc}")
     except KeyboardInterrupt:
         return 130
     finally:

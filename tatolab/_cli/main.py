@@ -28,7 +28,7 @@ COMMAND_MODULES = {
     "inspect": ("graph", "tap", "logs"),
     "exchange": ("exchange",),
     "kept": ("start", "rm"),
-    "expose": ("expose", "url", "relay"),
+    "expose": ("expose", "url", "token", "relay"),
     "change": ("node", "link"),
     "service": ("service",),
     "mcp": ("mcp",),
