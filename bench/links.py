@@ -268,7 +268,7 @@ def _writer_run(readers: int, writes: int, period_s: float, busy: bool, cpu: boo
         p = SPAWN.Process(target=_waiting_reader, args=(base, index, child, watcher, profile), daemon=True)
         p.start()
         procs.append((p, parent))
-    for p, parent in procs:
+    for _, parent in procs:
         if not parent.poll(30) or parent.recv() != "ready":
             raise RuntimeError("a waiting reader did not start")
     w = RingWriter(base)
