@@ -49,6 +49,7 @@ from .. import shm
 from ..futex import word_at
 from ..shm import RingError
 
+_PUBLISH_LAYOUT: dict[str, int] | None
 try:  # the C publisher checks its offsets against these (see _native.c)
     from .._native import LAYOUT as _PUBLISH_LAYOUT
 except ImportError:
@@ -229,7 +230,7 @@ class _Gen:
         return (_TABLE_OFF + index * _RECORD_BYTES) // 8
 
     def close(self) -> None:
-        self.word = self.watch = self.handoff = None
+        self.word = self.watch = self.handoff = None  # type: ignore[assignment]  # (unusable once closed)
         sleepers = getattr(self, "sleepers", None)  # absent when the header was refused
         if sleepers is not None:
             self.sleepers_q.release()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..futex import fence
 from ..shm import RingError
@@ -41,6 +42,10 @@ from .layout import (
     _open_latest,
 )
 
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # (for type checkers only: not a dependency)
+
+_read_run: Callable[[Buffer, int, int, int, int, int, int], list[tuple[bytes, int]]] | None
 try:  # an ordered reader's run of whole bags, copied in C (see _native.c)
     from .._native import read_run as _read_run
 except ImportError:
@@ -173,7 +178,7 @@ class RingReader:
         """The next bag as (payload, publish_ns), or None when there is nothing new."""
         return self._read(None)
 
-    def read_into(self, buffer) -> tuple[int, int] | None:
+    def read_into(self, buffer: Buffer) -> tuple[int, int] | None:
         """Copy the next bag into `buffer` (any writable buffer: bytearray, numpy array,
         mmap) and return (length, publish_ns), or None when there is nothing new.
 
@@ -192,7 +197,7 @@ class RingReader:
         if self._newest or limit < 1:
             got = self._read(None)
             return [] if got is None else [got]
-        out = []
+        out: list[tuple[bytes, int]] = []
         while True:
             q = self._q
             nxt = self._next
@@ -205,11 +210,11 @@ class RingReader:
             s = nxt + len(run)
             ts = run[-1][1] if run else 0
             if s > nxt:
-                got = s - nxt
-                self.read_count += got
+                taken = s - nxt
+                self.read_count += taken
                 self._next = s
-                if got > 1:
-                    self._gap = (ts - out[-got][1]) // (got - 1)
+                if taken > 1:
+                    self._gap = (ts - out[-taken][1]) // (taken - 1)
                 else:
                     self._gap = (ts - self._last_ts) // (s - 1 - self._last_seq)
                 self._last_ts, self._last_seq = ts, s - 1
@@ -239,7 +244,7 @@ class RingReader:
         if _read_run is not None:
             return _read_run(self._mv, g.slots_q, g.stride_q, self._count, self._slot_size, first, last)
         slots, count, copy = self._slots, self._count, self._copy
-        out = []
+        out: list[tuple[bytes, int]] = []
         for s in range(first, last + 1):
             got = copy(slots[(s - 1) % count], s, None)
             if got is None:
@@ -247,7 +252,7 @@ class RingReader:
             out.append(got)
         return out
 
-    def _copy(self, h: int, s: int, dest: memoryview | None) -> tuple[bytes, int] | tuple[int, int] | None:
+    def _copy(self, h: int, s: int, dest: memoryview | None) -> tuple[Any, int] | None:
         """Bag `s` out of the slot whose header is word `h`: (payload, publish_ns), or
         (length, publish_ns) once copied into `dest`; None when the slot does not hold it
         whole (not yet written, overwritten since, or lapped during the copy)."""
@@ -260,6 +265,7 @@ class RingReader:
             return None
         ts = q[h + 2]
         off = (h << 3) + _SLOT_HEADER
+        data: bytes | int
         if dest is None:
             data = self._mv[off:off + n].tobytes()
         else:
@@ -285,7 +291,7 @@ class RingReader:
         )
 
 
-    def _read(self, dest: memoryview | None) -> tuple[bytes, int] | tuple[int, int] | None:
+    def _read(self, dest: memoryview | None) -> tuple[Any, int] | None:
         """One bag (the next, or for "newest" the latest) through `_copy`, with the counters."""
         q = self._q
         floor = self._next
@@ -362,8 +368,8 @@ class RingReader:
         """Detach; the record keeps its totals and position so a restarted reader resumes."""
         if self._g is not None:
             self._q[self._r + _R_ACTIVE] = 0
-            self._q = self._mv = None
+            self._q = self._mv = None  # type: ignore[assignment]  # (unusable once closed)
             self._g.close()
-            self._g = None
+            self._g = None  # type: ignore[assignment]
 
 

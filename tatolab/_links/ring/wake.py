@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from ..futex import full_fence, futex_wait, futex_waitv, futex_wake
 from .layout import _NO_SLEEPERS, _R_PID, _WORD_MASK, MAX_READERS, _alive, _Gen
@@ -57,6 +57,7 @@ from .layout import _NO_SLEEPERS, _R_PID, _WORD_MASK, MAX_READERS, _alive, _Gen
 if TYPE_CHECKING:
     from .reader import RingReader
 
+_compare_exchange: Callable[[int, int, int], bool] | None
 try:  # the watcher's claim in C (see _native.c); without it every reader sleeps on the writer's word
     from .._native import compare_exchange as _compare_exchange
 except ImportError:
@@ -130,6 +131,7 @@ def _follow_watcher(reader: RingReader, g: _Gen, w: int, watcher: int, timeout_s
     free again (True: the caller looks and waits again), or `timeout_s` is up (False)."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     followers, i, claim = g.followers, reader.index, _compare_exchange
+    assert claim is not None  # (wait() follows only where the claim was built)
     while True:
         h = g.handoff.value
         followers[i] = 1

@@ -24,6 +24,8 @@ import contextlib
 import itertools
 import threading
 import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from ..futex import NEEDS_FENCE, futex_wake
 from ..shm import RingError
@@ -55,10 +57,16 @@ from .layout import (
 )
 from .wake import bump_and_wake
 
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # (for type checkers only: not a dependency)
+
+    from .._native import Publisher
+
 # RingWriter.write leaves out the fence() calls (no-ops on x86-64, the only machine futex.py
 # accepts): ~30 ns each on a path that costs a few hundred.
 assert not NEEDS_FENCE, "RingWriter.write needs fences on this machine"
 
+_Publisher: type[Publisher] | None
 try:  # the publish in C (see _native.c); without it RingWriter.write publishes in Python
     from .._native import Publisher as _Publisher
 except ImportError:
@@ -92,11 +100,11 @@ class RingWriter:
         self._acquire = self._lock.acquire
         self._release = self._lock.release
         self._wakes = 0
-        self._publisher = _Publisher(self._write_slow) if COMPILED_PUBLISH else None
+        self._publisher = _Publisher(self._write_slow) if COMPILED_PUBLISH and _Publisher is not None else None
         if self._publisher is not None:
             # The hot path is the C publisher's own method: no Python frame per bag. Bags it
             # cannot take (too big, ring grown, a move under way) come back to _write_slow.
-            self.write = self._publisher.write
+            self.write = self._publisher.write  # type: ignore[method-assign,assignment]
         self._attach(_open_latest(base))
 
     def _attach(self, g: _Gen) -> None:
@@ -177,7 +185,7 @@ class RingWriter:
             pass  # another thread moved or closed the ring meanwhile (and woke every reader of it)
         return s
 
-    def _write_slow(self, payload) -> int:
+    def _write_slow(self, payload: Buffer) -> int:
         """The C publisher's way back for a bag it does not take: under the lock, with every
         other thread's writes sent here too (gate), resize or move the ring, then publish."""
         with self._exclusive() as publisher:
@@ -186,10 +194,11 @@ class RingWriter:
             n = len(payload) if type(payload) is bytes else memoryview(payload).nbytes
             if n > self._fits:
                 payload, n = self._resize_for(payload)
+            assert publisher is not None  # (only the C publisher calls back here)
             return publisher.publish(payload)
 
     @contextlib.contextmanager
-    def _exclusive(self):
+    def _exclusive(self) -> Iterator[Publisher | None]:
         """The writer to itself: no write from another thread until the block ends (the
         Python publish takes the lock; the C one is sent to the lock by gate())."""
         with self._lock:
@@ -204,7 +213,7 @@ class RingWriter:
             finally:
                 publisher.open(self._fits)
 
-    def _resize_for(self, payload):
+    def _resize_for(self, payload: Any) -> tuple[Any, int]:
         """The slow path: a bag that may not fit, or any bag while the ring is grown."""
         if type(payload) is not bytes:
             payload = memoryview(payload).cast("B")
@@ -291,8 +300,8 @@ class RingWriter:
             if self._publisher is not None:
                 self._publisher.detach()
             if self._g is not None:
-                self._q = self._mv = self._mm = self._word = self._sleepers = self._slots = None
+                self._q = self._mv = self._mm = self._word = self._sleepers = self._slots = None  # type: ignore[assignment]
                 self._g.close()
-                self._g = None
+                self._g = None  # type: ignore[assignment]
 
 
