@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Awaitable, Callable, TypeVar
 
-from tatolab._builtins.v4l2 import resolve_camera
+from tatolab._media.v4l2 import resolve_camera
 from tatolab._control.errors import ControlError, Fix, Reason
 from tatolab._control.source import StreamSource
 from tatolab._control.words import fixes_in_turn

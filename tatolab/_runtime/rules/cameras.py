@@ -1,7 +1,7 @@
 """Which stream may open a camera: on Linux only one at a time can, so a stream that asks for a
 camera another stream holds is refused when it loads, naming the holder.
 
-Plain data in, a refusal out: the runtime passes ``resolve`` (tatolab/_builtins/v4l2.py: which
+Plain data in, a refusal out: the runtime passes ``resolve`` (tatolab/_media/v4l2.py: which
 device a CameraSource's ``device`` setting means on this machine, or None for none).
 """
 
