@@ -19,6 +19,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+from tatolab._graph import Graph
 from tatolab._sdk.builder import StreamBuilder, is_stream
 from tatolab._errors import ProjectError, TatolabError
 from tatolab._sdk.naming import url_safe
@@ -34,7 +35,7 @@ def compile_project(
     target: str | None = None,
     file: str | None = None,
     name: str | None = None,
-) -> dict[str, Any]:
+) -> Graph:
     """Load the target's ``@stream`` function, call it with a recording builder, return the graph."""
     project = Path(project_dir).resolve()
     if not project.is_dir():
@@ -196,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     saved_stdout, sys.stdout = sys.stdout, sys.stderr
     try:
-        result: dict[str, Any] = compile_project(args.dir, target=args.target, file=args.file, name=args.name)
+        result: dict[str, Any] = dict(compile_project(args.dir, target=args.target, file=args.file, name=args.name))
         status = 0
     except TatolabError as exc:
         result, status = {"error": str(exc)}, 2

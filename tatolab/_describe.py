@@ -16,6 +16,7 @@ import sys
 import traceback
 from typing import Any
 
+from tatolab._graph import Node
 from tatolab._user_code import user_code
 from tatolab._errors import TatolabError
 
@@ -65,7 +66,7 @@ def live_words(text: str, class_name: str) -> str:
                 .replace(" Remove config=, or give ", " Add it with no config, or give "))
 
 
-def describe(request: dict[str, Any]) -> dict[str, Any]:
+def describe(request: dict[str, Any]) -> Node:
     """The graph entry of the node ``request`` asks for (what ``stream_builder.add`` records)."""
     from tatolab._sdk.builder import StreamBuilder
 
