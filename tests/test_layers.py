@@ -74,3 +74,10 @@ def test_no_modules_import_each_other_in_a_circle():
         if module not in state:
             visit(module, [module])
     assert circles == []
+
+
+def test_no_module_holds_more_than_700_lines():
+    """A room holds one idea: a module past 700 lines holds several (split it into a package)."""
+    long = {str(path.relative_to(PACKAGE.parent)): lines for path in PACKAGE.rglob("*.py")
+            if (lines := len(path.read_text().splitlines())) > 700}
+    assert long == {}
