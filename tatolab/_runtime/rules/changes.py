@@ -9,13 +9,12 @@ output and input pair (many outputs may feed one input: a fan-in), and a remote 
 
 from __future__ import annotations
 
-from tatolab._graph import Graph, LinkEnd, Node
-from tatolab._graph import Link as GraphLink
-
 import copy
 from dataclasses import dataclass
 from typing import Any
 
+from tatolab._graph import Graph, LinkEnd, Node
+from tatolab._graph import Link as GraphLink
 from tatolab._control.errors import ControlError, Fix
 from tatolab._errors import AddressError
 from tatolab._sdk.naming import format_address, parse_address, url_safe

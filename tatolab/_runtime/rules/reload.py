@@ -16,10 +16,10 @@ Every other node restarts from the new code; when in doubt, a node restarts.
 
 from __future__ import annotations
 
-from tatolab._graph import Graph
-
 from pathlib import PurePath
 from typing import Any, Iterable
+
+from tatolab._graph import Graph
 
 SHAPE_KEYS = ("class", "execution", "interval_ms", "inputs", "outputs")
 RESTART_KEYS = ("config", "watchdog_ms", "memory_limit_mb")
