@@ -1,5 +1,6 @@
-"""The Tatolab API a project's ``stream.py`` and nodes use."""
+"""The Tatolab API a project's ``stream.py`` and nodes use, and the errors they can meet."""
 
+from tatolab._errors import AddressError, BagError, ConfigError, GraphError, NodeDefinitionError, TatolabError
 from tatolab._sdk.builder import (
     Exposure,
     InputRef,
@@ -19,11 +20,15 @@ from tatolab._sdk.nodes import node
 from tatolab._surfaces.frame import VideoFrame
 
 __all__ = [
+    "AddressError",
     "AudioBlock",
+    "BagError",
     "CameraSource",
+    "ConfigError",
     "DisplayWindow",
     "Exposure",
     "GlslPixelEffect",
+    "GraphError",
     "H264Decoder",
     "H264Encoder",
     "H265Decoder",
@@ -31,6 +36,7 @@ __all__ = [
     "InputRef",
     "MicrophoneSource",
     "Mp4Sink",
+    "NodeDefinitionError",
     "NodeHandle",
     "OpusDecoder",
     "OpusEncoder",
@@ -39,6 +45,7 @@ __all__ = [
     "RuntimeContextLimitedAccess",
     "SpeakerSink",
     "StreamBuilder",
+    "TatolabError",
     "TestPatternSource",
     "VideoFrame",
     "VirtualCameraSink",

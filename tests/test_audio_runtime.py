@@ -3,7 +3,6 @@ PulseAudio (started by the test) as the machine's microphone and speaker."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np

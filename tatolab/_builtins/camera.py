@@ -10,14 +10,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from tatolab._builtins import v4l2
+from tatolab._media import v4l2
 from tatolab._builtins.camera_lock import CameraLock
 from tatolab._builtins.ending import end_node
 from tatolab._builtins.test_pattern import TestPatternSource
 from tatolab._builtins.waiting import Waiting
 from tatolab._sdk import builtins as described
-from tatolab._sdk.builtins import CameraSourceConfig, TestPatternConfig
-from tatolab._sdk.nodes import node
+from tatolab._sdk.builtins import CameraSourceConfig, TestPatternConfig, implements
 from tatolab._surfaces.frame import VideoFrame
 from tatolab._surfaces.pool import PoolExhausted
 
@@ -93,13 +92,8 @@ def open_failure(what: Input, exc: BaseException) -> str:
     return f"{what.label} cannot be opened: {exc}"
 
 
-@node(execution="manual")
-class CameraSource:
-    __doc__ = described.CameraSource.__doc__
-
-    @node.output()
-    def video(self) -> dict: ...
-
+@implements
+class CameraSource(described.CameraSource):
     def __init__(self, config: CameraSourceConfig) -> None:
         self.config = config
         self.stopping = threading.Event()

@@ -14,11 +14,15 @@ import csv
 import hashlib
 import io
 import re
+import sys
+import sysconfig
 import zipfile
 from importlib import metadata
 from pathlib import Path
 
 _SKIPPED_DIST_INFO = {"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"}
+# the oldest Python the compiled module's stable ABI serves: Py_LIMITED_API in _native.c, py_limited_api in setup.py
+LIMITED_API = "cp311"
 
 
 class WheelError(Exception):
@@ -51,7 +55,7 @@ def _installed_files(dist: metadata.Distribution) -> list[tuple[str, Path]]:
             continue  # scripts outside site-packages: pip makes them again from entry_points.txt
         if parts[0].endswith(".dist-info") and parts[-1] in _SKIPPED_DIST_INFO:
             continue
-        path = Path(dist.locate_file(entry))
+        path = Path(str(dist.locate_file(entry)))
         if path.is_file():
             files.append((entry.as_posix(), path))
     if not any(rel.split("/")[0].endswith(".dist-info") for rel, _ in files):
@@ -65,6 +69,21 @@ def _wheel_tags(wheel_text: str) -> str:
         return "py3-none-any"
     parts = [tag.split("-") for tag in tags]
     return "-".join(".".join(dict.fromkeys(p[i] for p in parts)) for i in range(3))
+
+
+def tatolab_tag(package: Path) -> str:
+    """The wheel tag for what the package folder holds: ``py3-none-any`` when it is pure Python;
+    with the compiled module (tatolab/_links/_native*.so), the Python, ABI and platform it was
+    built for, so that pip on another machine or Python refuses the wheel, saying so, instead
+    of installing a binary that cannot load (on arm64 the links need it: tatolab/_links/futex.py)."""
+    compiled = sorted(path.name for path in package.rglob("*.so") if "__pycache__" not in path.parts)
+    if not compiled:
+        return "py3-none-any"
+    platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    if all(name.endswith(".abi3.so") for name in compiled):
+        return f"{LIMITED_API}-abi3-{platform}"
+    python = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    return f"{python}-{python}-{platform}"
 
 
 class _WheelWriter:
@@ -112,8 +131,9 @@ def pack_tatolab(out_dir: Path) -> Path:
 
     version = tatolab.__version__
     info = f"tatolab-{version}.dist-info"
-    writer = _WheelWriter(out_dir / f"tatolab-{version}-py3-none-any.whl", info)
     package = Path(tatolab.__file__).parent
+    tag = tatolab_tag(package)
+    writer = _WheelWriter(out_dir / f"tatolab-{version}-{tag}.whl", info)
     for path in sorted(package.rglob("*")):
         relative = path.relative_to(package.parent)
         if path.is_file() and "__pycache__" not in relative.parts and path.suffix != ".pyc":
@@ -121,7 +141,7 @@ def pack_tatolab(out_dir: Path) -> Path:
     try:
         dist = metadata.distribution("tatolab")
         requires, entry_points = dist.requires or [], dist.read_text("entry_points.txt") or ""
-        summary = dist.metadata.get("Summary") or ""
+        summary = dist.metadata.get("Summary") or ""  # type: ignore[attr-defined]  # (an email Message at runtime)
     except metadata.PackageNotFoundError:
         requires, entry_points, summary = [], "", ""
     lines = ["Metadata-Version: 2.1", "Name: tatolab", f"Version: {version}", f"Summary: {summary}"]
@@ -131,7 +151,8 @@ def pack_tatolab(out_dir: Path) -> Path:
     writer.add(f"{info}/METADATA", ("\n".join(lines) + "\n").encode())
     if entry_points:
         writer.add(f"{info}/entry_points.txt", entry_points.encode())
-    writer.add(f"{info}/WHEEL", b"Wheel-Version: 1.0\nGenerator: tatolab\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+    purelib = "true" if tag == "py3-none-any" else "false"
+    writer.add(f"{info}/WHEEL", f"Wheel-Version: 1.0\nGenerator: tatolab\nRoot-Is-Purelib: {purelib}\nTag: {tag}\n".encode())
     return writer.close()
 
 

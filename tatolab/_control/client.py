@@ -86,7 +86,7 @@ def waiting_words(notice: dict[str, Any]) -> str:
 
 
 def answer_timeout_s() -> float:
-    return settings.value(TIMEOUT_ENV)  # checked as the command started (_settings.py)
+    return float(settings.value(TIMEOUT_ENV))  # checked as the command started (_settings.py)
 
 
 class NotYourRuntime(RequestFailed):

@@ -20,11 +20,13 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any, Iterable
 
+from tatolab._graph import Graph, Node
+
 SHAPE_KEYS = ("class", "execution", "interval_ms", "inputs", "outputs")
 RESTART_KEYS = {"config": "config", "watchdog_ms": "watchdog", "memory_limit_mb": "memory limit"}  # key: as said
 
 
-def same_shape(old: dict[str, Any], new: dict[str, Any]) -> bool:
+def same_shape(old: Graph, new: Graph) -> bool:
     """True when ``new`` can replace ``old`` node by node, with the same rings and links."""
     if [n["name"] for n in old["nodes"]] != [n["name"] for n in new["nodes"]]:
         return False
@@ -72,7 +74,7 @@ def _names_a_saved_file(config: Any, saved: Saved) -> bool:
     return any(path == name or path.endswith("/" + name) for name in named)
 
 
-def _why(before: dict[str, Any], node: dict[str, Any], saved: list[Saved], imported: Imported | None) -> str | None:
+def _why(before: Node, node: Node, saved: list[Saved], imported: Imported | None) -> str | None:
     """Why ``node`` must restart (a phrase for the log), or None when it can be kept."""
     if any(s.relative == "pyproject.toml" or s.relative.endswith("/pyproject.toml") for s in saved):
         return "pyproject.toml was saved"
@@ -92,7 +94,7 @@ def _why(before: dict[str, Any], node: dict[str, Any], saved: list[Saved], impor
     return None
 
 
-def restarts(old: dict[str, Any], new: dict[str, Any], saved: Iterable[Saved],
+def restarts(old: Graph, new: Graph, saved: Iterable[Saved],
              imports: dict[str, Imported | None]) -> dict[str, str]:
     """The nodes of ``new`` to restart, each with why, given the files saved since the running
     version loaded and, per node, what its running process imported (None: unknown)."""
