@@ -26,6 +26,7 @@ COMMAND_MODULES = {
     "sdk": ("sdk",),
     "inspect": ("graph", "tap", "logs"),
     "exchange": ("exchange",),
+    "record": ("record",),
     "kept": ("start", "rm"),
     "expose": ("expose", "url", "relay"),
     "change": ("node", "link"),

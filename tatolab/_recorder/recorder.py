@@ -1,0 +1,190 @@
+"""The recorder's loop: rings in, one MCAP file out (run by ``python -m tatolab._recorder``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from tatolab import _bags
+from tatolab._links.ring import RingError, RingReader, wait_any
+from tatolab._recorder import formats
+from tatolab._recorder.file import COMPRESSIONS, DiskFull, McapFile
+from tatolab._surfaces import pool as surfaces
+from tatolab._surfaces.frame import VideoFrame
+
+READ_RUN = 256
+REPORT_S = 0.5
+SCHEMA_WAIT_S = 0.5  # a JSON channel's schema is inferred from its first bags, or those of its first half second
+
+
+@dataclass
+class Source:
+    address: str
+    base: str  # the output's ring
+    reader: int  # the reader record the runtime claimed for this recording
+
+
+@dataclass
+class Spec:
+    path: Path
+    sources: list[Source]
+    pool: str | None = None
+    seconds: float | None = None
+    bags: int | None = None
+    compression: str = "zstd"
+    profile: str = "ordered"
+
+    @classmethod
+    def parse(cls, data: dict[str, Any]) -> Spec:
+        spec = cls(path=Path(data["path"]), sources=[Source(**s) for s in data["sources"]], pool=data.get("pool"),
+                   seconds=data.get("seconds"), bags=data.get("bags"),
+                   compression=data.get("compression", "zstd"), profile=data.get("profile", "ordered"))
+        if spec.compression not in COMPRESSIONS:
+            raise ValueError(f"compression must be one of {', '.join(COMPRESSIONS)}")
+        return spec
+
+
+@dataclass
+class _Channel:
+    address: str
+    reader: RingReader
+    kind: str | None = None
+    id: int | None = None
+    pending: list[tuple[Any, int, int]] = field(default_factory=list)
+    first_ns: int = 0
+    bags: int = 0
+    bytes: int = 0
+    error: str | None = None
+
+
+class Recorder:
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+        if spec.pool:
+            surfaces.configure(spec.pool)
+        self.file = McapFile(spec.path, compression=spec.compression)
+        self.channels = [_Channel(s.address, RingReader(s.base, s.reader, spec.profile, start="now"))
+                         for s in spec.sources]
+        self.to_wall = time.time_ns() - time.monotonic_ns()  # log times on the Unix clock; rings use the monotonic one
+        self.started = time.monotonic()
+        self.total = 0
+        self.reason: str | None = None
+        self.error: str | None = None
+
+    def run(self, stopping: threading.Event, report: Callable[[dict[str, Any]], None]) -> str:
+        """Record until asked to stop, the seconds or bags are reached, or the disk is full."""
+        spec = self.spec
+        deadline = None if spec.seconds is None else self.started + spec.seconds
+        readers = [c.reader for c in self.channels]
+        last_report = time.monotonic()
+        while True:
+            if stopping.is_set():
+                return "stopped"
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return "seconds"
+            if now - last_report >= REPORT_S:
+                last_report = now
+                report(self.summary())
+            wait_any(readers, 0.1 if deadline is None else max(0.0, min(0.1, deadline - now)))
+            try:
+                for channel in self.channels:
+                    if self._drain(channel):
+                        return "bags"
+                    if channel.pending and time.monotonic_ns() - channel.first_ns > SCHEMA_WAIT_S * 1e9:
+                        self._open(channel)
+            except DiskFull as exc:
+                self.error = f"the disk took no more ({exc.strerror}): the recording stopped"
+                return "disk full"
+
+    def _drain(self, channel: _Channel) -> bool:
+        try:
+            run = channel.reader.read_many(READ_RUN)
+        except RingError as exc:
+            channel.error = str(exc)
+            return False
+        for payload, publish_ns in run:
+            try:
+                bag = _bags.decode(payload)
+            except ValueError:
+                channel.reader.count_bad()
+                continue
+            if channel.kind is None:
+                channel.kind = formats.kind_of(bag)
+            if channel.kind == "video":
+                data = self._frame(channel, bag)
+                if data is None:
+                    continue
+                bag = data
+            elif channel.kind == "audio":
+                bag = formats.encode_audio(bag)
+            self._add(channel, bag, publish_ns)
+            if self.spec.bags is not None and self.total >= self.spec.bags:
+                return True
+        return False
+
+    def _frame(self, channel: _Channel, bag: dict[str, Any]) -> bytes | None:
+        try:
+            frame = VideoFrame.open(bag)
+        except surfaces.SurfaceError:  # reused before this reader got to it: missed, like a lapped bag
+            channel.reader.count_dropped()
+            return None
+        try:
+            return formats.encode_video(bag, frame._memory(), channel.address)
+        finally:
+            frame.release()
+
+    def _add(self, channel: _Channel, item: Any, publish_ns: int) -> None:
+        """A bag (JSON channels) or an encoded message (video, audio) into the file."""
+        self.total += 1
+        channel.bags += 1
+        if channel.id is None:
+            if not channel.pending:
+                channel.first_ns = time.monotonic_ns()
+            channel.pending.append((item, publish_ns, channel.bags))
+            if channel.kind != "json" or len(channel.pending) >= formats.SCHEMA_SAMPLE:
+                self._open(channel)
+            return
+        self._write(channel, item, publish_ns, channel.bags)
+
+    def _open(self, channel: _Channel) -> None:
+        first = [bag for bag, _, _ in channel.pending] if channel.kind == "json" else []
+        channel.id = self.file.channel(channel.address, channel.kind or "json", first)
+        pending, channel.pending = channel.pending, []
+        for item, publish_ns, sequence in pending:
+            self._write(channel, item, publish_ns, sequence)
+
+    def _write(self, channel: _Channel, item: Any, publish_ns: int, sequence: int) -> None:
+        data = formats.encode_json(item) if channel.kind == "json" else item
+        log_time = publish_ns + self.to_wall
+        # publish time: the bag's origin once rings carry one; until then its write time, as the log time
+        self.file.add(channel.id or 0, log_time, log_time, data, sequence)
+        channel.bytes += len(data)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "path": str(self.spec.path),
+            "bytes": self.file.bytes,
+            "seconds": round(time.monotonic() - self.started, 3),
+            "channels": {c.address: {"kind": c.kind, "bags": c.bags, "dropped": c.reader.dropped + c.reader.bad,
+                                     "bytes": c.bytes, **({"error": c.error} if c.error else {})}
+                         for c in self.channels},
+        }
+
+    def close(self, reason: str) -> dict[str, Any]:
+        """Finish the file (unless the disk is full: then it ends at its last whole chunk)."""
+        if reason != "disk full":
+            try:
+                for channel in self.channels:
+                    if channel.pending:
+                        self._open(channel)
+                self.file.finish()
+            except DiskFull as exc:
+                reason, self.error = "disk full", f"the disk took no more ({exc.strerror}): the recording stopped"
+        for channel in self.channels:
+            channel.reader.close()
+        return {**self.summary(), "reason": reason, "indexed": reason != "disk full",
+                **({"error": self.error} if self.error else {})}
