@@ -1,0 +1,146 @@
+"""`tatolab record` with a real runtime: outputs into an MCAP file the `mcap` library (and
+`@mcap/core` in Node) reads; McapSource plays a recording back into a stream."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from mcap.reader import make_reader
+from mcap.stream_reader import StreamReader
+
+from harness import Runtime, make_project, wait_for
+
+pytestmark = pytest.mark.slow
+
+COUNTER = '''
+import threading
+from tatolab.stream import node
+
+
+@node(execution="manual")
+class Counter:
+    """Bags at 200 a second: n, a label and some bytes."""
+
+    @node.output()
+    def count(self) -> dict: ...
+
+    def setup(self, ctx) -> None:
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.run, args=(ctx,), daemon=True)
+        self.thread.start()
+
+    def teardown(self, ctx) -> None:
+        self.stopping.set()
+        self.thread.join(2)
+
+    def run(self, ctx) -> None:
+        n = 0
+        while not self.stopping.wait(0.005):
+            ctx.outputs.write("count", {"n": n, "label": f"bag {n}", "raw": bytes([n % 256]) * 3, "x": n / 2})
+            n += 1
+'''
+
+SINK = '''
+import json
+from tatolab.stream import VideoFrame, node
+
+
+@node
+class Keep:
+    """Every bag it reads, as a JSON line in kept.jsonl (bytes as hex)."""
+
+    @node.input(delivery_profile="ordered")
+    def bags(self) -> dict: ...
+
+    def setup(self, ctx) -> None:
+        self.out = open("kept.jsonl", "a")
+
+    def process(self, ctx) -> None:
+        while (bag := ctx.inputs.read("bags")) is not None:
+            self.out.write(json.dumps({k: v.hex() if isinstance(v, bytes) else v for k, v in bag.items()}) + "\\n")
+            self.out.flush()
+
+
+@node
+class Pixels:
+    """Each frame's index and pixels (as a .npy file named by its index)."""
+
+    @node.input(delivery_profile="ordered")
+    def video(self) -> dict: ...
+
+    def process(self, ctx) -> None:
+        import numpy as np
+
+        while (frame := ctx.inputs.read("video", into=VideoFrame)) is not None:
+            np.save(f"frame-{frame.fields['frame_index']}.npy", frame.cpu())
+'''
+
+
+def _project(tmp_path: Path, venv: Path, name: str, stream: str) -> Path:
+    return make_project(tmp_path / name, venv, {"stream.py": stream, "nodes/__init__.py": "",
+                                                 "nodes/counter.py": COUNTER, "nodes/sink.py": SINK})
+
+
+SOURCES = '''
+from tatolab.stream import StreamBuilder, TestPatternSource, stream
+from nodes.counter import Counter
+
+
+@stream
+def src(stream_builder: StreamBuilder) -> None:
+    stream_builder.add(TestPatternSource, config={"width": 64, "height": 48, "fps": 30})
+    stream_builder.add(Counter, name="counter")
+'''
+
+
+def _record(runtime: Runtime, out: Path, *addresses: str, seconds: float = 2.0) -> subprocess.CompletedProcess:
+    return runtime.cli("record", *addresses, "--out", str(out), "--seconds", str(seconds), check=True)
+
+
+def _messages(path: Path) -> dict[str, list]:
+    by_topic: dict[str, list] = {}
+    with open(path, "rb") as f:
+        for schema, channel, message in make_reader(f).iter_messages():
+            by_topic.setdefault(channel.topic, []).append((schema, channel, message))
+    return by_topic
+
+
+def test_two_outputs_recorded_for_two_seconds_read_with_the_mcap_library(video_venv, runtime, tmp_path):
+    project = _project(tmp_path, video_venv, "src", SOURCES)
+    runtime.cli("run", "-d", cwd=project, check=True)
+    wait_for(lambda: runtime.cli("tap", "src/counter/count", "--count", "1").returncode == 0,
+             timeout=60, what="the counter to write")
+    out = tmp_path / "made" / "here" / "two.mcap"  # the folders do not exist yet
+    done = _record(runtime, out, "src/testpatternsource/video", "src/counter/count")
+    assert f"-> {out}" in done.stderr
+    assert f"to {out}" in done.stdout and "indexed" in done.stdout
+    with open(out, "rb") as f:
+        reader = make_reader(f)
+        summary = reader.get_summary()
+        assert summary is not None and summary.chunk_indexes  # indexed: a summary with chunk indexes
+        topics = {c.topic: c for c in summary.channels.values()}
+    assert set(topics) == {"src/testpatternsource/video", "src/counter/count"}
+    by_topic = _messages(out)
+    counts = by_topic["src/counter/count"]
+    assert counts[0][1].message_encoding == "json" and counts[0][0].encoding == "jsonschema"
+    schema = json.loads(counts[0][0].data)
+    assert schema["properties"]["raw"] == {"type": "string", "contentEncoding": "base64"}
+    bags = [json.loads(m.data) for _, _, m in counts]
+    assert 150 < len(bags) < 600, len(bags)  # ~200 a second for 2 s, on a loaded machine
+    assert {"n", "label", "raw", "x"} <= set(bags[0])
+    ns = [b["n"] for b in bags]
+    assert ns == list(range(ns[0], ns[0] + len(ns)))  # ordered: none missed
+    times = [m.log_time for _, _, m in counts]
+    assert times == sorted(times) and abs(times[0] / 1e9 - time.time()) < 60  # Unix time, in order
+    frames = by_topic["src/testpatternsource/video"]
+    assert frames[0][0].name == "foxglove.RawImage" and frames[0][1].message_encoding == "protobuf"
+    assert 30 <= len(frames) <= 90
+    for line in done.stdout.splitlines()[1:]:
+        assert " 0 dropped" in line
