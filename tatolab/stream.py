@@ -14,7 +14,7 @@ from tatolab._sdk.audio import AudioBlock
 from tatolab._sdk.builtins import MicrophoneSource, OpusDecoder, OpusEncoder, SpeakerSink
 from tatolab._sdk.builtins import CameraSource, GlslPixelEffect, TestPatternSource, VirtualCameraSink
 from tatolab._sdk.builtins import DisplayWindow
-from tatolab._sdk.builtins import H264Decoder, H264Encoder, H265Decoder, H265Encoder, Mp4Sink
+from tatolab._sdk.builtins import H264Decoder, H264Encoder, H265Decoder, H265Encoder, McapSource, Mp4Sink
 from tatolab._sdk.nodes import node
 from tatolab._surfaces.frame import VideoFrame
 
@@ -29,6 +29,7 @@ __all__ = [
     "H265Decoder",
     "H265Encoder",
     "InputRef",
+    "McapSource",
     "MicrophoneSource",
     "Mp4Sink",
     "NodeHandle",

@@ -33,7 +33,7 @@ from tatolab._sdk.builtins.codecs import (
     H265EncoderConfig,
 )
 from tatolab._sdk.builtins.marks import IMPLEMENTATIONS, builtin, implementation_of
-from tatolab._sdk.builtins.recording import Mp4Sink, Mp4SinkConfig
+from tatolab._sdk.builtins.recording import McapSource, McapSourceConfig, Mp4Sink, Mp4SinkConfig
 from tatolab._sdk.builtins.video import (
     GlslPixelEffect,
     GlslPixelEffectConfig,
@@ -58,6 +58,8 @@ __all__ = [
     "H265Encoder",
     "H265EncoderConfig",
     "IMPLEMENTATIONS",
+    "McapSource",
+    "McapSourceConfig",
     "MicrophoneConfig",
     "MicrophoneSource",
     "Mp4Sink",
