@@ -144,3 +144,72 @@ def test_two_outputs_recorded_for_two_seconds_read_with_the_mcap_library(video_v
     assert 30 <= len(frames) <= 90
     for line in done.stdout.splitlines()[1:]:
         assert " 0 dropped" in line
+
+
+REPLAY = '''
+from tatolab.stream import McapSource, StreamBuilder, stream
+from nodes.sink import Keep, Pixels
+
+
+@stream
+def replay(stream_builder: StreamBuilder) -> None:
+    counts = stream_builder.add(McapSource, name="counts",
+                                config={"path": "rec.mcap", "address": "src/counter/count", "speed": 0})
+    video = stream_builder.add(McapSource, name="video",
+                               config={"path": "rec.mcap", "address": "src/testpatternsource/video"})
+    keep = stream_builder.add(Keep, name="keep")
+    pixels = stream_builder.add(Pixels, name="pixels")
+    stream_builder.connect(counts.output("bags"), keep.input("bags"))
+    stream_builder.connect(video.output("bags"), pixels.input("video"))
+'''
+
+
+def _recorded(path: Path, topic: str) -> list:
+    from tatolab._recorder.reading import Recording, bag_of
+
+    recording = Recording(path)
+    channel = recording.channel(topic)
+    try:
+        return [bag_of(channel, data) for _, data in recording.messages(channel, None, None)]
+    finally:
+        recording.close()
+
+
+def test_a_recording_replays_through_mcap_source_bag_for_bag_and_pixel_for_pixel(video_venv, runtime, tmp_path):
+    import numpy as np
+
+    from tatolab._builtins.test_pattern import background, square_at
+    from tatolab._sdk.builtins import TestPatternConfig
+
+    source = _project(tmp_path, video_venv, "src", SOURCES)
+    runtime.cli("run", "-d", cwd=source, check=True)
+    wait_for(lambda: runtime.cli("tap", "src/counter/count", "--count", "1").returncode == 0,
+             timeout=60, what="the counter to write")
+    replay = _project(tmp_path, video_venv, "replay", REPLAY)
+    _record(runtime, replay / "rec.mcap", "src/testpatternsource/video", "src/counter/count")
+    runtime.cli("stop", "src", check=True)
+    counts = [bag for bag, _ in _recorded(replay / "rec.mcap", "src/counter/count")]
+    frames = _recorded(replay / "rec.mcap", "src/testpatternsource/video")
+    assert len(counts) > 150 and len(frames) > 30
+
+    runtime.cli("run", "-d", cwd=replay, check=True)
+    kept = replay / "kept.jsonl"
+    wait_for(lambda: kept.exists() and len(kept.read_text().splitlines()) >= len(counts), timeout=60,
+             what=f"the {len(counts)} recorded bags to come out of McapSource")
+    wait_for(lambda: len(list(replay.glob("frame-*.npy"))) >= len(frames), timeout=60,
+             what=f"the {len(frames)} recorded frames to come out of McapSource")
+    got = [json.loads(line) for line in kept.read_text().splitlines()]
+    assert got == [{k: v.hex() if isinstance(v, bytes) else v for k, v in bag.items()} for bag in counts]
+
+    pattern = TestPatternConfig(width=64, height=48, fps=30)
+    image = background(pattern)
+    for bag, pixels in frames:
+        replayed = np.load(replay / f"frame-{bag['frame_index']}.npy")
+        assert replayed.tobytes() == pixels  # what was recorded
+        expected = image.copy()  # and what TestPatternSource drew for that frame
+        left, top, size = square_at(bag["frame_index"], 64, 48)
+        expected[top:top + size, left:left + size, :3] = 255
+        assert np.array_equal(replayed, expected), f"frame {bag['frame_index']} differs"
+    graph = json.loads(runtime.cli("graph", "--stream", "replay", check=True).stdout)
+    video = next(n for n in graph["streams"][0]["nodes"] if n["name"] == "video")
+    assert video["state"] == "running"

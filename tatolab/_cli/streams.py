@@ -96,6 +96,12 @@ def cmd_streams(args: argparse.Namespace) -> int:
         print()
         for line in write_failure_lines(unwritten):
             print(line)
+    recordings = listing.get("recordings")
+    if recordings:
+        print()
+        for rec in recordings:
+            print(f"{rec['id']} recording {', '.join(rec['addresses'])} to {rec['path']}: {counted(rec['bags'], 'bag')}, "
+                  f"{rec['dropped']} dropped, {rec['bytes']} bytes. `tatolab record --stop {rec['id']}` stops it.")
     return 0
 
 

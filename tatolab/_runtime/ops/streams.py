@@ -83,6 +83,7 @@ class Listing(TypedDict):
     streams: list[StreamRow]
     troubled: list[TroubledNode]  # nodes that crashed, restarted or hang
     unwritten: list[WriteFailure]  # files the runtime could not write (a full disk, no descriptor left)
+    recordings: list[dict[str, Any]]  # recordings in progress (ops/record.py: RecordingRow)
 
 
 class Stopped(TypedDict):
@@ -165,7 +166,8 @@ async def streams(runtime: Runtime) -> Listing:
                 troubled.append({"stream": stream.name, **{k: entry[k] for k in  # type: ignore[typeddict-item]
                                  ("name", "state", "restarts", "last_error", "hung")}})
     return {"streams": runtime.list_streams(), "troubled": troubled,  # type: ignore[typeddict-item]
-            "unwritten": unwritten.report()}
+            "unwritten": unwritten.report(),
+            "recordings": [r.row() for r in runtime.recordings.values() if r.state != "ended"]}
 
 
 @op("stop")
