@@ -213,3 +213,54 @@ def test_a_recording_replays_through_mcap_source_bag_for_bag_and_pixel_for_pixel
     graph = json.loads(runtime.cli("graph", "--stream", "replay", check=True).stdout)
     video = next(n for n in graph["streams"][0]["nodes"] if n["name"] == "video")
     assert video["state"] == "running"
+
+
+def _live_recording(runtime: Runtime) -> dict:
+    graph = json.loads(runtime.cli("graph", check=True).stdout)
+    return graph["recordings"][0] if graph["recordings"] else {}
+
+
+def test_kill_9_of_the_recorder_leaves_a_file_read_up_to_its_last_chunk_and_ctrl_c_twice_one_indexed(
+        video_venv, runtime, tmp_path):
+    from mcap.exceptions import EndOfFile
+    from mcap.reader import NonSeekingReader
+
+    project = _project(tmp_path, video_venv, "src", SOURCES)
+    runtime.cli("run", "-d", cwd=project, check=True)
+    wait_for(lambda: runtime.cli("tap", "src/counter/count", "--count", "1").returncode == 0,
+             timeout=60, what="the counter to write")
+    refused = runtime.cli("record", "src/counter/nope", "--out", str(tmp_path / "never.mcap"))
+    assert refused.returncode != 0 and "src/counter/count" in refused.stderr  # the outputs it has
+    assert not (tmp_path / "never.mcap").exists()
+
+    out = tmp_path / "killed.mcap"
+    command = runtime.popen_cli("record", "src/counter/count", "src/testpatternsource/video", "--out", str(out))
+    wait_for(lambda: _live_recording(runtime).get("seconds", 0) > 2.5, timeout=60, what="2.5 s of recording")
+    row = _live_recording(runtime)
+    taps = [t for s in json.loads(runtime.cli("graph", check=True).stdout)["streams"] for n in s["nodes"]
+            for p in n["outputs"] for t in p["taps"]]
+    assert [t["recording"] for t in taps] == [row["id"], row["id"]]  # its readers, shown as its own
+    os.kill(row["pid"], signal.SIGKILL)
+    stdout, stderr = command.communicate(timeout=30)
+    assert command.returncode == 1, stderr
+    assert "not indexed: readable up to its last chunk" in stdout
+    ns = []
+    with open(out, "rb") as f:
+        try:
+            for _, channel, message in NonSeekingReader(f).iter_messages(log_time_order=False):
+                if channel.topic == "src/counter/count":
+                    ns.append(json.loads(message.data)["n"])
+        except EndOfFile:
+            pass  # where the recorder was killed: after the last whole chunk
+    assert len(ns) > 200 and ns == list(range(ns[0], ns[0] + len(ns)))  # chunks close every second
+
+    twice = tmp_path / "twice.mcap"
+    command = runtime.popen_cli("record", "src/counter/count", "--out", str(twice))
+    wait_for(lambda: _live_recording(runtime).get("bags", 0) > 50, timeout=60, what="50 bags recorded")
+    command.send_signal(signal.SIGINT)
+    command.send_signal(signal.SIGINT)
+    command.communicate(timeout=30)
+    wait_for(lambda: not _live_recording(runtime), timeout=30, what="the runtime to finish the file")
+    with open(twice, "rb") as f:
+        summary = make_reader(f).get_summary()
+    assert summary is not None and summary.statistics.message_count > 50
