@@ -121,8 +121,8 @@ class Recording:
         if self.indexed:
             self._file.seek(0)
             reader = make_reader(self._file)
-            for _, _, message in reader.iter_messages(topics=[channel.topic], start_time=start_ns,
-                                                      end_time=None if end_ns is None else end_ns + 1):
+            for _, _, message in reader.iter_messages(topics=[channel.topic], starting_at=start_ns,
+                                                      ending_at=end_ns):
                 yield message.log_time, message.data
             return
         for _, ch, message in self._scan():
