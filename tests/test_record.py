@@ -264,3 +264,36 @@ def test_kill_9_of_the_recorder_leaves_a_file_read_up_to_its_last_chunk_and_ctrl
     with open(twice, "rb") as f:
         summary = make_reader(f).get_summary()
     assert summary is not None and summary.statistics.message_count > 50
+
+
+def test_an_agent_starts_and_stops_a_recording_over_mcp_and_sees_it_meanwhile(video_venv, runtime, tmp_path):
+    import asyncio
+
+    from test_mcp_live import session_with
+
+    project = _project(tmp_path, video_venv, "src", SOURCES)
+
+    async def agent() -> dict:
+        async with asyncio.timeout(180), session_with(runtime, tmp_path) as s:
+            error, text, _ = await s.call("run_stream", project=str(project))
+            assert not error, text
+            await asyncio.to_thread(wait_for, lambda: runtime.cli("tap", "src/counter/count", "--count", "1")
+                                    .returncode == 0, 60, "the counter to write")
+            error, text, started = await s.call("record_start", addresses=["src/counter/count"], out="rec/agent.mcap")
+            assert not error, text
+            assert started["path"] == str(tmp_path / "rec" / "agent.mcap") and started["state"] == "recording"
+            error, text, listing = await s.call("list_streams")
+            assert [r["id"] for r in listing["recordings"]] == [started["id"]]
+            await asyncio.to_thread(wait_for, lambda: _live_recording(runtime).get("bags", 0) > 100, 60,
+                                    "100 bags recorded")
+            error, text, stopped = await s.call("record_stop", id=started["id"])
+            assert not error, text
+            error, text, _ = await s.call("recordings")
+            assert not error and started["id"] in text
+            return stopped
+
+    stopped = asyncio.run(agent())
+    assert stopped["state"] == "ended" and stopped["indexed"] is True and stopped["reason"] == "stopped"
+    assert stopped["channels"]["src/counter/count"]["bags"] == stopped["bags"] > 100
+    with open(tmp_path / "rec" / "agent.mcap", "rb") as f:
+        assert make_reader(f).get_summary().statistics.message_count == stopped["bags"]
