@@ -16,6 +16,7 @@ from tatolab._sdk.builtins import CameraSource, GlslPixelEffect, TestPatternSour
 from tatolab._sdk.builtins import DisplayWindow
 from tatolab._sdk.builtins import H264Decoder, H264Encoder, H265Decoder, H265Encoder, McapSource, Mp4Sink
 from tatolab._sdk.nodes import node
+from tatolab._sdk.testing import run_with_recording
 from tatolab._surfaces.frame import VideoFrame
 
 __all__ = [
@@ -44,5 +45,6 @@ __all__ = [
     "VideoFrame",
     "VirtualCameraSink",
     "node",
+    "run_with_recording",
     "stream",
 ]

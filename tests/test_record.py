@@ -69,6 +69,22 @@ class Keep:
 
 
 @node
+class Brightness:
+    """Each frame's index and mean brightness."""
+
+    @node.input(delivery_profile="ordered")
+    def video(self) -> dict: ...
+
+    @node.output()
+    def level(self) -> dict: ...
+
+    def process(self, ctx) -> None:
+        while (frame := ctx.inputs.read("video", into=VideoFrame)) is not None:
+            ctx.outputs.write("level", {"frame_index": frame.fields["frame_index"],
+                                        "mean": float(frame.cpu()[..., :3].mean())})
+
+
+@node
 class Pixels:
     """Each frame's index and pixels (as a .npy file named by its index)."""
 
@@ -175,7 +191,21 @@ def _recorded(path: Path, topic: str) -> list:
         recording.close()
 
 
-def test_a_recording_replays_through_mcap_source_bag_for_bag_and_pixel_for_pixel(video_venv, runtime, tmp_path):
+CAMERA = '''
+from tatolab.stream import CameraSource, StreamBuilder, stream
+from nodes.sink import Brightness
+
+
+@stream
+def watch(stream_builder: StreamBuilder) -> None:
+    camera = stream_builder.add(CameraSource, name="camera", config={"device": "/dev/video-that-is-not-here"})
+    brightness = stream_builder.add(Brightness, name="brightness")
+    stream_builder.connect(camera.output("video"), brightness.input("video"))
+'''
+
+
+def test_a_recording_replays_through_mcap_source_bag_for_bag_and_pixel_for_pixel(video_venv, runtime, tmp_path,
+                                                                                  monkeypatch):
     import numpy as np
 
     from tatolab._builtins.test_pattern import background, square_at
@@ -213,6 +243,25 @@ def test_a_recording_replays_through_mcap_source_bag_for_bag_and_pixel_for_pixel
     graph = json.loads(runtime.cli("graph", "--stream", "replay", check=True).stdout)
     video = next(n for n in graph["streams"][0]["nodes"] if n["name"] == "video")
     assert video["state"] == "running"
+
+    # The pytest helper: a stream whose camera is replaced by the recording, its output collected.
+    from tatolab.stream import run_with_recording
+
+    camera = make_project(tmp_path / "camera", video_venv, {"nodes/__init__.py": "", "nodes/sink.py": SINK,
+                                                            "stream.py": CAMERA})
+    monkeypatch.setattr(os, "environ", runtime.env)
+    levels = run_with_recording(camera, replace="camera", recording=replay / "rec.mcap", collect="brightness/level",
+                                address="src/testpatternsource/video", count=10)
+    first = frames[0][0]["frame_index"]
+    assert [b["frame_index"] for b in levels] == list(range(first, first + 10))
+    for bag, (recorded, pixels) in zip(levels, frames):
+        assert bag["mean"] == pytest.approx(np.frombuffer(pixels, np.uint8).reshape(48, 64, 4)[..., :3].mean())
+    from tatolab._control.client import Refused
+
+    with pytest.raises(Refused, match="has no node named microphone to replay a recording in place of; "
+                                        "its nodes: camera, brightness"):
+        run_with_recording(camera, replace="microphone", recording=replay / "rec.mcap", collect="brightness/level",
+                           count=1)
 
 
 def _live_recording(runtime: Runtime) -> dict:

@@ -36,12 +36,14 @@ class Spec:
     bags: int | None = None
     compression: str = "zstd"
     profile: str = "ordered"
+    start: str = "now"  # or "beginning": the bags still in the rings, written before the recording began
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> Spec:
         spec = cls(path=Path(data["path"]), sources=[Source(**s) for s in data["sources"]], pool=data.get("pool"),
                    seconds=data.get("seconds"), bags=data.get("bags"),
-                   compression=data.get("compression", "zstd"), profile=data.get("profile", "ordered"))
+                   compression=data.get("compression", "zstd"), profile=data.get("profile", "ordered"),
+                   start=data.get("start", "now"))
         if spec.compression not in COMPRESSIONS:
             raise ValueError(f"compression must be one of {', '.join(COMPRESSIONS)}")
         return spec
@@ -66,7 +68,7 @@ class Recorder:
         if spec.pool:
             surfaces.configure(spec.pool)
         self.file = McapFile(spec.path, compression=spec.compression)
-        self.channels = [_Channel(s.address, RingReader(s.base, s.reader, spec.profile, start="now"))
+        self.channels = [_Channel(s.address, RingReader(s.base, s.reader, spec.profile, start=spec.start))
                          for s in spec.sources]
         self.to_wall = time.time_ns() - time.monotonic_ns()  # log times on the Unix clock; rings use the monotonic one
         self.started = time.monotonic()
