@@ -6,6 +6,8 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -127,3 +129,24 @@ def test_mcap_source_refuses_a_file_that_is_not_mcap_or_lacks_the_channel(tmp_pa
     empty.write_bytes(b"")
     with pytest.raises(RecordingError, match="is not an MCAP file"):
         Recording(empty)
+
+
+@pytest.mark.slow
+def test_a_file_written_here_opens_with_mcap_core_in_node(tmp_path):
+    """What Foxglove's TypeScript reader makes of a recording: its channels, schemas and JSON bags."""
+    npm, node = shutil.which("npm"), shutil.which("node")
+    if not (npm and node):
+        pytest.skip("needs node and npm, to install @mcap/core (Foxglove's TypeScript MCAP reader)")
+    installed = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--silent", "@mcap/core@2", "fzstd"],
+                               cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    if installed.returncode != 0:
+        pytest.skip(f"npm could not install @mcap/core here: {installed.stderr.strip()[-300:]}")
+    shutil.copy(Path(__file__).with_name("mcap_core_read.mjs"), tmp_path / "read.mjs")
+    _write(tmp_path / "all.mcap")
+    read = subprocess.run([node, "read.mjs", "all.mcap"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert read.returncode == 0, read.stderr
+    found = json.loads(read.stdout)
+    assert found["counts"] == {"s/counter/count": len(BAGS), "s/cam/video": 1, "s/mic/audio": 1}
+    assert found["schemas"] == ["foxglove.RawAudio", "foxglove.RawImage", "s/counter/count"]
+    assert found["first"]["s/counter/count"] == {"n": 0, "label": "bag 0", "raw": "AAAA", "x": 0,
+                                                 "nested": {"b": "AP8=", "l": [1, 2]}}
