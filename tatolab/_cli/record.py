@@ -21,8 +21,11 @@ def size(n: int) -> str:
 
 def summary_lines(row: dict[str, Any]) -> list[str]:
     """What a recording wrote, one line per address (the CLI's and the summary's words)."""
-    state = "indexed" if row.get("indexed", True) else "not indexed: readable up to its last chunk"
-    verb = "recorded" if row["state"] == "ended" else "recording"
+    if row["state"] != "ended":
+        state, verb = "so far", "recording"
+    else:
+        verb = "recorded"
+        state = "indexed" if row.get("indexed", True) else "not indexed: readable up to its last chunk"
     lines = [f"{verb} {row['seconds']:.1f} s to {row['path']} ({size(row['bytes'])}, {state})"]
     if row.get("reason") and row["reason"] not in ("stopped", "seconds", "bags"):
         lines[0] += f"; ended: {row['reason']}"

@@ -98,10 +98,12 @@ def cmd_streams(args: argparse.Namespace) -> int:
             print(line)
     recordings = listing.get("recordings")
     if recordings:
+        from tatolab._cli.record import size
+
         print()
         for rec in recordings:
             print(f"{rec['id']} recording {', '.join(rec['addresses'])} to {rec['path']}: {counted(rec['bags'], 'bag')}, "
-                  f"{rec['dropped']} dropped, {rec['bytes']} bytes. `tatolab record --stop {rec['id']}` stops it.")
+                  f"{rec['dropped']} dropped, {size(rec['bytes'])}. `tatolab record --stop {rec['id']}` stops it.")
     return 0
 
 
