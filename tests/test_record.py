@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -13,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from mcap.reader import make_reader
-from mcap.stream_reader import StreamReader
 
 from harness import Runtime, make_project, wait_for
 

@@ -76,13 +76,15 @@ class McapFile:
         self._good = 0  # the end of the last whole record written
         self._chunk_seconds = chunk_seconds
         self._last_chunk = time.monotonic()
-        self.writer = Writer(self._out, chunk_size=chunk_bytes, compression=COMPRESSIONS[compression])
+        # _Out does what the writer asks of a stream: write and tell
+        self.writer = Writer(self._out, chunk_size=chunk_bytes,  # type: ignore[arg-type]
+                             compression=COMPRESSIONS[compression])
         self.closed = False
         self._guarded(self.writer.start, PROFILE, f"tatolab {__version__}")
         self._schemas: dict[str, int] = {}
 
     @property
-    def bytes(self) -> int:
+    def size(self) -> int:
         return self._out.offset
 
     def _guarded(self, call: Any, *args: Any) -> Any:

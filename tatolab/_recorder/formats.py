@@ -175,8 +175,11 @@ def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         return {"type": "array", "items": _merge(a.get("items", {}), b.get("items", {}))}
     if {a.get("type"), b.get("type")} == {"integer", "number"}:
         return {"type": "number"}
-    types = sorted({t for s in (a, b) for t in (s.get("type") if isinstance(s.get("type"), list) else [s.get("type")])
-                    if t})
+    found: set[str] = set()
+    for side in (a, b):
+        kind = side.get("type")
+        found.update(kind if isinstance(kind, list) else [kind] if kind else [])
+    types = sorted(found)
     return {"type": types} if types else {}
 
 

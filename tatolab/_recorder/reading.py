@@ -93,8 +93,8 @@ class Recording:
                 kind = _kind(encoding, schema_name)
             except RecordingError:
                 continue  # a channel Tatolab did not write: listed by channels_found, never replayed
-            schema = json.loads(schema_data) if kind == "json" and schema_data else {}
-            self.channels[topic] = Channel(topic, kind, schema, count)
+            json_schema = json.loads(schema_data) if kind == "json" and schema_data else {}
+            self.channels[topic] = Channel(topic, kind, json_schema, count)
 
     def _scan(self) -> Iterator[tuple[Any, Any, Any]]:
         """Every message up to the last whole chunk, in file order."""

@@ -116,14 +116,14 @@ class Recorder:
                 continue
             if channel.kind is None:
                 channel.kind = formats.kind_of(bag)
+            item: Any = bag  # a JSON channel's bag, or a video or audio channel's encoded message
             if channel.kind == "video":
-                data = self._frame(channel, bag)
-                if data is None:
+                item = self._frame(channel, bag)
+                if item is None:
                     continue
-                bag = data
             elif channel.kind == "audio":
-                bag = formats.encode_audio(bag)
-            self._add(channel, bag, publish_ns)
+                item = formats.encode_audio(bag)
+            self._add(channel, item, publish_ns)
             if self.spec.bags is not None and self.total >= self.spec.bags:
                 return True
         return False
@@ -169,7 +169,7 @@ class Recorder:
     def summary(self) -> dict[str, Any]:
         return {
             "path": str(self.spec.path),
-            "bytes": self.file.bytes,
+            "bytes": self.file.size,
             "seconds": round(time.monotonic() - self.started, 3),
             "channels": {c.address: {"kind": c.kind, "bags": c.bags, "dropped": c.reader.dropped + c.reader.bad,
                                      "bytes": c.bytes, **({"error": c.error} if c.error else {})}

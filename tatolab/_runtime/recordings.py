@@ -53,6 +53,7 @@ class Recording:
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     tasks: list[asyncio.Task] = field(default_factory=list)
     released: bool = False
+    why: str | None = None  # why the runtime stopped it, when not asked to (its streams stopped)
 
     @property
     def addresses(self) -> list[str]:
@@ -72,6 +73,8 @@ class Recording:
         for key in ("reason", "indexed", "error"):
             if key in last:
                 row[key] = last[key]
+        if row.get("reason") == "stopped" and self.why:
+            row["reason"] = self.why
         return row
 
 
@@ -160,8 +163,8 @@ async def _streams_end(recording: Recording) -> None:
     """Every stream it reads has stopped: nothing more can come, so it ends."""
     streams = {id(r.stream): r.stream for r in recording.readings}.values()
     await asyncio.gather(*(s.ended.wait() for s in streams))
+    recording.why = "streams stopped"
     await stop(recording)
-    recording.last["reason"] = "streams stopped"
 
 
 async def _end(recording: Recording) -> None:
@@ -174,6 +177,10 @@ async def _end(recording: Recording) -> None:
     for reading in recording.readings:
         release_reader(reading.out, reading.index)
     recording.state = "ended"
+    current = asyncio.current_task()
+    for task in recording.tasks:
+        if task is not current and not task.done():
+            task.cancel()  # the wait for its streams to stop, when it ended otherwise
     async with recording.updates:
         recording.updates.notify_all()
     recording.ended.set()
