@@ -16,7 +16,7 @@ from tatolab._sdk.builtins import CameraSource, GlslPixelEffect, TestPatternSour
 from tatolab._sdk.builtins import DisplayWindow
 from tatolab._sdk.builtins import H264Decoder, H264Encoder, H265Decoder, H265Encoder, McapSource, Mp4Sink
 from tatolab._sdk.nodes import node
-from tatolab._sdk.testing import run_with_recording
+from tatolab._recorder.testing import run_with_recording
 from tatolab._surfaces.frame import VideoFrame
 
 __all__ = [
