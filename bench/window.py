@@ -62,7 +62,7 @@ def in_process(display: str, count: int) -> dict[str, float]:
     try:
         latencies = []
         started = time.perf_counter()
-        for n in range(count):
+        for _ in range(count):
             frame = VideoFrame.allocate(WIDTH, HEIGHT)
             frame.cpu(writable=True)[...] = image
             ready = time.perf_counter()

@@ -23,7 +23,8 @@ _decoder = msgspec.msgpack.Decoder(dict)
 
 
 def _as_base_type(value: Any) -> Any:
-    for base in (bool, int, float, str, bytes):
+    bases: tuple[type, ...] = (bool, int, float, str, bytes)
+    for base in bases:
         if isinstance(value, base):
             return base(value)
     raise TypeError(f"cannot put a {type(value).__name__} in a bag")

@@ -355,7 +355,7 @@ def soak(setup: Setup, seconds: float = 20, interval_ms: int = 2) -> Result:
         growth[name] = f"{first / MIB:.1f} → {last / MIB:.1f} MiB"
         result.expect(last <= first * 1.10, f"{name} grew from {first / MIB:.1f} MiB to {last / MIB:.1f} MiB (not flat)")
     result.figures["memory"] = growth
-    for name, count in samples[0]["fds"].items():
+    for name in samples[0]["fds"]:
         seen = {s["fds"].get(name) for s in samples} | {final["fds"].get(name)}
         result.expect(len(seen) == 1, f"{name}'s descriptors changed during the soak: {sorted(x for x in seen if x)}")
     result.figures["runtime_fds"] = final["fds"]["tatolabd"]

@@ -55,7 +55,7 @@ def test_streams_that_were_only_running_are_not_involved():
 
 def test_crashes_no_stream_caused_mark_no_kept_stream_failed():
     marker = None
-    for pid in (43, 44, 45):  # three power cuts in a row, every kept stream running each time
+    for _ in range(3):  # three power cuts in a row, every kept stream running each time
         marker, failed = run_and_crash(marker, loaded=KEPT)
         assert failed == {}
     verdict = start_run(marker, 46, KEPT)

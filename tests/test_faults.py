@@ -264,7 +264,7 @@ def test_a_node_killed_while_the_project_disk_is_full_is_restarted(runtime, proj
     os.kill(second, signal.SIGKILL)  # its restart is said in the log again, with what was lost
     wait_for(lambda: any("could not be written to this log (No space left on device)" in r.get("message", "")
                          for r in read_jsonl(log)), timeout=30, what="the log to say what it lost")
-    wait_for(lambda: (p := graph_node(runtime, "chatty", "chatty").get("pid")) not in (None, first, second),
+    wait_for(lambda: graph_node(runtime, "chatty", "chatty").get("pid") not in (None, first, second),
              timeout=30, what="the second restart")
     runtime.cli("stop", "chatty", check=True)
 

@@ -4,7 +4,6 @@ kept (after a runtime restart too), and the runtime's own variables never do."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import stat
 from pathlib import Path

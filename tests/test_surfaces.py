@@ -190,7 +190,7 @@ def test_threads_of_one_process_allocating_at_once_never_share_a_slot(pool_base)
             thread.join()
         assert len({frame.surface_id.split("#")[0] for frame in held}) == 64
         assert surfaces.current().stats()["in_use"] == 64
-        del held
+        held.clear()  # (the threads' closure shares the list: `del held` would only unbind the name here)
         assert surfaces.current().stats()["in_use"] == 0
     finally:
         surfaces.configure(pool_base)

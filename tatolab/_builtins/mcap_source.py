@@ -19,8 +19,7 @@ from tatolab._builtins.ending import end_node
 from tatolab._links import ring
 from tatolab._recorder.reading import Channel, Recording, bag_of
 from tatolab._sdk import builtins as described
-from tatolab._sdk.builtins import McapSourceConfig
-from tatolab._sdk.nodes import node
+from tatolab._sdk.builtins import McapSourceConfig, implements
 from tatolab._surfaces.frame import VideoFrame
 from tatolab._surfaces.pool import PoolExhausted
 
@@ -55,13 +54,8 @@ def _anchor(ring_base: str, node_name: str, path: Path, start_at: int) -> int:
     return start_at
 
 
-@node(execution="manual")
-class McapSource:
-    __doc__ = described.McapSource.__doc__
-
-    @node.output()
-    def bags(self) -> dict: ...
-
+@implements
+class McapSource(described.McapSource):
     def __init__(self, config: McapSourceConfig) -> None:
         self.config = config
         self.recording: Recording | None = None

@@ -51,7 +51,7 @@ def _installed_files(dist: metadata.Distribution) -> list[tuple[str, Path]]:
             continue  # scripts outside site-packages: pip makes them again from entry_points.txt
         if parts[0].endswith(".dist-info") and parts[-1] in _SKIPPED_DIST_INFO:
             continue
-        path = Path(dist.locate_file(entry))
+        path = Path(str(dist.locate_file(entry)))
         if path.is_file():
             files.append((entry.as_posix(), path))
     if not any(rel.split("/")[0].endswith(".dist-info") for rel, _ in files):
@@ -121,7 +121,7 @@ def pack_tatolab(out_dir: Path) -> Path:
     try:
         dist = metadata.distribution("tatolab")
         requires, entry_points = dist.requires or [], dist.read_text("entry_points.txt") or ""
-        summary = dist.metadata.get("Summary") or ""
+        summary = dist.metadata.get("Summary") or ""  # type: ignore[attr-defined]  # (an email Message at runtime)
     except metadata.PackageNotFoundError:
         requires, entry_points, summary = [], "", ""
     lines = ["Metadata-Version: 2.1", "Name: tatolab", f"Version: {version}", f"Summary: {summary}"]

@@ -74,7 +74,7 @@ def describe(name: str, function: Callable[..., Awaitable[Any]]) -> Operation:
     """Read an operation's docstring and annotations (its first parameter is the runtime)."""
     hints = typing.get_type_hints(function)
     parameters = list(inspect.signature(function).parameters.values())[1:]
-    fields = []
+    fields: list[tuple[Any, ...]] = []
     for parameter in parameters:
         kind = hints.get(parameter.name, Any)
         if parameter.default is inspect.Parameter.empty:
@@ -88,7 +88,7 @@ def describe(name: str, function: Callable[..., Awaitable[Any]]) -> Operation:
     plain = [m for m in members if typing.get_origin(m) is not Events]
     events = talking[0] if talking else None
     # a talking operation answers with its first event, unless it says otherwise
-    result = typing.Union[tuple(plain)] if plain else events  # type: ignore[valid-type]
+    result = typing.Union[tuple(plain)] if plain else events
     doc = inspect.cleandoc(function.__doc__ or "")
     if not doc:
         raise TypeError(f"operation {name} has no docstring: every operation says what it does")

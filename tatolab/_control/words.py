@@ -167,7 +167,7 @@ def render(error: ControlError | Reason) -> str:
     if isinstance(error, ControlError):
         error = error.reason
     how = RENDER.get(error.code)
-    prefix = error.details.get("prefix", "")
+    prefix: str = error.details.get("prefix", "")
     if how is not None and prefix:  # a reason within another ("cam cannot be kept: ..."): word the inner one
         inner = {k: v for k, v in error.details.items() if k != "prefix"}
         return prefix + how(Reason(error.text.removeprefix(prefix), error.code, error.fixes, inner))

@@ -13,6 +13,7 @@ import mmap
 import platform
 import threading
 import time
+from typing import Callable
 
 __all__ = [
     "fence",
@@ -81,9 +82,9 @@ _INT_MAX = 0x7FFFFFFF
 WAITV_MAX = 128
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_syscall = _libc.syscall
-_syscall.restype = ctypes.c_long
-_syscall.argtypes = [ctypes.c_long] * 6
+_libc.syscall.restype = ctypes.c_long
+_libc.syscall.argtypes = [ctypes.c_long] * 6
+_syscall: Callable[..., int] = _libc.syscall
 
 
 class _Timespec(ctypes.Structure):

@@ -44,7 +44,7 @@ def _whole(name: str, value: Any, low: int, high: int, unit: str) -> int:
 def check_format(value: Any) -> str:
     if value not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)} (16-bit integers, 32-bit floats), got {value!r}")
-    return value
+    return str(value)
 
 
 @dataclass

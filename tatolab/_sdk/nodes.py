@@ -24,7 +24,7 @@ DELIVERY_PROFILES = ("newest", "ordered")
 EXECUTIONS = ("reactive", "continuous", "manual")
 
 _PORT_ATTR = "__tatolab_port__"
-_NODE_ATTR = "__tatolab_node__"
+NODE_ATTR = "__tatolab_node__"
 _NO_PROFILE = object()
 
 
@@ -108,13 +108,14 @@ def _mark(method: F, mark: _PortMark) -> F:
 
 
 def is_node(obj: Any) -> bool:
-    return isinstance(obj, type) and isinstance(obj.__dict__.get(_NODE_ATTR), NodeSpec)
+    return isinstance(obj, type) and isinstance(obj.__dict__.get(NODE_ATTR), NodeSpec)
 
 
 def node_spec(cls: Any) -> NodeSpec:
     """The spec ``@node`` stored on ``cls``; a clear error for anything else."""
     if is_node(cls):
-        return cls.__dict__[_NODE_ATTR]
+        spec: NodeSpec = cls.__dict__[NODE_ATTR]
+        return spec
     name = getattr(cls, "__qualname__", None) or repr(cls)
     if isinstance(cls, type):
         raise NodeDefinitionError(
@@ -248,7 +249,7 @@ def _define(
         watchdog_ms=watchdog_ms,
         memory_limit_mb=memory_limit_mb,
     )
-    setattr(cls, _NODE_ATTR, spec)
+    setattr(cls, NODE_ATTR, spec)
     return cls
 
 
@@ -306,7 +307,7 @@ def _collect_ports(cls: type) -> tuple[list[PortSpec], list[PortSpec]]:
 
 def _config_signature(cls: type) -> tuple[bool, Any, bool]:
     """(takes_config, config_type, optional) from ``__init__(self, config: T)``."""
-    init = cls.__init__
+    init = cls.__init__  # type: ignore[misc]  # (the class's own, as the node host calls it)
     if init is object.__init__:
         return False, None, False
     name = cls.__qualname__
@@ -384,7 +385,8 @@ def plain_config(cls: type, config: Any, *, node: str) -> dict[str, Any] | None:
         return None
     _check_json(config, label)
     config_value(cls, config, node=node)
-    return config
+    plain: dict[str, Any] | None = config
+    return plain
 
 
 def config_value(cls: type, config: dict[str, Any] | None, *, node: str) -> Any:
@@ -423,6 +425,7 @@ def create(cls: type, config: dict[str, Any] | None, *, node: str) -> Any:
 
 
 def _to_plain(config: Any, label: str) -> dict[str, Any]:
+    plain: dict[str, Any]
     if hasattr(config, "model_dump"):
         plain = config.model_dump(mode="json")
     elif dataclasses.is_dataclass(config) or isinstance(config, msgspec.Struct):

@@ -26,6 +26,7 @@ from tatolab._control.errors import ControlError
 from tatolab._control.operations import Events
 from tatolab._control.source import StreamSource
 from tatolab._runtime.feed import Feed
+from tatolab._runtime.nodes import ended_event
 from tatolab._runtime.runtime import Runtime, open_project, request_env
 from tatolab._runtime.ops import op
 from tatolab._runtime.rules.reload import nodes_to_restart, same_shape

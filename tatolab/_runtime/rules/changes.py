@@ -91,7 +91,8 @@ def remove_node(stream: str, graph: dict[str, Any], name: str) -> tuple[dict[str
         raise _unknown_node(stream, graph, name)
     changed = copy.deepcopy(graph)
     changed["nodes"] = [node for node in changed["nodes"] if node["name"] != name]
-    kept, gone = [], []
+    kept: list[dict[str, Any]] = []
+    gone: list[dict[str, Any]] = []
     for link in changed["links"]:
         touches = link["to"]["node"] == name or link["from"].get("node") == name
         (gone if touches else kept).append(link)

@@ -23,7 +23,7 @@ def restart_delay_s(crash_streak: int) -> float:
     the first time at once (a warm start costs milliseconds), then 0.2 s doubling up to 5 s."""
     if crash_streak <= 1:
         return 0.0
-    return min(FIRST_BACKOFF_S * 2 ** (crash_streak - 2), MAX_BACKOFF_S)
+    return min(FIRST_BACKOFF_S * 2.0 ** (crash_streak - 2), MAX_BACKOFF_S)
 
 
 class NodeState(str, enum.Enum):

@@ -1,0 +1,39 @@
+"""Types of the compiled module (tatolab/_links/_native.c): the links' hot paths in C."""
+
+from collections.abc import Callable
+from typing_extensions import Buffer
+
+LAYOUT: dict[str, int]  # the ring offsets it was built for (checked by ring/layout.py)
+
+def bag_fits(bag: object) -> bool:
+    """bag holds exactly what the fast path of _bags.encode takes."""
+
+def read_run(
+    mapping: Buffer, slots_q: int, stride_q: int, count: int, slot_size: int, first: int, last: int, /
+) -> list[tuple[bytes, int]]:
+    """The whole bags first..last as (payload, publish_ns), in order, up to the first that is not whole."""
+
+def compare_exchange(addr: int, expected: int, new: int, /) -> bool:
+    """Atomically set the u32 at addr to new if it holds expected (a full barrier either way)."""
+
+def fence() -> None:
+    """An acquire-release fence (the Python reader's loads in order where the CPU reorders them)."""
+
+def full_fence() -> None:
+    """A sequentially consistent fence: every store before it is visible before any load after it."""
+
+class Publisher:
+    """The ring writer's fast path (see ring/writer.py)."""
+
+    def __init__(self, slow: Callable[[Buffer], int], /) -> None: ...
+    def attach(self, mapping: Buffer, slots_offset: int, stride: int, count: int, slot_size: int, seq: int,
+               fits: int, /) -> None: ...
+    def detach(self) -> None: ...
+    def write(self, payload: Buffer, /) -> int: ...
+    def publish(self, payload: Buffer, /) -> int: ...
+    def gate(self) -> None: ...
+    def open(self, fits: int, /) -> None: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def wakes(self) -> int: ...
