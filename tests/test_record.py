@@ -252,7 +252,7 @@ def test_a_recording_replays_through_mcap_source_bag_for_bag_and_pixel_for_pixel
                                 address="src/testpatternsource/video", count=10)
     first = frames[0][0]["frame_index"]
     assert [b["frame_index"] for b in levels] == list(range(first, first + 10))
-    for bag, (recorded, pixels) in zip(levels, frames):
+    for bag, (_, pixels) in zip(levels, frames):
         assert bag["mean"] == pytest.approx(np.frombuffer(pixels, np.uint8).reshape(48, 64, 4)[..., :3].mean())
     from tatolab._control.client import Refused
 
