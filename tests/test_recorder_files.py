@@ -150,3 +150,17 @@ def test_a_file_written_here_opens_with_mcap_core_in_node(tmp_path):
     assert found["schemas"] == ["foxglove.RawAudio", "foxglove.RawImage", "s/counter/count"]
     assert found["first"]["s/counter/count"] == {"n": 0, "label": "bag 0", "raw": "AAAA", "x": 0,
                                                  "nested": {"b": "AP8=", "l": [1, 2]}}
+
+
+def test_mcap_sources_of_one_stream_over_one_file_share_one_start(tmp_path):
+    """Two McapSource nodes (their rings beside each other) get the first one's start, and so
+    play the file in step; another file, or another stream, gets its own."""
+    from tatolab._builtins.mcap_source import _anchor
+
+    path = tmp_path / "rec.mcap"
+    stream = str(tmp_path / "tatolab-ns-7+")
+    first = _anchor(f"{stream}counts+bags", "counts", path, 1_000)
+    assert first == 1_000
+    assert _anchor(f"{stream}video+bags", "video", path, 2_000) == 1_000  # started later, plays in step
+    assert _anchor(f"{stream}other+bags", "other", tmp_path / "other.mcap", 3_000) == 3_000
+    assert _anchor(str(tmp_path / "tatolab-ns-8+video+bags"), "video", path, 4_000) == 4_000
