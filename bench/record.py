@@ -1,6 +1,6 @@
 """What `tatolab record` sustains: 1080p30 frames plus a 1 kHz bag stream into one MCAP file.
 
-    .venv/bin/python bench/record.py [--seconds 5] [--runs 3] [--compression none,lz4,zstd]
+    .venv/bin/python bench/record.py [--seconds 5] [--runs 3] [--compression none,lz4,zstd] [--size 1920x1080]
 
 Starts a real tatolabd on temporary paths (bench/_runtime.py) and a stream of TestPatternSource
 at 1920x1080, 30 fps (RGBA, 8.3 MB a frame) beside a Python node writing 1000 small bags a second,
@@ -8,7 +8,8 @@ then records both outputs for ``--seconds`` with each chunk compression. For eac
 and megabytes a second that reached the file, the bags the recorder missed (the writers never
 wait for it: a lapped bag or a reused frame counts as dropped), and the recorder process's CPU
 (user + system over wall time; 1.0 is one core), beside the test pattern node's own CPU making
-the frames in the same window (the reference: what producing the frames costs on this machine).
+the frames in the same window (the reference: what producing the frames costs on this machine), and
+the ticks a Python node reading them (ordered) missed in the same window (the reference reader).
 Medians over ``--runs``. Prints a table, then the whole result as one JSON object.
 """
 
@@ -61,17 +62,30 @@ class Ticker:
                 time.sleep(delay / 1e9)
             elif delay < -50 * period:
                 next_ns = time.monotonic_ns()
+
+
+@node
+class Count:
+    """The reference reader: a Python node reading the ticks ordered, as any sink would."""
+
+    @node.input(delivery_profile="ordered")
+    def ticks(self) -> dict: ...
+
+    def process(self, ctx) -> None:
+        while ctx.inputs.read("ticks") is not None:
+            pass
 '''
 
 STREAM = '''
 from tatolab.stream import StreamBuilder, TestPatternSource, stream
-from nodes.ticker import Ticker
+from nodes.ticker import Count, Ticker
 
 
 @stream
 def bench(stream_builder: StreamBuilder) -> None:
-    stream_builder.add(TestPatternSource, name="camera", config={"width": 1920, "height": 1080, "fps": 30})
-    stream_builder.add(Ticker, name="ticker")
+    stream_builder.add(TestPatternSource, name="camera", config={"width": WIDTH, "height": HEIGHT, "fps": 30})
+    ticker = stream_builder.add(Ticker, name="ticker")
+    stream_builder.connect(ticker.output("ticks"), stream_builder.add(Count, name="count").input("ticks"))
 '''
 
 ADDRESSES = ["bench/camera/video", "bench/ticker/ticks"]
@@ -82,9 +96,15 @@ def _cpu(process: psutil.Process) -> float:
     return times.user + times.system
 
 
+def _sink_dropped(graph: dict[str, Any]) -> int:
+    count = next(n for n in graph["streams"][0]["nodes"] if n["name"] == "count")
+    return count["inputs"][0]["dropped"]
+
+
 def one_run(client_cls: Any, out: Path, seconds: float, compression: str) -> dict[str, Any]:
     client = client_cls()
     graph = client.request("graph", stream="bench")
+    sink_dropped = _sink_dropped(graph)
     pattern = psutil.Process(next(n["pid"] for n in graph["streams"][0]["nodes"] if n["name"] == "camera"))
     row = client.request("record_start", addresses=ADDRESSES, out=str(out), seconds=seconds, compression=compression)
     recorder = psutil.Process(row["pid"])
@@ -102,6 +122,7 @@ def one_run(client_cls: Any, out: Path, seconds: float, compression: str) -> dic
             pass
         time.sleep(0.1)
     end = rows[row["id"]]
+    sink_dropped = _sink_dropped(client.request("graph", stream="bench")) - sink_dropped
     recorded_s = end["seconds"]
     frames, ticks = end["channels"][ADDRESSES[0]], end["channels"][ADDRESSES[1]]
     out.unlink()
@@ -115,6 +136,7 @@ def one_run(client_cls: Any, out: Path, seconds: float, compression: str) -> dic
         "mb_per_s_file": end["bytes"] / recorded_s / 1e6,
         "dropped_frames": frames["dropped"],
         "dropped_ticks": ticks["dropped"],
+        "sink_dropped_ticks": sink_dropped,  # the reference: a Python node's ordered link, same window
         "recorder_cpu": cpu / wall if wall else None,
         "pattern_cpu": pattern_cpu / wall if wall else None,
     }
@@ -125,7 +147,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--compression", default="none,lz4,zstd")
+    parser.add_argument("--size", default="1920x1080", help="the frames' WIDTHxHEIGHT (default 1920x1080)")
     args = parser.parse_args()
+    width, height = (int(n) for n in args.size.split("x"))
     results: dict[str, list[dict[str, Any]]] = {}
     with isolated_runtime("tatolab-bench-record-") as (root, env, _socket):
         os.environ.update(env)
@@ -134,7 +158,7 @@ def main() -> int:
         project = root / "project"
         (project / "nodes").mkdir(parents=True)
         (project / ".venv").symlink_to(sys.prefix, target_is_directory=True)
-        (project / "stream.py").write_text(STREAM.lstrip())
+        (project / "stream.py").write_text(STREAM.replace("WIDTH", str(width)).replace("HEIGHT", str(height)).lstrip())
         (project / "nodes" / "__init__.py").write_text("")
         (project / "nodes" / "ticker.py").write_text(TICKER.lstrip())
         Client().request("load", project=str(project), mode="kept", env=dict(env))
@@ -150,16 +174,17 @@ def main() -> int:
                 run = one_run(Client, root / f"bench-{compression}.mcap", args.seconds, compression)
                 results.setdefault(compression, []).append(run)
     print(f"{'compression':<12}{'bags/s':>9}{'frames/s':>10}{'ticks/s':>9}{'MB/s in':>9}{'MB/s file':>11}"
-          f"{'dropped f/t':>13}{'recorder CPU':>14}{'pattern CPU':>13}")
+          f"{'dropped f/t':>13}{'sink dropped':>13}{'recorder CPU':>14}{'pattern CPU':>13}")
     summary = {}
     for compression, runs in results.items():
         med = {key: statistics.median(r[key] for r in runs) for key in runs[0] if key != "compression"}
         summary[compression] = {"median": med, "runs": runs}
         print(f"{compression:<12}{med['bags_per_s']:>9.0f}{med['frames_per_s']:>10.1f}{med['ticks_per_s']:>9.0f}"
               f"{med['mb_per_s_in']:>9.1f}{med['mb_per_s_file']:>11.1f}"
-              f"{med['dropped_frames']:>7.0f}/{med['dropped_ticks']:<5.0f}{med['recorder_cpu']:>14.2f}"
+              f"{med['dropped_frames']:>7.0f}/{med['dropped_ticks']:<5.0f}{med['sink_dropped_ticks']:>13.0f}"
+              f"{med['recorder_cpu']:>14.2f}"
               f"{med['pattern_cpu']:>13.2f}")
-    print(json.dumps({"seconds": args.seconds, "runs": args.runs, "cpus": os.cpu_count(),
+    print(json.dumps({"size": args.size, "seconds": args.seconds, "runs": args.runs, "cpus": os.cpu_count(),
                       "load_avg": os.getloadavg(), "results": summary}))
     return 0
 

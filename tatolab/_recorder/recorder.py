@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from tatolab._surfaces.frame import VideoFrame
 
 READ_RUN = 256
 REPORT_S = 0.5
+QUEUE_BYTES = 64 << 20  # frames read but not yet written, at most (then frames are missed, counted): 8 at 1080p
 SCHEMA_WAIT_S = 0.5  # a JSON channel's schema is inferred from its first bags, or those of its first half second
 
 
@@ -73,41 +75,78 @@ class Recorder:
         self.to_wall = time.time_ns() - time.monotonic_ns()  # log times on the Unix clock; rings use the monotonic one
         self.started = time.monotonic()
         self.total = 0
-        self.reason: str | None = None
         self.error: str | None = None
+        self._queued = 0  # bytes read but not yet written
+        self._queued_lock = threading.Lock()
 
     def run(self, stopping: threading.Event, report: Callable[[dict[str, Any]], None]) -> str:
-        """Record until asked to stop, the seconds or bags are reached, or the disk is full."""
+        """Record until asked to stop, the seconds or bags are reached, or the disk is full.
+
+        A thread of its own reads the rings (and copies frames out of the pool) into a queue; this
+        one writes the file. So a slow write (a big frame through the library, a busy disk) never
+        keeps the rings from being read: a 1 kHz output is not lapped while a frame is written.
+        What the queue cannot hold (QUEUE_BYTES) counts as dropped."""
         spec = self.spec
         deadline = None if spec.seconds is None else self.started + spec.seconds
-        readers = [c.reader for c in self.channels]
+        taken: queue.Queue[tuple[_Channel, Any, int]] = queue.Queue()
+        done = threading.Event()
+        reading = threading.Thread(target=self._read, args=(done, taken), name="rings", daemon=True)
+        reading.start()
         last_report = time.monotonic()
-        while True:
-            if stopping.is_set():
-                return "stopped"
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
-                return "seconds"
-            if now - last_report >= REPORT_S:
-                last_report = now
-                report(self.summary())
-            wait_any(readers, 0.1 if deadline is None else max(0.0, min(0.1, deadline - now)))
-            try:
-                for channel in self.channels:
-                    if self._drain(channel):
-                        return "bags"
-                    if channel.pending and time.monotonic_ns() - channel.first_ns > SCHEMA_WAIT_S * 1e9:
-                        self._open(channel)
-            except DiskFull as exc:
-                self.error = f"the disk took no more ({exc.strerror}): the recording stopped"
-                return "disk full"
+        reason = None
+        try:
+            while reason is None:
+                if stopping.is_set():
+                    reason = "stopped"
+                    break
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    reason = "seconds"
+                    break
+                if now - last_report >= REPORT_S:
+                    last_report = now
+                    report(self.summary())
+                try:
+                    channel, item, publish_ns = taken.get(timeout=0.05)
+                except queue.Empty:
+                    item = None
+                if item is not None:
+                    self._dequeued(item)
+                    self._add(channel, item, publish_ns)
+                    if spec.bags is not None and self.total >= spec.bags:
+                        reason = "bags"
+                for waiting in self.channels:
+                    if waiting.pending and time.monotonic_ns() - waiting.first_ns > SCHEMA_WAIT_S * 1e9:
+                        self._open(waiting)
+            done.set()
+            reading.join()
+            while reason in ("stopped", "seconds") and not taken.empty():  # what was read before the end
+                channel, item, publish_ns = taken.get()
+                self._add(channel, item, publish_ns)
+        except DiskFull as exc:
+            done.set()
+            reading.join()
+            self.error = f"the disk took no more ({exc.strerror}): the recording stopped"
+            return "disk full"
+        return reason
 
-    def _drain(self, channel: _Channel) -> bool:
+    def _read(self, done: threading.Event, taken: queue.Queue[tuple[_Channel, Any, int]]) -> None:
+        readers = [c.reader for c in self.channels]
+        while not done.is_set():
+            wait_any(readers, 0.05)
+            for channel in self.channels:
+                self._drain(channel, taken)
+
+    def _dequeued(self, item: Any) -> None:
+        with self._queued_lock:
+            self._queued -= len(item) if isinstance(item, bytes) else 0
+
+    def _drain(self, channel: _Channel, taken: queue.Queue[tuple[_Channel, Any, int]]) -> None:
         try:
             run = channel.reader.read_many(READ_RUN)
         except RingError as exc:
             channel.error = str(exc)
-            return False
+            return
         for payload, publish_ns in run:
             try:
                 bag = _bags.decode(payload)
@@ -118,15 +157,18 @@ class Recorder:
                 channel.kind = formats.kind_of(bag)
             item: Any = bag  # a JSON channel's bag, or a video or audio channel's encoded message
             if channel.kind == "video":
+                if self._queued >= QUEUE_BYTES:  # the file is that far behind: this frame is missed
+                    channel.reader.count_dropped()
+                    continue
                 item = self._frame(channel, bag)
                 if item is None:
                     continue
             elif channel.kind == "audio":
                 item = formats.encode_audio(bag)
-            self._add(channel, item, publish_ns)
-            if self.spec.bags is not None and self.total >= self.spec.bags:
-                return True
-        return False
+            if isinstance(item, bytes):
+                with self._queued_lock:
+                    self._queued += len(item)
+            taken.put((channel, item, publish_ns))
 
     def _frame(self, channel: _Channel, bag: dict[str, Any]) -> bytes | None:
         try:
