@@ -312,6 +312,20 @@ def test_kill_9_of_the_recorder_leaves_a_file_read_up_to_its_last_chunk_and_ctrl
         summary = make_reader(f).get_summary()
     assert summary is not None and summary.statistics.message_count > 50
 
+    # McapSource refuses, at start, a channel the file lacks (naming those it has) and a file that is not MCAP
+    notes = tmp_path / "notes.mcap"
+    notes.write_text("not a recording")
+    for name, config in (("nochannel", {"path": str(twice), "address": "src/nope/x"}), ("notmcap", {"path": str(notes)})):
+        runtime.cli("node", "add", "src", name, "McapSource", "--config", json.dumps(config))
+
+    def log_of(name: str) -> str:  # a node added live that fails to start is removed again, its error logged
+        return runtime.cli("logs", "--stream", "src", "--node", name).stdout
+
+    wait_for(lambda: "RecordingError" in log_of("nochannel") and "RecordingError" in log_of("notmcap"),
+             timeout=60, what="both McapSource nodes to fail at start")
+    assert f"{twice} has no channel src/nope/x; its channels: src/counter/count" in log_of("nochannel")
+    assert f"{notes} is not an MCAP file" in log_of("notmcap")
+
 
 def test_an_agent_starts_and_stops_a_recording_over_mcp_and_sees_it_meanwhile(video_venv, runtime, tmp_path):
     import asyncio
