@@ -1,7 +1,10 @@
-"""The one compiled part: the ring writer's publish (tatolab/_links/_native.c).
+"""The compiled part: the links' hot paths in C (tatolab/_links/_native.c, with the ring's
+seqlock in tatolab/_links/ring_protocol.h).
 
-Everything else is in pyproject.toml. The extension is optional: without a C compiler, or
-on Python 3.10, the install goes on and the ring (tatolab/_links/ring/writer.py) publishes in Python (slower, same bytes).
+Everything else is in pyproject.toml. The extension is optional on x86-64: without a C
+compiler, or on Python 3.10, the install goes on and the ring (tatolab/_links/ring/) publishes
+and reads in Python (slower, same bytes). On a machine without total store order (arm64) the
+links refuse to run without it (tatolab/_links/futex.py says so).
 """
 
 import sys
@@ -14,6 +17,7 @@ setup(
         Extension(
             "tatolab._links._native",
             ["tatolab/_links/_native.c"],
+            depends=["tatolab/_links/ring_protocol.h"],
             py_limited_api=True,
             extra_compile_args=["-O2"],
             optional=True,

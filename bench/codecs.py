@@ -38,7 +38,7 @@ from _runtime import isolated_runtime  # noqa: E402
 import av  # noqa: E402
 import numpy as np  # noqa: E402
 
-from tatolab._builtins.codecs import open_encoder  # noqa: E402
+from tatolab._media.encoders import open_encoder  # noqa: E402
 from tatolab._builtins.test_pattern import background, square_at  # noqa: E402
 from tatolab._control import protocol  # noqa: E402
 from tatolab._sdk.builtins import H264EncoderConfig, TestPatternConfig  # noqa: E402

@@ -19,14 +19,14 @@ import types
 from pathlib import Path
 from typing import Any
 
-import tatolab
+from tatolab._graph import Graph
 from tatolab._sdk.builder import StreamBuilder, is_stream
 from tatolab._errors import ProjectError, TatolabError
 from tatolab._sdk.naming import url_safe
 from tatolab._sdk.nodes import is_node
+from tatolab._user_code import user_code
 
 GRAPH_VERSION = 1
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(tatolab.__file__))
 
 
 def compile_project(
@@ -35,7 +35,7 @@ def compile_project(
     target: str | None = None,
     file: str | None = None,
     name: str | None = None,
-) -> dict[str, Any]:
+) -> Graph:
     """Load the target's ``@stream`` function, call it with a recording builder, return the graph."""
     project = Path(project_dir).resolve()
     if not project.is_dir():
@@ -51,16 +51,9 @@ def compile_project(
 
     stream_name = url_safe(name if name is not None else function.__name__)
     builder = StreamBuilder(stream_name)
-    try:
+    with user_code(ProjectError, lambda exc, story: ProjectError(
+            f"The stream function {function.__name__!r} in {label} raised an error:\n{story}")):
         function(builder)
-    except TatolabError as exc:
-        raise ProjectError(_with_location(str(exc), exc)) from None
-    except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        raise ProjectError(
-            f"The stream function {function.__name__!r} in {label} raised an error:\n{_format(exc)}"
-        ) from None
     for node_name, cls in builder._node_classes().items():
         _refuse_unimportable(cls, node_name, module if is_file else None, label)
 
@@ -109,33 +102,23 @@ def _load_file(project: Path, relative: str) -> tuple[types.ModuleType, str]:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
-    try:
+    with user_code(lambda where: ProjectError(f"{label} could not be loaded: {where}"),
+                   lambda exc, story: ProjectError(f"{label} could not be loaded:\n{story}")):
         spec.loader.exec_module(module)
-    except TatolabError as exc:
-        raise ProjectError(f"{label} could not be loaded: {_with_location(str(exc), exc)}") from None
-    except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        raise ProjectError(f"{label} could not be loaded:\n{_format(exc)}") from None
     return module, label
 
 
 def _load_module(module_path: str) -> tuple[types.ModuleType, str]:
-    try:
-        return importlib.import_module(module_path), module_path
-    except TatolabError as exc:
-        raise ProjectError(f"{module_path} could not be loaded: {_with_location(str(exc), exc)}") from None
-    except ModuleNotFoundError as exc:
-        if exc.name and module_path.split(".")[0] == exc.name.split(".")[0]:
-            raise ProjectError(
+    def raised(exc: BaseException, story: str) -> ProjectError:
+        if isinstance(exc, ModuleNotFoundError) and exc.name and module_path.split(".")[0] == exc.name.split(".")[0]:
+            return ProjectError(
                 f"No module named {exc.name!r}. Name a stream as stream.py:<name> (a file in the project) or "
                 "package.module:<name> (a module installed in the project's .venv)."
-            ) from None
-        raise ProjectError(f"{module_path} could not be loaded:\n{_format(exc)}") from None
-    except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        raise ProjectError(f"{module_path} could not be loaded:\n{_format(exc)}") from None
+            )
+        return ProjectError(f"{module_path} could not be loaded:\n{story}")
+
+    with user_code(lambda where: ProjectError(f"{module_path} could not be loaded: {where}"), raised):
+        return importlib.import_module(module_path), module_path
 
 
 def _pick_stream(module: types.ModuleType, label: str, function_name: str | None) -> Any:
@@ -199,27 +182,6 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
-def _is_internal(filename: str) -> bool:
-    return filename.startswith("<frozen importlib") or os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep)
-
-
-def _format(exc: BaseException) -> str:
-    """The traceback, without the frames of this loader and importlib."""
-    te = traceback.TracebackException.from_exception(exc)
-    te.stack = traceback.StackSummary.from_list([f for f in te.stack if not _is_internal(f.filename)])
-    return "".join(te.format()).rstrip()
-
-
-def _with_location(message: str, exc: BaseException) -> str:
-    """Append where in the user's code a Tatolab error was raised."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not _is_internal(f.filename)]
-    if not frames:
-        return message
-    frame = frames[-1]
-    code = f": {frame.line.strip()}" if frame.line else ""
-    return f"{message}\n  (at {frame.filename}, line {frame.lineno}{code})"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tatolab._compile", description=__doc__)
     parser.add_argument("--dir", default=".", help="the project folder (default: the current folder)")
@@ -235,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     saved_stdout, sys.stdout = sys.stdout, sys.stderr
     try:
-        result: dict[str, Any] = compile_project(args.dir, target=args.target, file=args.file, name=args.name)
+        result: dict[str, Any] = dict(compile_project(args.dir, target=args.target, file=args.file, name=args.name))
         status = 0
     except TatolabError as exc:
         result, status = {"error": str(exc)}, 2

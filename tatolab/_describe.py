@@ -16,7 +16,8 @@ import sys
 import traceback
 from typing import Any
 
-from tatolab._compile import _format, _with_location
+from tatolab._graph import Node
+from tatolab._user_code import user_code
 from tatolab._errors import TatolabError
 
 
@@ -45,16 +46,14 @@ def find_class(name: str) -> type:
             raise Refused(f"{name!r} is not a built-in node; the built-ins: {', '.join(builtin_names())}; "
                           "a Python node is named module:Class (nodes.detector:Detector)", "unknown_builtin")
         return found
-    try:
+    def raised(exc: BaseException, story: str) -> Refused:
+        if isinstance(exc, (ImportError, AttributeError)):
+            return Refused(f"{name} cannot be imported: {type(exc).__name__}: {exc}", "unknown_class")
+        return Refused(f"importing {name} raised an error:\n{story}", "unknown_class")
+
+    # a Tatolab error: the node's own definition is wrong (a port with no delivery profile...)
+    with user_code(lambda where: Refused(f"{name}: {where}", "bad_node"), raised):
         found = load_class(name)
-    except (ImportError, AttributeError) as exc:
-        raise Refused(f"{name} cannot be imported: {type(exc).__name__}: {exc}", "unknown_class") from None
-    except TatolabError as exc:  # the node's own definition is wrong (a port with no delivery profile...)
-        raise Refused(f"{name}: {_with_location(str(exc), exc)}", "bad_node") from None
-    except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        raise Refused(f"importing {name} raised an error:\n{_format(exc)}", "unknown_class") from None
     if not isinstance(found, type) or not is_node(found):
         raise Refused(f"{name} is not a node class: decorate it with @node", "not_a_node")
     return found
@@ -67,7 +66,7 @@ def live_words(text: str, class_name: str) -> str:
                 .replace(" Remove config=, or give ", " Add it with no config, or give "))
 
 
-def describe(request: dict[str, Any]) -> dict[str, Any]:
+def describe(request: dict[str, Any]) -> Node:
     """The graph entry of the node ``request`` asks for (what ``stream_builder.add`` records)."""
     from tatolab._sdk.builder import StreamBuilder
 

@@ -1,5 +1,6 @@
-"""The Tatolab API a project's ``stream.py`` and nodes use."""
+"""The Tatolab API a project's ``stream.py`` and nodes use, and the errors they can meet."""
 
+from tatolab._errors import AddressError, BagError, ConfigError, GraphError, NodeDefinitionError, TatolabError
 from tatolab._sdk.builder import (
     Exposure,
     InputRef,
@@ -20,11 +21,15 @@ from tatolab._recorder.testing import run_with_recording
 from tatolab._surfaces.frame import VideoFrame
 
 __all__ = [
+    "AddressError",
     "AudioBlock",
+    "BagError",
     "CameraSource",
+    "ConfigError",
     "DisplayWindow",
     "Exposure",
     "GlslPixelEffect",
+    "GraphError",
     "H264Decoder",
     "H264Encoder",
     "H265Decoder",
@@ -33,6 +38,7 @@ __all__ = [
     "McapSource",
     "MicrophoneSource",
     "Mp4Sink",
+    "NodeDefinitionError",
     "NodeHandle",
     "OpusDecoder",
     "OpusEncoder",
@@ -41,6 +47,7 @@ __all__ = [
     "RuntimeContextLimitedAccess",
     "SpeakerSink",
     "StreamBuilder",
+    "TatolabError",
     "TestPatternSource",
     "VideoFrame",
     "VirtualCameraSink",

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness import BIN, Runtime, make_project, read_jsonl, wait_for
-from tatolab._builtins import v4l2
+from tatolab._media import v4l2
 from tatolab._control.words import render
 from tatolab._runtime.rules import cameras
 from tatolab._sdk.builder import StreamBuilder

@@ -8,12 +8,14 @@ from pathlib import Path
 
 from harness import BIN
 
+from tatolab import __file__ as TATOLAB_INIT
 from tatolab import __version__
 
 from tatolab._cli.expose import MEANING
 from tatolab._cli.inspect import tap_summary, trouble_lines
 from tatolab._cli import sdk
 from tatolab._cli.sdk import keep_sdk_wheel, point_uv_at
+from tatolab._cli.wheels import LIMITED_API, tatolab_tag
 from tatolab._words import counted
 
 
@@ -79,7 +81,7 @@ def test_sdk_points_uv_at_the_wheel_in_any_pyproject(tmp_path: Path):
 def test_a_kept_sdk_wheel_is_never_rewritten_so_uv_locks_stay_true(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     first = keep_sdk_wheel()
-    assert first.name == f"tatolab-{__version__}-py3-none-any.whl"
+    assert first.name == f"tatolab-{__version__}-{tatolab_tag(Path(TATOLAB_INIT).parent)}.whl"
     stamp = first.stat().st_mtime_ns, first.read_bytes()
     assert keep_sdk_wheel() == first and (first.stat().st_mtime_ns, first.read_bytes()) == stamp
 
@@ -99,3 +101,29 @@ def test_a_kept_sdk_wheel_is_never_rewritten_so_uv_locks_stay_true(tmp_path: Pat
     second = keep_sdk_wheel()
     assert second != first and second.name == first.name
     assert (first.stat().st_mtime_ns, first.read_bytes()) == stamp  # the first project's wheel, untouched
+
+
+def test_the_sdk_wheel_is_tagged_for_what_it_holds(tmp_path: Path):
+    """A wheel carrying the compiled module names the Python, ABI and platform it was built
+    for (pip elsewhere refuses it, saying so); a pure one installs anywhere."""
+    import sysconfig
+
+    pure = tmp_path / "pure" / "tatolab"
+    (pure / "_links").mkdir(parents=True)
+    (pure / "_links" / "ring.py").write_text("")
+    assert tatolab_tag(pure) == "py3-none-any"
+    (pure / "_links" / "_native.abi3.so").write_bytes(b"")
+    platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    assert tatolab_tag(pure) == f"{LIMITED_API}-abi3-{platform}"
+    # the stable ABI's oldest Python is the one _native.c is compiled for
+    source = (Path(TATOLAB_INIT).parent / "_links" / "_native.c").read_text()
+    assert "#define Py_LIMITED_API 0x030B0000" in source and LIMITED_API == "cp311"
+
+    wheel = sdk.pack_tatolab(tmp_path)
+    with zipfile.ZipFile(wheel) as archive:
+        held = archive.namelist()
+        info = archive.read(f"tatolab-{__version__}.dist-info/WHEEL").decode()
+    compiled = any(name.endswith(".so") for name in held)
+    assert wheel.name.endswith("-py3-none-any.whl") is not compiled
+    assert f"Tag: {wheel.name.removesuffix('.whl').split('-', 2)[2]}\n" in info
+    assert ("Root-Is-Purelib: false" in info) is compiled

@@ -70,7 +70,7 @@ def test_new_then_uv_add_keeps_the_runtimes_sdk_and_the_stream_runs(runtime, tmp
     made = tatolab_cli(runtime, "new", str(project))
     assert made.returncode == 0, made.stderr
     [wheel] = (Path(runtime.env["XDG_STATE_HOME"]) / "tatolab" / "sdk").glob(
-        f"*/tatolab-{tatolab.__version__}-py3-none-any.whl")
+        f"*/tatolab-{tatolab.__version__}-*.whl")
     assert f'tatolab = {{ path = "{wheel}" }}' in (project / "pyproject.toml").read_text()
 
     ticker = project / "nodes" / "ticker.py"

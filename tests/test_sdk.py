@@ -478,3 +478,16 @@ def test_url_safe_refuses_a_name_too_long_to_name_a_file():
     assert url_safe("c" * 100) == "c" * 100
     with pytest.raises(AddressError, match="is 101 characters long; a name has at most 100 characters"):
         url_safe("c" * 101)
+
+
+def test_the_errors_a_stream_can_meet_are_importable_from_tatolab_stream():
+    from tatolab.stream import AddressError, BagError, ConfigError, GraphError, StreamBuilder, TatolabError
+    from tatolab.stream import TestPatternSource
+
+    assert all(issubclass(e, TatolabError) for e in (AddressError, BagError, ConfigError, GraphError))
+    builder = StreamBuilder("errors")
+    with pytest.raises(ConfigError, match="fps must be"):
+        builder.add(TestPatternSource, config={"fps": 0})
+    pattern = builder.add(TestPatternSource)
+    with pytest.raises(GraphError):
+        pattern.output("no_such_port")

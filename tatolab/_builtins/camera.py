@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from tatolab._builtins import v4l2
+from tatolab._media import v4l2
 from tatolab._builtins.camera_lock import CameraLock
 from tatolab._builtins.ending import end_node
 from tatolab._builtins.test_pattern import TestPatternSource

@@ -13,80 +13,19 @@ import time
 from fractions import Fraction
 from typing import Any
 
+from tatolab._media.encoders import US, is_hardware, open_encoder, why_not
 from tatolab._sdk import builtins as described
 from tatolab._sdk.builtins import implements
 from tatolab._sdk.builtins.codecs import (
     DECODERS,
     ENCODERS,
-    PRESETS,
 )
 from tatolab._sdk.packets import EncodedPacket
 from tatolab._surfaces.frame import VideoFrame
 from tatolab._surfaces.pool import PoolExhausted
 
 REPORT_EVERY_S = 1.0
-US = Fraction(1, 1_000_000)
 NS = Fraction(1, 1_000_000_000)
-# x264's preset names to NVENC's p1 (fastest) .. p7 (best)
-NVENC_PRESETS = {name: f"p{min(7, 1 + i * 7 // len(PRESETS))}" for i, name in enumerate(PRESETS)}
-
-
-def why_not(exc: Exception) -> str:
-    """Why a codec did not open, in a line."""
-    if type(exc).__name__ == "UnknownCodecError":
-        return "not in this FFmpeg build (PyAV's wheels carry NVENC but not VAAPI; "\
-               "pip install av --no-binary av builds against the system's FFmpeg)"
-    reason = getattr(exc, "strerror", None) or str(exc)  # FFmpeg's own words, without the option dump
-    return reason[:160]
-
-
-def _is_hardware(name: str) -> bool:
-    return name.endswith(("_nvenc", "_vaapi", "_cuvid", "_qsv"))
-
-
-def encoder_options(name: str, config: Any) -> dict[str, str]:
-    """The FFmpeg options for encoder ``name`` from the node's config (the user's own last)."""
-    options: dict[str, str] = {}
-    if name.endswith("_nvenc"):
-        options["preset"] = NVENC_PRESETS[config.preset]
-        if config.tune == "zerolatency":
-            options.update(tune="ull", zerolatency="1", delay="0", rc_lookahead="0")
-    elif name.endswith("_vaapi"):
-        pass  # VAAPI has neither presets nor tunes; bitrate and GOP are set on the context
-    else:
-        options["preset"] = config.preset
-        if config.tune is not None:
-            options["tune"] = config.tune
-        if name == "libx265":
-            options["x265-params"] = "log-level=warning"  # x265 prints its settings to stderr otherwise
-    options.update({k: str(v) for k, v in config.options.items()})
-    return options
-
-
-def open_encoder(name: str, config: Any, width: int, height: int, rate: Fraction) -> Any:
-    """An opened PyAV encoder ``name``; raises whatever FFmpeg raises when it cannot open here."""
-    import av
-
-    hwaccel = None
-    if name.endswith("_vaapi"):
-        from av.codec.hwaccel import HWAccel
-
-        hwaccel = HWAccel(device_type="vaapi")
-    ctx = av.CodecContext.create(name, "w", hwaccel=hwaccel) if hwaccel else av.CodecContext.create(name, "w")
-    ctx.width, ctx.height = width, height
-    ctx.pix_fmt = "yuv420p"
-    ctx.time_base = US
-    ctx.framerate = rate  # rate control budgets bits per frame from it
-    ctx.bit_rate = config.bitrate
-    ctx.gop_size = config.keyframe_interval
-    if config.tune == "zerolatency":
-        ctx.max_b_frames = 0
-    ctx.flags |= 1 << 22  # AV_CODEC_FLAG_GLOBAL_HEADER: the parameters travel as extradata on every packet
-    ctx.options = encoder_options(name, config)
-    ctx.open()
-    return ctx
-
-
 class _Encoder:
     """H264Encoder and H265Encoder (their ports and config: the descriptions they subclass)."""
 
@@ -122,9 +61,9 @@ class _Encoder:
             self.failed = [e.split(":", 1)[0] for e in errors]
             ctx.log.info(
                 f"node {ctx.node}: encoding {width}x{height} at {float(rate):.3g} fps with {name} "
-                f"({'hardware' if _is_hardware(name) else 'software'})"
+                f"({'hardware' if is_hardware(name) else 'software'})"
                 + (f"; could not open {'; '.join(errors)}" if errors else ""),
-                encoder=name, hardware=_is_hardware(name),
+                encoder=name, hardware=is_hardware(name),
             )
             return
         raise RuntimeError(
@@ -138,7 +77,7 @@ class _Encoder:
         if not force and now - self.reported < REPORT_EVERY_S:
             return
         self.reported = now
-        ctx.report(codec=self.CODEC, encoder=self.name, hardware=_is_hardware(self.name),
+        ctx.report(codec=self.CODEC, encoder=self.name, hardware=is_hardware(self.name),
                    could_not_open=self.failed, width=self.size[0] if self.size else None,
                    height=self.size[1] if self.size else None, frames=self.frames,
                    packets=self.packets_out, bytes=self.bytes_out)
@@ -273,7 +212,7 @@ class _Decoder:
                 continue
             self.name, self.extradata = name, extradata
             ctx.log.info(f"node {ctx.node}: decoding {self.CODEC} with {name} "
-                         f"({'hardware' if _is_hardware(name) else 'software'})", decoder=name)
+                         f"({'hardware' if is_hardware(name) else 'software'})", decoder=name)
             self._report(ctx, force=True)
             return
         raise RuntimeError(f"stream {ctx.stream}, node {ctx.node}: no {self.CODEC} decoder opens here "
@@ -284,7 +223,7 @@ class _Decoder:
         if not force and now - self.reported < REPORT_EVERY_S:
             return
         self.reported = now
-        ctx.report(codec=self.CODEC, decoder=self.name, hardware=_is_hardware(self.name), packets=self.packets_in,
+        ctx.report(codec=self.CODEC, decoder=self.name, hardware=is_hardware(self.name), packets=self.packets_in,
                    frames=self.frames, skipped_before_keyframe=self.skipped, bad=self.bad, dropped=self.dropped)
 
     def process(self, ctx: Any) -> None:

@@ -6,7 +6,7 @@ import os
 import time
 from typing import Any
 
-from tatolab._builtins import v4l2
+from tatolab._media import v4l2
 from tatolab._sdk import builtins as described
 from tatolab._sdk.builtins import VirtualCameraSinkConfig, implements
 from tatolab._surfaces.frame import VideoFrame

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tatolab._builtins import v4l2
+from tatolab._media import v4l2
 from tatolab._cli.output import fail
 
 LABEL = "Tatolab"

@@ -14,11 +14,15 @@ import csv
 import hashlib
 import io
 import re
+import sys
+import sysconfig
 import zipfile
 from importlib import metadata
 from pathlib import Path
 
 _SKIPPED_DIST_INFO = {"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"}
+# the oldest Python the compiled module's stable ABI serves: Py_LIMITED_API in _native.c, py_limited_api in setup.py
+LIMITED_API = "cp311"
 
 
 class WheelError(Exception):
@@ -67,6 +71,21 @@ def _wheel_tags(wheel_text: str) -> str:
     return "-".join(".".join(dict.fromkeys(p[i] for p in parts)) for i in range(3))
 
 
+def tatolab_tag(package: Path) -> str:
+    """The wheel tag for what the package folder holds: ``py3-none-any`` when it is pure Python;
+    with the compiled module (tatolab/_links/_native*.so), the Python, ABI and platform it was
+    built for, so that pip on another machine or Python refuses the wheel, saying so, instead
+    of installing a binary that cannot load (on arm64 the links need it: tatolab/_links/futex.py)."""
+    compiled = sorted(path.name for path in package.rglob("*.so") if "__pycache__" not in path.parts)
+    if not compiled:
+        return "py3-none-any"
+    platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    if all(name.endswith(".abi3.so") for name in compiled):
+        return f"{LIMITED_API}-abi3-{platform}"
+    python = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    return f"{python}-{python}-{platform}"
+
+
 class _WheelWriter:
     def __init__(self, target: Path, info: str) -> None:
         self.target = target
@@ -112,8 +131,9 @@ def pack_tatolab(out_dir: Path) -> Path:
 
     version = tatolab.__version__
     info = f"tatolab-{version}.dist-info"
-    writer = _WheelWriter(out_dir / f"tatolab-{version}-py3-none-any.whl", info)
     package = Path(tatolab.__file__).parent
+    tag = tatolab_tag(package)
+    writer = _WheelWriter(out_dir / f"tatolab-{version}-{tag}.whl", info)
     for path in sorted(package.rglob("*")):
         relative = path.relative_to(package.parent)
         if path.is_file() and "__pycache__" not in relative.parts and path.suffix != ".pyc":
@@ -131,7 +151,8 @@ def pack_tatolab(out_dir: Path) -> Path:
     writer.add(f"{info}/METADATA", ("\n".join(lines) + "\n").encode())
     if entry_points:
         writer.add(f"{info}/entry_points.txt", entry_points.encode())
-    writer.add(f"{info}/WHEEL", b"Wheel-Version: 1.0\nGenerator: tatolab\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+    purelib = "true" if tag == "py3-none-any" else "false"
+    writer.add(f"{info}/WHEEL", f"Wheel-Version: 1.0\nGenerator: tatolab\nRoot-Is-Purelib: {purelib}\nTag: {tag}\n".encode())
     return writer.close()
 
 

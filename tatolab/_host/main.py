@@ -57,7 +57,7 @@ class _RecordSink:
 class _LineWriter(io.TextIOBase):
     """``sys.stdout`` or ``sys.stderr`` of a node: each line becomes a record on the sink."""
 
-    MAX_LINE = 128 * 1024  # the runtime reads records as lines of at most 1 MiB
+    MAX_LINE = 128 * 1024  # longer lines are cut: a record of one, JSON-escaped, stays within supervisor.LINE_LIMIT
 
     def __init__(self, sink: _RecordSink, original: Any, level: str, source: str) -> None:
         super().__init__()

@@ -23,11 +23,14 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "ring_protocol.h" /* the seqlock's stores and loads, in C11 atomics */
 
 /* Offsets shared with ring/layout.py (checked there against this module's LAYOUT). */
 #define WRITE_SEQ_Q 5
@@ -147,24 +150,17 @@ static uint64_t publish(Publisher *self, const char *data, Py_ssize_t n) {
     uint64_t *h = q + self->slots_q + self->next_index * self->stride_q;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    __atomic_store_n(&h[0], 2 * s - 1, __ATOMIC_RELAXED);
-    h[1] = (uint64_t)n;
-    h[2] = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-    __atomic_thread_fence(__ATOMIC_RELEASE); /* the odd word before any payload byte */
-    memcpy((char *)(h + 8), data, (size_t)n);
-    __atomic_store_n(&h[0], 2 * s, __ATOMIC_RELEASE);
-    __atomic_store_n(&q[WRITE_SEQ_Q], s, __ATOMIC_RELEASE);
-    __atomic_store_n(self->word, (uint32_t)(s & WORD_MASK), __ATOMIC_RELEASE);
+    ring_publish_slot(h, s, data, (size_t)n, (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec);
     /* Dekker with a sleeping reader (ring/wake.py's docstring): the word store is visible
      * before the sleepers line is loaded. */
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    ring_announce(&q[WRITE_SEQ_Q], self->word, s, (uint32_t)(s & WORD_MASK));
     self->seq = s;
     if (++self->next_index == self->count)
         self->next_index = 0;
     const uint64_t *sl = self->sleepers;
     uint64_t any = 0;
     for (int i = 0; i < SLEEPERS_Q; i++)
-        any |= __atomic_load_n(&sl[i], __ATOMIC_RELAXED);
+        any |= atomic_load_explicit((ring_word64 *)&sl[i], memory_order_relaxed);
     if (any) {
         self->wakes++;
         syscall(SYS_futex, self->word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
@@ -237,8 +233,9 @@ static PyObject *Publisher_get_wakes(Publisher *self, void *closure) {
 }
 
 /* compare_exchange(addr, expected, new) -> bool: an atomic compare-and-swap of the u32 at
- * `addr`, sequentially consistent, so also a full barrier (compare_exchange(a, v, v) is a
- * fenced load). Readers claim and release the watcher's role with it (ring/wake.py);
+ * `addr`, sequentially consistent, and a full barrier for the plain loads and stores around
+ * it (compare_exchange(a, v, v) is a fenced load): on x86-64 the locked instruction is one;
+ * elsewhere (an arm64 CAS orders only itself) fences on both sides make it one. Readers claim and release the watcher's role with it (ring/wake.py);
  * wake.py passes only addresses of words in mappings it holds open. */
 static PyObject *compare_exchange(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3) {
@@ -255,9 +252,29 @@ static PyObject *compare_exchange(PyObject *module, PyObject *const *args, Py_ss
         return NULL;
     }
     uint32_t want = (uint32_t)expected;
-    int swapped = __atomic_compare_exchange_n((uint32_t *)(uintptr_t)addr, &want, (uint32_t)desired, 0,
-                                              __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+#if !(defined(__x86_64__) || defined(__i386__))
+    atomic_thread_fence(memory_order_seq_cst);
+#endif
+    int swapped = atomic_compare_exchange_strong_explicit((ring_word32 *)(uintptr_t)addr, &want, (uint32_t)desired,
+                                                          memory_order_seq_cst, memory_order_seq_cst);
+#if !(defined(__x86_64__) || defined(__i386__))
+    atomic_thread_fence(memory_order_seq_cst);
+#endif
     return PyBool_FromLong(swapped);
+}
+
+/* fence(): the loads before it happen before the loads after it (an acquire fence), for the
+ * Python reader's copy where the CPU may reorder loads (ring/reader.py). */
+static PyObject *fence(PyObject *module, PyObject *unused) {
+    atomic_thread_fence(memory_order_acquire);
+    Py_RETURN_NONE;
+}
+
+/* full_fence(): every store before it is visible before any load after it (futex.full_fence
+ * where the CPU has no total store order). */
+static PyObject *full_fence(PyObject *module, PyObject *unused) {
+    atomic_thread_fence(memory_order_seq_cst);
+    Py_RETURN_NONE;
 }
 
 /* read_run(mapping, slots_q, stride_q, count, slot_size, first, last) -> [(bytes, publish_ns)]:
@@ -292,20 +309,17 @@ static PyObject *read_run(PyObject *module, PyObject *const *args, Py_ssize_t na
     const uint64_t *q = (const uint64_t *)view.buf;
     for (unsigned long long s = first; out != NULL && s <= last; s++) {
         const uint64_t *h = q + slots_q + (Py_ssize_t)((s - 1) % (unsigned long long)count) * stride_q;
-        uint64_t v = __atomic_load_n(&h[0], __ATOMIC_ACQUIRE);
-        if (v != 2 * s)
+        uint64_t n, ts;
+        uint64_t v = ring_slot_open(h, s, (uint64_t)slot_size, &n, &ts);
+        if (v == 0)
             break;
-        uint64_t n = __atomic_load_n(&h[1], __ATOMIC_RELAXED);
-        uint64_t ts = __atomic_load_n(&h[2], __ATOMIC_RELAXED);
-        if (n > (uint64_t)slot_size)
-            break;
-        PyObject *data = PyBytes_FromStringAndSize((const char *)(h + 8), (Py_ssize_t)n);
+        PyObject *data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n);
         if (data == NULL) {
             Py_CLEAR(out);
             break;
         }
-        __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the copy before the second look at the word */
-        if (__atomic_load_n(&h[0], __ATOMIC_RELAXED) != v) {
+        memcpy(PyBytes_AsString(data), h + RING_SLOT_HEADER_Q, (size_t)n);
+        if (!ring_slot_still(h, v)) {
             Py_DECREF(data); /* the writer lapped the copy */
             break;
         }
@@ -381,6 +395,9 @@ static PyMethodDef module_methods[] = {
     {"compare_exchange", (PyCFunction)(void (*)(void))compare_exchange, METH_FASTCALL,
      "compare_exchange(addr, expected, new) -> bool: atomically set the u32 at addr to new if it "
      "holds expected (a full barrier either way)."},
+    {"fence", (PyCFunction)fence, METH_NOARGS, "An acquire fence: the loads before it happen before the loads after it."},
+    {"full_fence", (PyCFunction)full_fence, METH_NOARGS,
+     "A sequentially consistent fence: every store before it is visible before any load after it."},
     {NULL, NULL, 0, NULL},
 };
 

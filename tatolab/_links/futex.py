@@ -27,22 +27,41 @@ __all__ = [
 ]
 
 _MACHINE = platform.machine().lower()
-if _MACHINE not in ("x86_64", "amd64"):  # pragma: no cover - only x86-64 is built and tested so far
+# (futex, futex_waitv) syscall numbers: x86-64's own table, and the generic one arm64 uses
+_SYSCALLS = {"x86_64": (202, 449), "amd64": (202, 449), "aarch64": (98, 449), "arm64": (98, 449)}
+if _MACHINE not in _SYSCALLS:  # pragma: no cover - x86-64 and arm64 are the machines built and tested
     raise ImportError(
-        f"tatolab links support x86-64 Linux only for now (this machine is {_MACHINE}): "
-        "the futex syscall numbers and the memory-ordering rules below are x86-64 ones"
+        f"tatolab links run on x86-64 and arm64 Linux (this machine is {_MACHINE}): the futex "
+        "syscall numbers and the memory-ordering rules here are known for those two"
     )
 
-# x86-64 (TSO) keeps stores in program order and loads in program order, which is all
-# the seqlock needs: each aligned 8-byte store the interpreter makes is one `mov`.
-# On ARM/aarch64 a store fence (dmb ishst) is needed between the slot body and the
-# published sequence, and a load fence (dmb ishld) between a reader's loads; that
-# needs a tiny C helper, and must be added here before enabling those machines.
-NEEDS_FENCE = False
+# x86-64 (TSO) keeps stores in program order and loads in program order, which is all the
+# seqlock needs from the Python paths: each aligned 8-byte store or load the interpreter
+# makes is one `mov`, so fence() is a no-op and the Python publish needs none. A machine
+# without total store order (arm64) needs real barriers there: the compiled module
+# (_native.c, C11 atomics) publishes and reads the runs, and its fences serve the Python
+# reader's copy; the Python publish is refused (ring/writer.py). Without the compiled module
+# such a machine cannot use the links at all, and says so here, at import.
+NEEDS_FENCE = _MACHINE not in ("x86_64", "amd64")
+if NEEDS_FENCE:
+    try:
+        from ._native import fence as _native_fence
+        from ._native import full_fence as _native_full_fence
+    except ImportError:
+        raise ImportError(
+            f"tatolab links on {_MACHINE} need their compiled part (tatolab/_links/_native.c): this "
+            "machine reorders memory, and the pure-Python ring would hand readers torn bags. Install a C "
+            "compiler and Python's headers (apt install gcc python3-dev; Python 3.11 or newer), then "
+            "reinstall tatolab (scripts/setup in a checkout)"
+        ) from None
 
 
 def fence() -> None:
-    """Memory fence between the payload copy and the sequence store (no-op on x86-64)."""
+    """An acquire fence between a reader's loads (a no-op on x86-64; the C module's elsewhere)."""
+
+
+if NEEDS_FENCE:
+    fence = _native_fence
 
 
 _FENCE_LOCK = threading.Lock()
@@ -72,8 +91,11 @@ def full_fence() -> None:
     _fence_release()
 
 
-_SYS_FUTEX = 202
-_SYS_FUTEX_WAITV = 449
+if NEEDS_FENCE:
+    full_fence = _native_full_fence  # (a CPython lock's release need not be a full barrier there)
+
+
+_SYS_FUTEX, _SYS_FUTEX_WAITV = _SYSCALLS[_MACHINE]
 _FUTEX_WAIT = 0
 _FUTEX_WAKE = 1
 _FUTEX_32 = 2  # futex_waitv flag: 32-bit word, shared (no FUTEX_PRIVATE_FLAG)

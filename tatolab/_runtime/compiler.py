@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+from tatolab._graph import Graph
 from tatolab._control.errors import ControlError, Fix
 from tatolab._control.source import StreamSource
 from tatolab._runtime.environment import stream_env
@@ -39,7 +40,7 @@ def project_python(project: Path) -> Path:
 
 
 async def compile_stream(source: StreamSource, *, env: Mapping[str, str] | None = None,
-                         starter: ProcessStarter | None = None) -> dict[str, Any]:
+                         starter: ProcessStarter | None = None) -> Graph:
     """The graph the project's stream function builds, run with ``env`` (the loading command's)."""
     project = source.project
     python = project_python(project)

@@ -11,6 +11,7 @@ import time
 from typing import Any, Callable
 
 from tatolab import __version__
+from tatolab._graph import Node
 from tatolab._control.errors import Reason
 from tatolab._links import ring
 from tatolab._runtime.rules.exposure import exposure_levels
@@ -33,7 +34,7 @@ def _read_all(stream: LoadedStream, read_counters: CounterReader) -> dict[tuple[
     return {key: _safe(read_counters, out.base) for key, out in stream.rings.items()}
 
 
-def node_entry(node: dict[str, Any], process: NodeProcess | None) -> dict[str, Any]:
+def node_entry(node: Node, process: NodeProcess | None) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "name": node["name"],
         "kind": node["class"],

@@ -13,6 +13,7 @@ from pathlib import Path
 from dataclasses import replace
 from typing import Any, Callable
 
+from tatolab._graph import Graph
 from tatolab._control.errors import Fix, Reason
 from tatolab._control.source import StreamSource
 from tatolab._control.words import render
@@ -168,7 +169,7 @@ class KeptStreams:
         """A new snapshot of ``project``'s modules for ``name`` (raises snapshots.SnapshotError)."""
         return snapshots.take(project, self.sources, name)
 
-    def keep(self, name: str, source: StreamSource, python: Path, graph: dict[str, Any], *,
+    def keep(self, name: str, source: StreamSource, python: Path, graph: Graph, *,
              env: dict[str, str] | None, sources: Path) -> KeptRecord:
         """Record a stream from `run -d` (replacing any record of that name) before it starts;
         the snapshot the replaced record used is removed once the new record is written."""

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tatolab._graph import Graph
 from tatolab._control import paths
 from tatolab._control.errors import Reason
 from tatolab._control.words import render
@@ -83,7 +84,7 @@ def start_nodes(stream: LoadedStream, python: Path) -> None:
         stream.nodes[name] = process
         process.start()
 
-async def restart_nodes(stream: LoadedStream, graph: dict[str, Any], names: list[str]) -> None:
+async def restart_nodes(stream: LoadedStream, graph: Graph, names: list[str]) -> None:
     """Take ``graph`` (of the same shape: reload.same_shape) as this stream's, restarting only
     the nodes ``names`` from the code on disk now; the others, and every ring, stay as they are.
     Each named node's process ends before its successor starts."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tatolab._graph import Exposure, Graph
 from tatolab._safe_fs import create_private_file, private_dir
 from tatolab._control.errors import ControlError, Fix, Reason
 from tatolab._errors import AddressError
@@ -61,7 +62,7 @@ class KeptRecord:
     name: str
     project: str
     python: str  # the project's interpreter, which node processes start from
-    graph: dict[str, Any]  # the graph the stream function built at `run -d`: restarts load this
+    graph: Graph  # the graph the stream function built at `run -d`: restarts load this
     target: str | None = None
     file: str | None = None
     stopped: bool = False
@@ -71,7 +72,7 @@ class KeptRecord:
     sources: str | None = None  # the snapshot of the project's modules its nodes import (None: the live files)
 
     @property
-    def exposures(self) -> list[dict[str, Any]]:
+    def exposures(self) -> list[Exposure]:
         return list(self.graph.get("exposures") or [])
 
     @property

@@ -7,7 +7,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Awaitable, Callable, TypeVar
 
-from tatolab._builtins.v4l2 import resolve_camera
+from tatolab._graph import Graph
+from tatolab._media.v4l2 import resolve_camera
 from tatolab._control.errors import ControlError, Fix, Reason
 from tatolab._control.source import StreamSource
 from tatolab._control.words import fixes_in_turn
@@ -188,7 +189,7 @@ class Runtime:
         assert started is not None
         return started
 
-    async def _keep(self, source: StreamSource, python: Path, graph: dict[str, Any],
+    async def _keep(self, source: StreamSource, python: Path, graph: Graph,
                     env: dict[str, str] | None) -> LoadedStream:
         """`run -d`: snapshot the project's modules, record the stream, replacing this project's
         earlier version of it (record, snapshot and running stream), and start it."""
@@ -228,7 +229,7 @@ class Runtime:
         assert started is not None
         return started
 
-    async def replace(self, project: Path, graph: dict[str, Any], *, old: LoadedStream | None = None,
+    async def replace(self, project: Path, graph: Graph, *, old: LoadedStream | None = None,
                       mode: str = "attached", reason: str = "replaced by a new version",
                       env: dict[str, str] | None = None) -> LoadedStream:
         """Start the compiled ``graph`` in place of ``old`` (which may have another name, or be None)."""
@@ -238,7 +239,7 @@ class Runtime:
         assert started is not None
         return started
 
-    async def restart_nodes(self, stream: LoadedStream, graph: dict[str, Any], names: list[str]) -> None:
+    async def restart_nodes(self, stream: LoadedStream, graph: Graph, names: list[str]) -> None:
         """A new version of ``stream`` in place (same shape), restarting only ``names`` (a dev reload
         that provably keeps the other nodes: rules/reload.py)."""
         async def swap() -> None:
@@ -367,7 +368,7 @@ class Runtime:
         self.relay = relay
         relay.on_pull_state = lambda pull, waiting: set_state(self.streams, pull, waiting)
 
-    def check_cameras(self, stream_name: str, graph: dict[str, Any], *, replacing: LoadedStream | None = None,
+    def check_cameras(self, stream_name: str, graph: Graph, *, replacing: LoadedStream | None = None,
                       missing_ok: bool = False) -> None:
         """Refuse a stream whose camera another stream holds, or (unless ``missing_ok``) that names no
         camera here (rules/cameras.py)."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tatolab._control.errors import Reason
+from tatolab._graph import Graph, Link
 from tatolab._runtime.logs import StreamLog
 from tatolab._runtime.starter import ProcessStarter
 from tatolab._runtime.supervisor import NodeProcess
@@ -19,7 +20,7 @@ from tatolab._runtime.supervisor import NodeProcess
 _instance_ids = itertools.count(1)
 
 
-def link_key(link: dict[str, Any]) -> str:
+def link_key(link: Link) -> str:
     source = link["from"]
     origin = source.get("address") or f"{source['node']}/{source['port']}"
     return f"{origin}->{link['to']['node']}/{link['to']['port']}"
@@ -46,7 +47,7 @@ class LinkWiring:
 class LoadedStream:
     name: str
     project: Path
-    graph: dict[str, Any]
+    graph: Graph
     mode: str  # "attached" | "kept"
     env: dict[str, str] | None = None  # the loading command's environment (None: the runtime's own)
     sources: Path | None = None  # a kept stream's snapshot of the project's modules (None: the live files)

@@ -6,9 +6,10 @@ import dataclasses
 import enum
 import re
 import urllib.parse
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, TypeVar, cast
 
 from tatolab._errors import AddressError, GraphError
+from tatolab._graph import Graph, Link, LinkEnd, Node
 from tatolab._sdk.naming import Address, format_address, parse_address, url_safe
 from tatolab._sdk.nodes import describe_node, node_spec, plain_config
 
@@ -157,9 +158,9 @@ class StreamBuilder:
 
     def __init__(self, name: str = "stream") -> None:
         self.name = name
-        self._nodes: dict[str, dict[str, Any]] = {}
+        self._nodes: dict[str, Node] = {}
         self._classes: dict[str, type] = {}
-        self._links: list[dict[str, Any]] = []
+        self._links: list[Link] = []
         self._exposures: dict[tuple[str, str], Exposure] = {}
         self._stand_ins = _stand_ins()
 
@@ -182,10 +183,10 @@ class StreamBuilder:
         checked = plain_config(node, config, node=node_name)
         entry = {"name": node_name, **describe_node(node), "config": checked}
         # Keep the documented key order: name, class, doc, config, execution, ...
-        self._nodes[node_name] = {
+        self._nodes[node_name] = cast(Node, {  # (the keys are Node's, in the documented order)
             key: entry[key]
             for key in ("name", "class", "doc", "config", "execution", "interval_ms", "inputs", "outputs")
-        }
+        })
         for key in ("builtin", "watchdog_ms", "memory_limit_mb"):  # only when the node sets them
             if key in entry:
                 self._nodes[node_name][key] = entry[key]
@@ -212,12 +213,12 @@ class StreamBuilder:
         self._check_ours(input.node)
         if isinstance(output, OutputRef):
             self._check_ours(output.node)
-            source: dict[str, Any] = {"node": output.node, "port": output.port}
+            source: LinkEnd = {"node": output.node, "port": output.port}
         else:
             source = {"address": format_address(output.address)}
             if output.url is not None:
                 source["url"] = output.url
-        link = {"from": source, "to": {"node": input.node, "port": input.port}}
+        link: Link = {"from": source, "to": {"node": input.node, "port": input.port}}
         if link in self._links:
             raise GraphError(f"Stream '{self.name}': {output} is already connected to {input}.")
         self._links.append(link)
@@ -261,14 +262,14 @@ class StreamBuilder:
             )
 
     # Read by tatolab._compile.
-    def _graph(self) -> dict[str, Any]:
+    def _graph(self) -> Graph:
         unused = sorted(set(self._stand_ins) - set(self._nodes))
         if unused:
             raise GraphError(f"stream '{self.name}' has no node named {', '.join(unused)} to replay a recording in "
                              f"place of; its nodes: {_list(self._nodes)}")
         return {
             "nodes": list(self._nodes.values()),
-            "links": [dict(link) for link in self._links],
+            "links": [link.copy() for link in self._links],
             "exposures": [
                 {"node": node, "port": port, "level": level.value}
                 for (node, port), level in self._exposures.items()

@@ -6,8 +6,9 @@ being written, see writer.py): a reader loads the word, then the length, publish
 payload, then loads the word again; a change means the writer lapped it mid-copy, and the
 reader tries again further ahead. Those loads must happen in that order: the C run reader
 (_native.read_run, which an ordered reader's read_many uses where it was built) orders them
-with acquire loads and fences; the Python copy below relies on the machine keeping loads in
-program order (x86-64, see futex.py; fence() is a no-op there). `read` and `read_into` share
+with C11 acquire loads and fences (ring_protocol.h); the Python copy below relies on the
+machine keeping loads in program order on x86-64 (fence() is a no-op there, see futex.py) and
+calls the C module's acquire fences elsewhere. `read` and `read_into` share
 that one copy (`_copy`), and so does the Python loop of read_many. A reader that keeps
 failing (_MAX_TRIES in a row: the header was damaged, or something other than the writer
 wrote the file) raises RingError instead of trying forever.
@@ -22,7 +23,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..futex import fence
+from ..futex import NEEDS_FENCE, fence
 from ..shm import RingError
 from . import wake
 from .layout import (
@@ -258,6 +259,8 @@ class RingReader:
         whole (not yet written, overwritten since, or lapped during the copy)."""
         q = self._q
         v = q[h]
+        if NEEDS_FENCE:
+            fence()  # the word before the rest (an acquire; x86-64 keeps loads in order by itself)
         if v != 2 * s:
             return None
         n = q[h + 1]

@@ -49,13 +49,25 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Sequence
+from typing import Callable, Protocol
 
 from ..futex import full_fence, futex_wait, futex_waitv, futex_wake
 from .layout import _NO_SLEEPERS, _R_PID, _WORD_MASK, MAX_READERS, _alive, _Gen
 
-if TYPE_CHECKING:
-    from .reader import RingReader
+
+
+class Waiter(Protocol):
+    """What waiting needs of a reader (RingReader is one): its record, the generation it maps,
+    how busy its link is, how long it naps as a follower, and whether a bag is there."""
+
+    index: int
+    _g: _Gen
+    _gap: int
+    _check_watcher_s: float
+
+    def has_new(self) -> bool: ...
+
 
 _compare_exchange: Callable[[int, int, int], bool] | None
 try:  # the watcher's claim in C (see _native.c); without it every reader sleeps on the writer's word
@@ -90,7 +102,7 @@ def hand_on(g: _Gen) -> None:
         futex_wake(g.handoff_addr)
 
 
-def wait(reader: RingReader, timeout_s: float | None) -> bool:
+def wait(reader: Waiter, timeout_s: float | None) -> bool:
     """RingReader.wait: as the watcher, or as a follower when another reader watches."""
     g = reader._g
     w = g.word.value
@@ -114,7 +126,7 @@ def wait(reader: RingReader, timeout_s: float | None) -> bool:
         hand_on(g)
 
 
-def _watch(reader: RingReader, g: _Gen, w: int, timeout_s: float | None) -> bool:
+def _watch(reader: Waiter, g: _Gen, w: int, timeout_s: float | None) -> bool:
     """Poll (on a busy link), then sleep on the writer's word."""
     if reader._gap < _SPIN_GAP_NS and _spin([g.word], [w]):
         return True
@@ -126,7 +138,7 @@ def _watch(reader: RingReader, g: _Gen, w: int, timeout_s: float | None) -> bool
         sleepers[i] = 0
 
 
-def _follow_watcher(reader: RingReader, g: _Gen, w: int, watcher: int, timeout_s: float | None) -> bool:
+def _follow_watcher(reader: Waiter, g: _Gen, w: int, watcher: int, timeout_s: float | None) -> bool:
     """Sleep on the hand-off word until the watcher hands a wake on (True), the role is
     free again (True: the caller looks and waits again), or `timeout_s` is up (False)."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -160,7 +172,7 @@ def _follow_watcher(reader: RingReader, g: _Gen, w: int, watcher: int, timeout_s
         reader._check_watcher_s = min(2 * reader._check_watcher_s, _CHECK_WATCHER_MAX_S)
 
 
-def wait_any(readers: list[RingReader], timeout_s: float | None) -> bool:
+def wait_any(readers: Sequence[Waiter], timeout_s: float | None) -> bool:
     """Sleep until any of `readers` may have something new (fan-in), at most `timeout_s`.
 
     Returns False on timeout, True otherwise (including after a signal)."""

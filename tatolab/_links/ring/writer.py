@@ -4,9 +4,10 @@ Publishing (a seqlock): bag s goes into slot (s - 1) % slot_count. The slot's se
 set to 2*s - 1, then its length, publish_ns and payload are stored, then the word is set to
 2*s, then the header's write_seq and the futex word (reader.py reads in the opposite order
 and checks the word again after its copy). Each of those stores must become visible to
-other CPUs in that order: the C publisher (_native.c) orders them with release stores and
-fences; the Python publish below relies on the machine keeping stores in program order
-(x86-64's total store order, see futex.py), which is why it has no fence() calls.
+other CPUs in that order: the C publisher (_native.c) orders them with C11 release stores
+and fences (ring_protocol.h); the Python publish below relies on the machine keeping stores
+in program order (x86-64's total store order, see futex.py), which is why it has no fence()
+calls, and why a RingWriter elsewhere (arm64) refuses to publish in Python.
 
 RingWriter.write is the C publisher of _native.c where it was built (the same stores in the
 same order, a real fence, the wake syscall made directly: ~60 ns against ~1 us in Python),
@@ -62,10 +63,6 @@ if TYPE_CHECKING:
 
     from .._native import Publisher
 
-# RingWriter.write leaves out the fence() calls (no-ops on x86-64, the only machine futex.py
-# accepts): ~30 ns each on a path that costs a few hundred.
-assert not NEEDS_FENCE, "RingWriter.write needs fences on this machine"
-
 _Publisher: type[Publisher] | None
 try:  # the publish in C (see _native.c); without it RingWriter.write publishes in Python
     from .._native import Publisher as _Publisher
@@ -101,6 +98,9 @@ class RingWriter:
         self._release = self._lock.release
         self._wakes = 0
         self._publisher = _Publisher(self._write_slow) if COMPILED_PUBLISH and _Publisher is not None else None
+        if self._publisher is None and NEEDS_FENCE:
+            # the Python publish below has no fences: right on x86-64 alone (futex.py)
+            raise RingError(f"the writer of {base} needs the compiled publisher on this machine (see tatolab/_links/futex.py)")
         if self._publisher is not None:
             # The hot path is the C publisher's own method: no Python frame per bag. Bags it
             # cannot take (too big, ring grown, a move under way) come back to _write_slow.
@@ -167,7 +167,7 @@ class RingWriter:
             s = self._seq + 1
             q = self._q
             h, h_len, h_ns, off = next(self._slots)
-            q[h] = s + s - 1  # (no fence() calls here: see the import)
+            q[h] = s + s - 1  # (no fence() calls here: see the module docstring)
             q[h_len] = n
             q[h_ns] = _clock()
             self._mm[off:off + n] = payload  # (the mmap's own slice store: cheaper than the memoryview's)

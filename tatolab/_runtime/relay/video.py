@@ -13,7 +13,8 @@ from typing import Any
 
 import msgspec
 
-from tatolab._builtins.codecs import ENCODERS, encoder_options, why_not
+from tatolab._media.encoders import encoder_options, why_not
+from tatolab._sdk.builtins.codecs import ENCODERS
 from tatolab._sdk.builtins.codecs import H264EncoderConfig
 from tatolab._surfaces import pool as _pool
 from tatolab._surfaces.frame import VideoFrame

@@ -1,7 +1,7 @@
 """Which stream may open a camera: on Linux only one at a time can, so a stream that asks for a
 camera another stream holds is refused when it loads, naming the holder.
 
-Plain data in, a refusal out: the runtime passes ``resolve`` (tatolab/_builtins/v4l2.py: which
+Plain data in, a refusal out: the runtime passes ``resolve`` (tatolab/_media/v4l2.py: which
 device a CameraSource's ``device`` setting means on this machine, or None for none).
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from tatolab._graph import Graph
 from tatolab._control.errors import ControlError, Fix
 
 CAMERA_CLASS = "tatolab._builtins.camera:CameraSource"
@@ -32,7 +33,7 @@ class Missing:
     asked: Any  # its ``device`` setting; None: the first camera
 
 
-def cameras_of(stream: str, graph: dict[str, Any], resolve: Resolve) -> tuple[list[CameraUse], list[Missing]]:
+def cameras_of(stream: str, graph: Graph, resolve: Resolve) -> tuple[list[CameraUse], list[Missing]]:
     """The cameras ``graph``'s CameraSource nodes open, and those that name no camera here.
     A node reading an FFmpeg input (``source``) or falling back to the test pattern opens none."""
     uses, missing = [], []

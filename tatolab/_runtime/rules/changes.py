@@ -13,6 +13,8 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from tatolab._graph import Graph, LinkEnd, Node
+from tatolab._graph import Link as GraphLink
 from tatolab._control.errors import ControlError, Fix
 from tatolab._errors import AddressError
 from tatolab._sdk.naming import format_address, parse_address, url_safe
@@ -22,7 +24,7 @@ from tatolab._sdk.naming import format_address, parse_address, url_safe
 class Link:
     """A link as the compiled graph holds it, and its key (tatolab/_runtime/streams.py link_key)."""
 
-    entry: dict[str, Any]
+    entry: GraphLink
 
     @property
     def remote(self) -> bool:
@@ -38,24 +40,25 @@ class Link:
         return f"{self.entry['to']['node']}/{self.entry['to']['port']}"
 
 
-def _nodes(graph: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _nodes(graph: Graph) -> dict[str, Node]:
     return {node["name"]: node for node in graph["nodes"]}
 
 
-def _ports(node: dict[str, Any], kind: str) -> list[str]:
-    return [port["port"] for port in node[kind]]
+def _ports(node: Node, kind: str) -> list[str]:
+    ports: list[Any] = node["inputs"] if kind == "inputs" else node["outputs"]
+    return [port["port"] for port in ports]
 
 
 def _listed(names: list[str]) -> str:
     return ", ".join(names) if names else "none"
 
 
-def _unknown_node(stream: str, graph: dict[str, Any], name: str) -> ControlError:
+def _unknown_node(stream: str, graph: Graph, name: str) -> ControlError:
     return ControlError(f"stream {stream} has no node {name}; its nodes: {_listed(sorted(_nodes(graph)))}",
                         code="no_node", details={"stream": stream, "node": name})
 
 
-def checked_name(stream: str, graph: dict[str, Any], name: str, node_class: str | None = None) -> str:
+def checked_name(stream: str, graph: Graph, name: str, node_class: str | None = None) -> str:
     """``name`` for a new node: URL-safe (it is part of every address) and not taken."""
     try:
         safe = url_safe(name)
@@ -77,7 +80,7 @@ def checked_name(stream: str, graph: dict[str, Any], name: str, node_class: str 
     return name
 
 
-def add_node(stream: str, graph: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+def add_node(stream: str, graph: Graph, entry: Node) -> Graph:
     """The graph with the node ``entry`` (as ``stream_builder.add`` records it) added, unlinked."""
     checked_name(stream, graph, entry["name"])
     changed = copy.deepcopy(graph)
@@ -85,14 +88,14 @@ def add_node(stream: str, graph: dict[str, Any], entry: dict[str, Any]) -> dict[
     return changed
 
 
-def remove_node(stream: str, graph: dict[str, Any], name: str) -> tuple[dict[str, Any], list[Link]]:
+def remove_node(stream: str, graph: Graph, name: str) -> tuple[Graph, list[Link]]:
     """The graph without node ``name``, its links and its outputs' exposures; and the links that went."""
     if name not in _nodes(graph):
         raise _unknown_node(stream, graph, name)
     changed = copy.deepcopy(graph)
     changed["nodes"] = [node for node in changed["nodes"] if node["name"] != name]
-    kept: list[dict[str, Any]] = []
-    gone: list[dict[str, Any]] = []
+    kept: list[GraphLink] = []
+    gone: list[GraphLink] = []
     for link in changed["links"]:
         touches = link["to"]["node"] == name or link["from"].get("node") == name
         (gone if touches else kept).append(link)
@@ -110,7 +113,7 @@ def _split(text: str, what: str, stream: str) -> list[str]:
     return parts
 
 
-def _input_port(stream: str, graph: dict[str, Any], text: str) -> tuple[str, str]:
+def _input_port(stream: str, graph: Graph, text: str) -> tuple[str, str]:
     """``node/port`` (or ``stream/node/port``) of one of ``stream``'s inputs."""
     parts = _split(text, "an input", stream)
     if len(parts) == 4:
@@ -132,7 +135,7 @@ def _input_port(stream: str, graph: dict[str, Any], text: str) -> tuple[str, str
     return node_name, port
 
 
-def _no_port(stream: str, node: dict[str, Any], port: str, kind: str) -> ControlError:
+def _no_port(stream: str, node: Node, port: str, kind: str) -> ControlError:
     inputs, outputs = _ports(node, "inputs"), _ports(node, "outputs")
     where = f"node {node['name']} ({node['class']}) of stream {stream}"
     if port in (outputs if kind == "input" else inputs):
@@ -144,7 +147,7 @@ def _no_port(stream: str, node: dict[str, Any], port: str, kind: str) -> Control
                                                        "kind": kind, "inputs": inputs, "outputs": outputs})
 
 
-def _source(stream: str, graph: dict[str, Any], text: str, machine: str) -> dict[str, Any]:
+def _source(stream: str, graph: Graph, text: str, machine: str) -> LinkEnd:
     """The link's ``from``: one of this stream's outputs (``node/port``, or its own address), or
     another stream's output by address (``remote_output``)."""
     parts = _split(text, "an output", stream)
@@ -165,11 +168,11 @@ def _source(stream: str, graph: dict[str, Any], text: str, machine: str) -> dict
     return {"node": node_name, "port": port}
 
 
-def connect(stream: str, graph: dict[str, Any], output: str, input: str, machine: str) -> tuple[dict[str, Any], Link]:
+def connect(stream: str, graph: Graph, output: str, input: str, machine: str) -> tuple[Graph, Link]:
     """The graph with a link from ``output`` to ``input``, and the link."""
     source = _source(stream, graph, output, machine)
     node, port = _input_port(stream, graph, input)
-    link = {"from": source, "to": {"node": node, "port": port}}
+    link: GraphLink = {"from": source, "to": {"node": node, "port": port}}
     if link in graph["links"]:
         shown = Link(link)
         raise ControlError(
@@ -183,12 +186,12 @@ def connect(stream: str, graph: dict[str, Any], output: str, input: str, machine
     return changed, Link(link)
 
 
-def disconnect(stream: str, graph: dict[str, Any], output: str, input: str,
-               machine: str) -> tuple[dict[str, Any], Link]:
+def disconnect(stream: str, graph: Graph, output: str, input: str,
+               machine: str) -> tuple[Graph, Link]:
     """The graph without the link from ``output`` to ``input``, and that link."""
     source = _source(stream, graph, output, machine)
     node, port = _input_port(stream, graph, input)
-    link = {"from": source, "to": {"node": node, "port": port}}
+    link: GraphLink = {"from": source, "to": {"node": node, "port": port}}
     if link not in graph["links"]:
         into = [Link(existing).source for existing in graph["links"] if existing["to"] == link["to"]]
         raise ControlError(

@@ -19,11 +19,13 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Any, Iterable
 
+from tatolab._graph import Graph
+
 SHAPE_KEYS = ("class", "execution", "interval_ms", "inputs", "outputs")
 RESTART_KEYS = ("config", "watchdog_ms", "memory_limit_mb")
 
 
-def same_shape(old: dict[str, Any], new: dict[str, Any]) -> bool:
+def same_shape(old: Graph, new: Graph) -> bool:
     """True when ``new`` can replace ``old`` node by node, with the same rings and links."""
     if [n["name"] for n in old["nodes"]] != [n["name"] for n in new["nodes"]]:
         return False
@@ -60,7 +62,7 @@ def _names_a_saved_file(config: Any, files: Iterable[str]) -> bool:
     return False
 
 
-def nodes_to_restart(old: dict[str, Any], new: dict[str, Any], files: Iterable[str],
+def nodes_to_restart(old: Graph, new: Graph, files: Iterable[str],
                      imports: dict[str, set[str] | None]) -> list[str]:
     """The nodes of ``new`` to restart, given the files saved since the running version loaded
     and, per node, the modules its running process imported (None: unknown)."""
