@@ -15,8 +15,9 @@ from tatolab._sdk.audio import AudioBlock
 from tatolab._sdk.builtins import MicrophoneSource, OpusDecoder, OpusEncoder, SpeakerSink
 from tatolab._sdk.builtins import CameraSource, GlslPixelEffect, TestPatternSource, VirtualCameraSink
 from tatolab._sdk.builtins import DisplayWindow
-from tatolab._sdk.builtins import H264Decoder, H264Encoder, H265Decoder, H265Encoder, Mp4Sink
+from tatolab._sdk.builtins import H264Decoder, H264Encoder, H265Decoder, H265Encoder, McapSource, Mp4Sink
 from tatolab._sdk.nodes import node
+from tatolab._recorder.testing import run_with_recording
 from tatolab._surfaces.frame import VideoFrame
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "H265Decoder",
     "H265Encoder",
     "InputRef",
+    "McapSource",
     "MicrophoneSource",
     "Mp4Sink",
     "NodeDefinitionError",
@@ -50,5 +52,6 @@ __all__ = [
     "VideoFrame",
     "VirtualCameraSink",
     "node",
+    "run_with_recording",
     "stream",
 ]

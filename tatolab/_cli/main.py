@@ -27,6 +27,7 @@ COMMAND_MODULES = {
     "sdk": ("sdk",),
     "inspect": ("graph", "tap", "logs"),
     "exchange": ("exchange",),
+    "record": ("record",),
     "kept": ("start", "rm"),
     "expose": ("expose", "url", "token", "relay"),
     "change": ("node", "link"),

@@ -96,6 +96,14 @@ def cmd_streams(args: argparse.Namespace) -> int:
         print()
         for line in write_failure_lines(unwritten):
             print(line)
+    recordings = listing.get("recordings")
+    if recordings:
+        from tatolab._cli.record import size
+
+        print()
+        for rec in recordings:
+            print(f"{rec['id']} recording {', '.join(rec['addresses'])} to {rec['path']}: {counted(rec['bags'], 'bag')}, "
+                  f"{rec['dropped']} dropped, {size(rec['bytes'])}. `tatolab record --stop {rec['id']}` stops it.")
     if listing.get("relay"):
         print()
         print(f"relay: not serving exposed outputs: {listing['relay']}")

@@ -131,6 +131,8 @@ def _checked(tool: Tool, arguments: dict[str, Any], described: dict[str, Any]) -
     full.update(tool.fixed)
     if tool.name == "run_stream" and "project" in full:
         full["project"] = str(Path(full["project"]).expanduser().resolve())
+    if tool.name == "record_start" and "out" in full:
+        full["out"] = str(Path(full["out"]).expanduser().absolute())
     return full
 
 

@@ -72,6 +72,11 @@ TOOLS: tuple[Tool, ...] = (
     Tool("connect", "connect", "change"),
     Tool("disconnect", "disconnect", "change"),
     Tool("remove_node", "remove_node", "change"),
+    Tool("record_start", "record_start", "manage",
+         note="Here ``out`` may also be relative to where `tatolab mcp` runs. It records until `record_stop` "
+              "(or ``seconds``/``bags``); `graph` and `list_streams` show it meanwhile."),
+    Tool("record_stop", "record_stop", "manage"),
+    Tool("recordings", "recordings", "observe"),
 )
 
 BY_NAME = {tool.name: tool for tool in TOOLS}

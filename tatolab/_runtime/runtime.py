@@ -117,6 +117,7 @@ class Runtime:
         self.closing = False  # set by shutdown: no stream starts after it
         self.relay: Relay | None = None  # the MoQ relay serving exposed outputs (tatolabd sets it: use_relay)
         self.line = Line()  # loads compiled and started at once; the others wait in it (line.py)
+        self.recordings: dict[str, Any] = {}  # id -> recordings.Recording (ops/record.py)
 
     # -- starting ------------------------------------------------------------------------------
 
@@ -469,6 +470,9 @@ class Runtime:
 
     async def shutdown(self) -> None:
         self.closing = True
+        from tatolab._runtime.recordings import stop_all
+
+        await stop_all(self.recordings)  # each file finished and indexed before its streams go
         async with self._load_lock:  # a load or replace in progress finishes first, then is unloaded
             streams = list(self.streams.values())
         await asyncio.gather(

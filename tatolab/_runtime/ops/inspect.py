@@ -40,7 +40,22 @@ async def graph(runtime: Runtime, stream: str | None = None) -> dict[str, Any]:
     graph = build_graph(runtime.streams, rows, only=stream)
     if runtime.relay is not None:
         add_network(graph, runtime.relay)
+    add_recordings(graph, runtime)
     return graph
+
+
+def add_recordings(graph: dict[str, Any], runtime: Runtime) -> None:
+    """The recordings in progress, and on each output a recording reads, its reader marked as the recording's."""
+    live = [r for r in runtime.recordings.values() if r.state != "ended"]
+    graph["recordings"] = [r.row() for r in live]
+    readers = {(reading.address, reading.index): r.id for r in live for reading in r.readings}
+    for entry in graph["streams"]:
+        for node in entry["nodes"]:
+            for port in node.get("outputs", []):
+                for tap in port["taps"]:
+                    rid = readers.get((f"{entry['name']}/{node['name']}/{port['port']}", tap["reader"]))
+                    if rid is not None:
+                        tap["recording"] = rid
 
 
 def add_network(graph: dict[str, Any], relay: Relay) -> None:

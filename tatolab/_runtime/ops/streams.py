@@ -84,6 +84,7 @@ class Listing(TypedDict):
     troubled: list[TroubledNode]  # nodes that crashed, restarted or hang
     unwritten: list[WriteFailure]  # files the runtime could not write (a full disk, no descriptor left)
     relay: str | None  # why the MoQ relay is not serving exposed outputs (a port it cannot bind); None: it is
+    recordings: list[dict[str, Any]]  # recordings in progress (ops/record.py: RecordingRow)
 
 
 class Stopped(TypedDict):
@@ -166,7 +167,8 @@ async def streams(runtime: Runtime) -> Listing:
                 troubled.append({"stream": stream.name, **{k: entry[k] for k in  # type: ignore[typeddict-item]
                                  ("name", "state", "restarts", "last_error", "hung")}})
     return {"streams": runtime.list_streams(), "troubled": troubled,  # type: ignore[typeddict-item]
-            "unwritten": unwritten.report(), "relay": runtime.relay.problem if runtime.relay is not None else None}
+            "unwritten": unwritten.report(), "relay": runtime.relay.problem if runtime.relay is not None else None,
+            "recordings": [r.row() for r in runtime.recordings.values() if r.state != "ended"]}
 
 
 @op("stop")

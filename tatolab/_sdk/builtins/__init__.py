@@ -40,7 +40,7 @@ from tatolab._sdk.builtins.marks import (
     implementation_of,
     implements,
 )
-from tatolab._sdk.builtins.recording import Mp4Sink, Mp4SinkConfig
+from tatolab._sdk.builtins.recording import McapSource, McapSourceConfig, Mp4Sink, Mp4SinkConfig
 from tatolab._sdk.builtins.video import (
     GlslPixelEffect,
     GlslPixelEffectConfig,
@@ -65,6 +65,8 @@ __all__ = [
     "H265Encoder",
     "H265EncoderConfig",
     "IMPLEMENTATIONS",
+    "McapSource",
+    "McapSourceConfig",
     "MicrophoneConfig",
     "MicrophoneSource",
     "Mp4Sink",

@@ -1,4 +1,4 @@
-"""Recording built-ins as the SDK carries them: Mp4Sink."""
+"""Recording built-ins as the SDK carries them: Mp4Sink, and McapSource (a recording played back)."""
 
 from __future__ import annotations
 
@@ -57,3 +57,54 @@ class Mp4Sink:
 
     def process(self, ctx: Any) -> None:  # runs in the runtime's process for it, never here
         raise RuntimeError("Mp4Sink runs inside the runtime")
+
+
+@dataclass
+class McapSourceConfig:
+    """``path``: an MCAP file (relative to the project), as ``tatolab record`` writes; ``address``:
+    which channel (the recorded output's address; None when the file has one); ``speed``: 1.0 plays
+    at the recorded pace, 2.0 twice as fast, 0 as fast as the readers take the bags; ``loop``: start
+    again at the end; ``start``/``end``: seconds from the recording's first message."""
+
+    path: str = "recording.mcap"
+    address: str | None = None
+    speed: float = 1.0
+    loop: bool = False
+    start: float | None = None
+    end: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.path, str) or not self.path.strip() or self.path.endswith("/"):
+            raise ValueError(f"path must name an MCAP file, such as 'recordings/camera.mcap', got {self.path!r}")
+        if self.address is not None and (not isinstance(self.address, str) or not self.address):
+            raise ValueError(f"address must be the recorded output's address (<stream>/<node>/<port>), "
+                             f"got {self.address!r}")
+        if isinstance(self.speed, bool) or not isinstance(self.speed, (int, float)) or not 0 <= self.speed <= 1000:
+            raise ValueError(f"speed must be a number from 0 (as fast as read) to 1000 (1.0: as recorded), "
+                             f"got {self.speed!r}")
+        if not isinstance(self.loop, bool):
+            raise ValueError(f"loop must be true or false, got {self.loop!r}")
+        for name in ("start", "end"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+                raise ValueError(f"{name} must be a number of seconds from the recording's start (0 or more), "
+                                 f"or None, got {value!r}")
+        if self.start is not None and self.end is not None and self.end <= self.start:
+            raise ValueError(f"end ({self.end}) must come after start ({self.start})")
+
+
+@builtin("tatolab._builtins.mcap_source:McapSource")
+@node(execution="manual")
+class McapSource:
+    """Plays one channel of an MCAP recording (``tatolab record`` writes them) into the stream:
+    ``bags`` carries the recorded bags as they were, frames as new ``VideoFrame`` surfaces with the
+    recorded pixels and keys, audio as audio bags, so a recording stands in for a camera or a
+    microphone. Paced by the recorded log times (``speed``); several McapSource nodes of a stream
+    over one file start together and stay in step. A file that is not MCAP, or has no such
+    channel, stops it at start with the path and the channels it found."""
+
+    @node.output()
+    def bags(self) -> dict: ...
+
+    def __init__(self, config: McapSourceConfig) -> None:
+        self.config = config

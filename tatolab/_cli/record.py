@@ -1,0 +1,105 @@
+"""`tatolab record`: outputs into an MCAP file, by a recorder the runtime starts."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from tatolab._control.client import Client
+from tatolab._cli.output import fail
+from tatolab._words import counted
+
+
+def size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def summary_lines(row: dict[str, Any]) -> list[str]:
+    """What a recording wrote, one line per address (the CLI's and the summary's words)."""
+    if row["state"] != "ended":
+        state, verb = "so far", "recording"
+    else:
+        verb = "recorded"
+        state = "indexed" if row.get("indexed", True) else "not indexed: readable up to its last chunk"
+    lines = [f"{verb} {row['seconds']:.1f} s to {row['path']} ({size(row['bytes'])}, {state})"]
+    if row.get("reason") and row["reason"] not in ("stopped", "seconds", "bags"):
+        lines[0] += f"; ended: {row['reason']}"
+    width = max(len(a) for a in row["channels"])
+    for address, c in row["channels"].items():
+        kind = f" ({c['kind']})" if c.get("kind") else ""
+        line = f"  {address:<{width}}  {counted(c['bags'], 'bag')}{kind}, {c['dropped']} dropped, {size(c['bytes'])}"
+        lines.append(line + (f"; {c['error']}" if c.get("error") else ""))
+    if row.get("error"):
+        lines.append(f"  {row['error']}")
+    return lines
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    if args.list:
+        rows = Client().request("recordings")
+        for row in rows:
+            print(f"{row['id']} {row['state']}: " + "\n".join(summary_lines(row)))
+        if not rows:
+            print("no recordings")
+        return 0
+    if args.stop:
+        row = Client().request("record_stop", id=args.stop)
+        print("\n".join(summary_lines(row)))
+        return 0
+    if not args.addresses or not args.out:
+        return fail("record needs the outputs' addresses and --out FILE.mcap, like "
+                    "`tatolab record cam/camera/video --out cam.mcap`")
+    out = Path(args.out).expanduser().absolute()
+    row = Client().request("record_start", addresses=args.addresses, out=str(out), seconds=args.seconds,
+                           bags=args.bags, compression=args.compression, profile=args.profile)
+    rid = row["id"]
+    until = " or ".join(filter(None, [f"{args.seconds:g} s" if args.seconds else "",
+                                      f"{counted(args.bags, 'bag')}" if args.bags else ""]))
+    if args.detach:
+        print(f"recording {rid}: {', '.join(row['addresses'])} -> {row['path']}; "
+              f"`tatolab record --stop {rid}` stops it")
+        return 0
+    print(f"recording {rid}: {', '.join(row['addresses'])} -> {row['path']} "
+          f"(until {until + ' or ' if until else ''}Ctrl-C)", file=sys.stderr, flush=True)
+    client = Client()
+    try:
+        client.request("record_watch", id=rid, stop_on_hangup=True)
+        end = None
+        for event in client.events():
+            if event.get("event") == "end":
+                end = event["recording"]
+                break
+        if end is None:
+            return fail("the runtime went away during the recording")
+    except KeyboardInterrupt:
+        print("stopping: finishing the file (Ctrl-C again leaves that to the runtime)", file=sys.stderr, flush=True)
+        try:
+            end = Client().request("record_stop", id=rid)
+        except KeyboardInterrupt:
+            print(f"the runtime finishes {out} on its own", file=sys.stderr)
+            return 130
+    finally:
+        client.close()
+    print("\n".join(summary_lines(end)))
+    return 0 if end.get("indexed", True) else 1
+
+
+def register(commands: Any) -> None:
+    record = commands.add_parser("record", help="record outputs into an MCAP file (Foxglove opens it)")
+    record.add_argument("addresses", nargs="*", help="<stream>/<node>/<port> of each output to record")
+    record.add_argument("--out", help="the MCAP file to write (its folder is made)")
+    record.add_argument("--seconds", type=float, help="stop after this many seconds")
+    record.add_argument("--bags", type=int, help="stop after this many bags in all")
+    record.add_argument("--compression", choices=("zstd", "lz4", "none"), default="zstd",
+                        help="chunk compression (default zstd; lz4 is lighter on the CPU for frames)")
+    record.add_argument("--profile", choices=("ordered", "newest"), default="ordered",
+                        help="ordered (default): every bag until lapped; newest: the latest each time")
+    record.add_argument("--detach", action="store_true", help="leave it recording in the runtime; --stop ends it")
+    record.add_argument("--stop", metavar="ID", help="stop recording ID (as --list or --detach names it)")
+    record.add_argument("--list", action="store_true", help="the recordings in progress and the last ended ones")
+    record.set_defaults(func=cmd_record)

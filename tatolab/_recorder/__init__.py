@@ -1,0 +1,1 @@
+"""Recording outputs to MCAP files and reading them back (``tatolab record``, ``McapSource``)."""

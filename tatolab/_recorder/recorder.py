@@ -1,0 +1,234 @@
+"""The recorder's loop: rings in, one MCAP file out (run by ``python -m tatolab._recorder``)."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from tatolab import _bags
+from tatolab._links.ring import RingError, RingReader, wait_any
+from tatolab._recorder import formats
+from tatolab._recorder.file import COMPRESSIONS, DiskFull, McapFile
+from tatolab._surfaces import pool as surfaces
+from tatolab._surfaces.frame import VideoFrame
+
+READ_RUN = 256
+REPORT_S = 0.5
+QUEUE_BYTES = 64 << 20  # frames read but not yet written, at most (then frames are missed, counted): 8 at 1080p
+SCHEMA_WAIT_S = 0.5  # a JSON channel's schema is inferred from its first bags, or those of its first half second
+
+
+@dataclass
+class Source:
+    address: str
+    base: str  # the output's ring
+    reader: int  # the reader record the runtime claimed for this recording
+
+
+@dataclass
+class Spec:
+    path: Path
+    sources: list[Source]
+    pool: str | None = None
+    seconds: float | None = None
+    bags: int | None = None
+    compression: str = "zstd"
+    profile: str = "ordered"
+    start: str = "now"  # or "beginning": the bags still in the rings, written before the recording began
+
+    @classmethod
+    def parse(cls, data: dict[str, Any]) -> Spec:
+        spec = cls(path=Path(data["path"]), sources=[Source(**s) for s in data["sources"]], pool=data.get("pool"),
+                   seconds=data.get("seconds"), bags=data.get("bags"),
+                   compression=data.get("compression", "zstd"), profile=data.get("profile", "ordered"),
+                   start=data.get("start", "now"))
+        if spec.compression not in COMPRESSIONS:
+            raise ValueError(f"compression must be one of {', '.join(COMPRESSIONS)}")
+        return spec
+
+
+@dataclass
+class _Channel:
+    address: str
+    reader: RingReader
+    kind: str | None = None
+    id: int | None = None
+    pending: list[tuple[Any, int, int]] = field(default_factory=list)
+    first_ns: int = 0
+    bags: int = 0
+    bytes: int = 0
+    error: str | None = None
+
+
+class Recorder:
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+        if spec.pool:
+            surfaces.configure(spec.pool)
+        self.file = McapFile(spec.path, compression=spec.compression)
+        self.channels = [_Channel(s.address, RingReader(s.base, s.reader, spec.profile, start=spec.start))
+                         for s in spec.sources]
+        self.to_wall = time.time_ns() - time.monotonic_ns()  # log times on the Unix clock; rings use the monotonic one
+        self.started = time.monotonic()
+        self.total = 0
+        self.error: str | None = None
+        self._queued = 0  # bytes read but not yet written
+        self._queued_lock = threading.Lock()
+
+    def run(self, stopping: threading.Event, report: Callable[[dict[str, Any]], None]) -> str:
+        """Record until asked to stop, the seconds or bags are reached, or the disk is full.
+
+        A thread of its own reads the rings (and copies frames out of the pool) into a queue; this
+        one writes the file. So a slow write (a big frame through the library, a busy disk) never
+        keeps the rings from being read: a 1 kHz output is not lapped while a frame is written.
+        What the queue cannot hold (QUEUE_BYTES) counts as dropped."""
+        spec = self.spec
+        deadline = None if spec.seconds is None else self.started + spec.seconds
+        taken: queue.Queue[tuple[_Channel, Any, int]] = queue.Queue()
+        done = threading.Event()
+        reading = threading.Thread(target=self._read, args=(done, taken), name="rings", daemon=True)
+        reading.start()
+        last_report = time.monotonic()
+        reason = None
+        try:
+            while reason is None:
+                if stopping.is_set():
+                    reason = "stopped"
+                    break
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    reason = "seconds"
+                    break
+                if now - last_report >= REPORT_S:
+                    last_report = now
+                    report(self.summary())
+                try:
+                    channel, item, publish_ns = taken.get(timeout=0.05)
+                except queue.Empty:
+                    item = None
+                if item is not None:
+                    self._dequeued(item)
+                    self._add(channel, item, publish_ns)
+                    if spec.bags is not None and self.total >= spec.bags:
+                        reason = "bags"
+                for waiting in self.channels:
+                    if waiting.pending and time.monotonic_ns() - waiting.first_ns > SCHEMA_WAIT_S * 1e9:
+                        self._open(waiting)
+            done.set()
+            reading.join()
+            while reason in ("stopped", "seconds") and not taken.empty():  # what was read before the end
+                channel, item, publish_ns = taken.get()
+                self._add(channel, item, publish_ns)
+        except DiskFull as exc:
+            done.set()
+            reading.join()
+            self.error = f"the disk took no more ({exc.strerror}): the recording stopped"
+            return "disk full"
+        return reason
+
+    def _read(self, done: threading.Event, taken: queue.Queue[tuple[_Channel, Any, int]]) -> None:
+        readers = [c.reader for c in self.channels]
+        while not done.is_set():
+            wait_any(readers, 0.05)
+            for channel in self.channels:
+                self._drain(channel, taken)
+
+    def _dequeued(self, item: Any) -> None:
+        with self._queued_lock:
+            self._queued -= len(item) if isinstance(item, bytes) else 0
+
+    def _drain(self, channel: _Channel, taken: queue.Queue[tuple[_Channel, Any, int]]) -> None:
+        try:
+            run = channel.reader.read_many(READ_RUN)
+        except RingError as exc:
+            channel.error = str(exc)
+            return
+        for payload, publish_ns in run:
+            try:
+                bag = _bags.decode(payload)
+            except ValueError:
+                channel.reader.count_bad()
+                continue
+            if channel.kind is None:
+                channel.kind = formats.kind_of(bag)
+            item: Any = bag  # a JSON channel's bag, or a video or audio channel's encoded message
+            if channel.kind == "video":
+                if self._queued >= QUEUE_BYTES:  # the file is that far behind: this frame is missed
+                    channel.reader.count_dropped()
+                    continue
+                item = self._frame(channel, bag)
+                if item is None:
+                    continue
+            elif channel.kind == "audio":
+                item = formats.encode_audio(bag)
+            if isinstance(item, bytes):
+                with self._queued_lock:
+                    self._queued += len(item)
+            taken.put((channel, item, publish_ns))
+
+    def _frame(self, channel: _Channel, bag: dict[str, Any]) -> bytes | None:
+        try:
+            frame = VideoFrame.open(bag)
+        except surfaces.SurfaceError:  # reused before this reader got to it: missed, like a lapped bag
+            channel.reader.count_dropped()
+            return None
+        try:
+            return formats.encode_video(bag, frame._memory(), channel.address)
+        finally:
+            frame.release()
+
+    def _add(self, channel: _Channel, item: Any, publish_ns: int) -> None:
+        """A bag (JSON channels) or an encoded message (video, audio) into the file."""
+        self.total += 1
+        channel.bags += 1
+        if channel.id is None:
+            if not channel.pending:
+                channel.first_ns = time.monotonic_ns()
+            channel.pending.append((item, publish_ns, channel.bags))
+            if channel.kind != "json" or len(channel.pending) >= formats.SCHEMA_SAMPLE:
+                self._open(channel)
+            return
+        self._write(channel, item, publish_ns, channel.bags)
+
+    def _open(self, channel: _Channel) -> None:
+        first = [bag for bag, _, _ in channel.pending] if channel.kind == "json" else []
+        channel.id = self.file.channel(channel.address, channel.kind or "json", first)
+        pending, channel.pending = channel.pending, []
+        for item, publish_ns, sequence in pending:
+            self._write(channel, item, publish_ns, sequence)
+
+    def _write(self, channel: _Channel, item: Any, publish_ns: int, sequence: int) -> None:
+        data = formats.encode_json(item) if channel.kind == "json" else item
+        log_time = publish_ns + self.to_wall
+        # publish time: the bag's origin once rings carry one; until then its write time, as the log time
+        self.file.add(channel.id or 0, log_time, log_time, data, sequence)
+        channel.bytes += len(data)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "path": str(self.spec.path),
+            "bytes": self.file.size,
+            "seconds": round(time.monotonic() - self.started, 3),
+            "channels": {c.address: {"kind": c.kind, "bags": c.bags, "dropped": c.reader.dropped + c.reader.bad,
+                                     "bytes": c.bytes, **({"error": c.error} if c.error else {})}
+                         for c in self.channels},
+        }
+
+    def close(self, reason: str) -> dict[str, Any]:
+        """Finish the file (unless the disk is full: then it ends at its last whole chunk)."""
+        if reason != "disk full":
+            try:
+                for channel in self.channels:
+                    if channel.pending:
+                        self._open(channel)
+                self.file.finish()
+            except DiskFull as exc:
+                reason, self.error = "disk full", f"the disk took no more ({exc.strerror}): the recording stopped"
+        for channel in self.channels:
+            channel.reader.close()
+        return {**self.summary(), "reason": reason, "indexed": reason != "disk full",
+                **({"error": self.error} if self.error else {})}

@@ -1,0 +1,129 @@
+"""``record_start``, ``record_watch``, ``record_stop``, ``recordings``: outputs recorded to MCAP files.
+
+The runtime claims the readers and starts the recorder process (tatolab/_runtime/recordings.py);
+the recorder reads the rings and writes the file, so no frame or disk work runs on the loop."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, AsyncIterator, Literal, TypedDict
+
+from tatolab._control.errors import ControlError
+from tatolab._control.operations import Events
+from tatolab._runtime import recordings as recs
+from tatolab._runtime.ops import op
+from tatolab._runtime.ops.inspect import _find_output
+from tatolab._runtime.runtime import Runtime
+
+KEEP_ENDED = 20  # ended recordings still listed, newest first
+
+
+class RecordingRow(TypedDict, total=False):
+    id: str
+    state: str  # recording | ended
+    path: str
+    addresses: list[str]
+    pid: int | None
+    seconds: float
+    bytes: int
+    bags: int
+    dropped: int
+    channels: dict[str, Any]  # per address: kind (json, video, audio), bags, dropped, bytes
+    reason: str  # why it ended: stopped, seconds, bags, streams stopped, disk full, recorder ended
+    indexed: bool  # the file has its summary and index (false: readable up to its last chunk)
+    error: str
+
+
+class Progress(TypedDict):
+    event: Literal["progress", "end"]
+    recording: RecordingRow
+
+
+def _table(runtime: Runtime) -> dict[str, recs.Recording]:
+    return runtime.recordings
+
+
+def _get(runtime: Runtime, id: str) -> recs.Recording:
+    table = _table(runtime)
+    if id not in table:
+        known = ", ".join(table) or "none"
+        raise ControlError(f"no recording {id}; recordings: {known}", code="unknown_recording",
+                           details={"id": id})
+    return table[id]
+
+
+def _forget_old(table: dict[str, recs.Recording]) -> None:
+    ended = [k for k, r in table.items() if r.state == "ended"]
+    for key in ended[:-KEEP_ENDED]:
+        del table[key]
+
+
+@op("record_start")
+async def record_start(
+    runtime: Runtime,
+    addresses: list[str],
+    out: str,
+    seconds: float | None = None,
+    bags: int | None = None,
+    compression: Literal["zstd", "lz4", "none"] = "zstd",
+    profile: Literal["ordered", "newest"] = "ordered",
+    start: Literal["now", "beginning"] = "now",
+) -> RecordingRow:
+    """Record the outputs at ``addresses`` (``<stream>/<node>/<port>``) into the MCAP file ``out``
+    (an absolute path; its folder is made) until ``record_stop``, ``seconds`` or ``bags`` (in all).
+    One channel per address: plain bags as JSON, frames as foxglove.RawImage, audio as
+    foxglove.RawAudio. It reads like any reader (``ordered``: every bag until lapped), never slowing
+    a writer, and counts what it missed; ``start="beginning"`` also takes the bags still in the rings
+from before. Answers once the file is open, with the recording's id."""
+    if seconds is not None and seconds <= 0:
+        raise ControlError(f"seconds must be above 0, not {seconds}", code="bad_value", details={"argument": "seconds"})
+    if bags is not None and bags < 1:
+        raise ControlError(f"bags must be 1 or more, not {bags}", code="bad_value", details={"argument": "bags"})
+    table = _table(runtime)
+    _forget_old(table)
+
+    def find(address: str) -> Any:
+        return _find_output(runtime, address)
+
+    options = {"seconds": seconds, "bags": bags, "compression": compression, "profile": profile, "start": start}
+    recording = await recs.start(runtime.streams, runtime.starter, table, addresses, out, options, find)
+    return recording.row()  # type: ignore[return-value]
+
+
+@op("record_watch")
+async def record_watch(runtime: Runtime, id: str, stop_on_hangup: bool = False) -> Events[Progress]:
+    """Follow recording ``id``: its progress twice a second, then its end with the summary.
+    With ``stop_on_hangup``, the recording stops when this connection closes (the CLI's own)."""
+    recording = _get(runtime, id)
+    return _watch(recording, stop_on_hangup)
+
+
+async def _watch(recording: recs.Recording, stop_on_hangup: bool) -> AsyncIterator[dict[str, Any]]:
+    finished = False
+    try:
+        while recording.state != "ended":
+            async with recording.updates:
+                try:
+                    await asyncio.wait_for(recording.updates.wait(), 1.0)
+                except asyncio.TimeoutError:
+                    pass
+            if recording.state != "ended":
+                yield {"event": "progress", "recording": recording.row()}
+        finished = True
+        yield {"event": "end", "recording": recording.row()}
+    finally:
+        if stop_on_hangup and not finished and recording.state != "ended":
+            await recs.stop(recording)
+
+
+@op("record_stop")
+async def record_stop(runtime: Runtime, id: str) -> RecordingRow:
+    """Stop recording ``id``: the recorder finishes the file (last chunk, summary, index) and this
+    answers with what it wrote: bags, drops and bytes per address."""
+    return await recs.stop(_get(runtime, id))  # type: ignore[return-value]
+
+
+@op("recordings")
+async def recordings(runtime: Runtime) -> list[RecordingRow]:
+    """The recordings in progress and the last ended ones, with what each wrote so far."""
+    return [r.row() for r in reversed(_table(runtime).values())]  # type: ignore[misc]

@@ -1,0 +1,205 @@
+"""Recordings the runtime holds: each a recorder process (``python -m tatolab._recorder``, from
+the runtime's own interpreter, like a built-in node) reading outputs through reader records the
+runtime claimed, as a tap does. The runtime never touches a frame or the file itself.
+
+A recording ends when asked (``record_stop``, or its CLI hanging up), at its seconds or bags,
+when every stream it reads has stopped, when the disk is full, or with the runtime. Its reader
+records are given back when its process has ended, however it ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tatolab._control import paths
+from tatolab._control.errors import ControlError
+from tatolab._links.ring import RingError
+from tatolab._runtime.nodes import claim_reader, release_reader
+from tatolab._runtime.starter import ProcessStarter, Started
+from tatolab._runtime.streams import LoadedStream, OutputRing
+
+STOP_WAIT_S = 15.0  # a recorder finishing its file (the last chunk and the index) before it is killed
+START_WAIT_S = 30.0
+_ids = itertools.count(1)
+
+
+@dataclass
+class Reading:
+    address: str
+    stream: LoadedStream
+    out: OutputRing
+    index: int
+
+
+@dataclass
+class Recording:
+    id: str
+    path: str
+    readings: list[Reading]
+    options: dict[str, Any]
+    started_ns: int = field(default_factory=time.monotonic_ns)
+    process: Started | None = None
+    state: str = "starting"  # recording | ended
+    last: dict[str, Any] = field(default_factory=dict)  # the recorder's latest progress, then its end
+    updates: asyncio.Condition = field(default_factory=asyncio.Condition)
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+    tasks: list[asyncio.Task] = field(default_factory=list)
+    released: bool = False
+    why: str | None = None  # why the runtime stopped it, when not asked to (its streams stopped)
+
+    @property
+    def addresses(self) -> list[str]:
+        return [r.address for r in self.readings]
+
+    def row(self) -> dict[str, Any]:
+        """What `recordings`, `graph` and `streams` say of it."""
+        last = self.last
+        channels = last.get("channels") or {a: {"kind": None, "bags": 0, "dropped": 0, "bytes": 0}
+                                            for a in self.addresses}
+        row = {"id": self.id, "state": self.state, "path": self.path, "addresses": self.addresses,
+               "pid": self.process.pid if self.process else None,
+               "seconds": last.get("seconds", round((time.monotonic_ns() - self.started_ns) / 1e9, 3)),
+               "bytes": last.get("bytes", 0), "channels": channels,
+               "bags": sum(c["bags"] for c in channels.values()),
+               "dropped": sum(c["dropped"] for c in channels.values())}
+        for key in ("reason", "indexed", "error"):
+            if key in last:
+                row[key] = last[key]
+        if row.get("reason") == "stopped" and self.why:
+            row["reason"] = self.why
+        return row
+
+
+def _check_path(out: str) -> Path:
+    path = Path(out)
+    if not path.is_absolute():
+        raise ControlError(f"the recording's path must be absolute, not {out!r} (the CLI makes it so)",
+                           code="bad_value", details={"argument": "out"})
+    if path.is_dir():
+        raise ControlError(f"{out} is a folder; give the file to write, like {out.rstrip('/')}/recording.mcap",
+                           code="bad_value", details={"argument": "out"})
+    return path
+
+
+async def start(streams: dict[str, LoadedStream], starter: ProcessStarter, recordings: dict[str, Recording],
+                addresses: list[str], out: str, options: dict[str, Any],
+                find: Any) -> Recording:
+    """Claim a reader on every output (refusing, before any file is made, an address that names
+    none), start the recorder and wait until it has the file open."""
+    if not addresses:
+        raise ControlError("record needs at least one output's address (<stream>/<node>/<port>)",
+                           code="bad_arguments")
+    if len(set(addresses)) != len(addresses):
+        raise ControlError("an address is given twice; each output is recorded once", code="bad_arguments")
+    path = _check_path(out)
+    found = [find(address) for address in addresses]  # raises ControlError naming the address
+    recording = Recording(id=f"rec-{next(_ids)}", path=str(path), readings=[], options=options)
+    try:
+        for stream, ring, name in found:
+            try:
+                index = claim_reader(ring)
+            except RingError as exc:
+                raise ControlError(f"cannot record {name}: {exc}") from None
+            recording.readings.append(Reading(name, stream, ring, index))
+        spec = {"path": str(path), "pool": paths.surface_pool(), **options,
+                "sources": [{"address": r.address, "base": r.out.base, "reader": r.index} for r in recording.readings]}
+        recording.process = await starter.start(Path(sys.executable), "tatolab._recorder", [], cwd=path.parent
+                                                if path.parent.is_dir() else Path.home(), env=dict(os.environ))
+        assert recording.process.stdin is not None
+        recording.process.stdin.write((json.dumps(spec) + "\n").encode())
+        first = await asyncio.wait_for(_next_event(recording.process), START_WAIT_S)
+    except BaseException:
+        await _end(recording)
+        raise
+    if first is None or first.get("event") != "recording":
+        await _end(recording)
+        why = (first or {}).get("error") or "the recorder ended before opening the file"
+        raise ControlError(f"cannot record to {path}: {why}", code="bad_value", details={"argument": "out"})
+    recording.state = "recording"
+    recordings[recording.id] = recording
+    recording.tasks = [asyncio.ensure_future(_follow(recording)), asyncio.ensure_future(_streams_end(recording))]
+    return recording
+
+
+async def _next_event(process: Started) -> dict[str, Any] | None:
+    assert process.stdout is not None
+    while True:
+        line = await process.stdout.readline()
+        if not line:
+            return None
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
+
+
+async def _follow(recording: Recording) -> None:
+    assert recording.process is not None
+    try:
+        while (event := await _next_event(recording.process)) is not None:
+            if event.get("event") in ("progress", "end"):
+                async with recording.updates:
+                    recording.last = {k: v for k, v in event.items() if k != "event"}
+                    recording.updates.notify_all()
+        await recording.process.wait()
+    finally:
+        if "reason" not in recording.last:  # it ended without saying so (killed): the file ends at its last chunk
+            code = recording.process.returncode
+            recording.last = {**recording.last, "reason": "recorder ended", "indexed": False,
+                              "error": f"the recorder ended (exit {code}) before finishing the file; it is "
+                                       "readable up to its last whole chunk"}
+        await _end(recording)
+
+
+async def _streams_end(recording: Recording) -> None:
+    """Every stream it reads has stopped: nothing more can come, so it ends."""
+    streams = {id(r.stream): r.stream for r in recording.readings}.values()
+    await asyncio.gather(*(s.ended.wait() for s in streams))
+    recording.why = "streams stopped"
+    await stop(recording)
+
+
+async def _end(recording: Recording) -> None:
+    if recording.released:
+        return
+    recording.released = True
+    if recording.process is not None and recording.process.returncode is None:
+        recording.process.kill()
+        await recording.process.wait()
+    for reading in recording.readings:
+        release_reader(reading.out, reading.index)
+    recording.state = "ended"
+    current = asyncio.current_task()
+    for task in recording.tasks:
+        if task is not current and not task.done():
+            task.cancel()  # the wait for its streams to stop, when it ended otherwise
+    async with recording.updates:
+        recording.updates.notify_all()
+    recording.ended.set()
+
+
+async def stop(recording: Recording, wait_s: float = STOP_WAIT_S) -> dict[str, Any]:
+    """Ask the recorder to finish its file; kill it when it does not in ``wait_s``."""
+    process = recording.process
+    if process is not None and process.returncode is None and process.stdin is not None:
+        try:
+            process.stdin.write(b"stop\n")
+        except (OSError, RuntimeError):
+            pass
+    try:
+        await asyncio.wait_for(recording.ended.wait(), wait_s)
+    except asyncio.TimeoutError:
+        await _end(recording)
+    return recording.row()
+
+
+async def stop_all(recordings: dict[str, Recording]) -> None:
+    await asyncio.gather(*(stop(r) for r in recordings.values() if r.state != "ended"), return_exceptions=True)
