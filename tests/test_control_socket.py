@@ -33,7 +33,7 @@ def test_malformed_requests_get_errors_and_the_runtime_keeps_serving(runtime):
     assert "bad arguments for stop" in answers[3]["error"]
     assert "args must be a JSON object" in answers[4]["error"]
     assert "bad arguments for stop" in answers[5]["error"]
-    assert answers[6]["result"] == {"streams": [], "troubled": [], "unwritten": []}
+    assert answers[6]["result"] == {"streams": [], "troubled": [], "unwritten": [], "relay": None, "recordings": []}
     # a client that sends half a line and vanishes harms nobody
     with socket.socket(socket.AF_UNIX) as sock:
         sock.connect(str(runtime.socket))
