@@ -32,7 +32,8 @@ File layout (all integers little-endian u64 unless said):
     4352   watch line: the watcher (u32: its reader index + 1, 0 while none), then the
            hand-off word (u32), which followers sleep on and the watcher bumps
     4416   followers line: byte i is 1 while reader i may be asleep on the hand-off word
-    8192   slots, each `slot_stride` bytes: seq, length, publish_ns, (pad to 64), payload
+    8192   slots, each `slot_stride` bytes: seq, length, publish_ns, origin_ns, origin
+           (the bag's origin: the output it comes from and when, latency.py), (pad to 64), payload
 
 Sequence numbers start at 1 and continue across generations. Slot seq word is
 2*s - 1 while bag s is being written and 2*s once published (a seqlock): a reader copies
@@ -97,12 +98,14 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+from array import array
+from typing import Any
 import mmap
 import os
 import threading
 import time
 
-from . import shm
+from . import latency, shm
 from .futex import NEEDS_FENCE, fence, full_fence, futex_wait, futex_waitv, futex_wake, word_at
 
 # RingWriter.write leaves out the fence() calls (no-ops on x86-64, the only machine futex.py
@@ -115,9 +118,10 @@ try:  # the publish and the watcher's claim in C (see _native.c); without them R
     from ._native import LAYOUT as _PUBLISH_LAYOUT
     from ._native import Publisher as _Publisher
     from ._native import compare_exchange as _compare_exchange
+    from ._native import note as _c_note
     from ._native import read_run as _read_run
 except ImportError:
-    _Publisher = _compare_exchange = _read_run = None
+    _Publisher = _compare_exchange = _read_run = _c_note = None
 
 __all__ = [
     "BagTooLarge",
@@ -188,6 +192,7 @@ _CHECK_WATCHER_S = 0.005
 _CHECK_WATCHER_MAX_S = 0.5
 if _Publisher is not None and _PUBLISH_LAYOUT != {
     "write_seq_q": _WRITE_SEQ, "futex_off": _FUTEX_OFF, "sleepers_off": _SLEEPERS_OFF, "slot_header": _SLOT_HEADER,
+    "latency_file_bytes": latency.FILE_BYTES,
 }:
     raise ImportError(f"tatolab/_links/_native was built for another ring layout ({_PUBLISH_LAYOUT}); reinstall tatolab")
 # Whether new RingWriters publish in C (tests set it False to check the Python publish).
@@ -197,6 +202,7 @@ _R_PID, _R_READ, _R_DROPPED, _R_LAST_READ_NS, _R_ACTIVE, _R_NEXT, _R_BAD, _R_GEN
 
 _OPEN_RETRY_S = 2.0
 _clock = time.monotonic_ns
+_NO_ORIGIN = array("Q", [0, 0])  # a writer outside process(): every bag is its own origin
 
 
 class BagTooLarge(ValueError):
@@ -399,6 +405,7 @@ def create_ring(
         raise ValueError(f"slot_size {slot_size} is larger than the {MAX_BAG_BYTES} byte bag limit")
     for gen in _generations(base):
         _unlink_quietly(_gen_path(base, gen))
+    latency.create(base)
     _make_generation(base, 0, slot_size, slot_count, seq=0, table=None, max_bytes=max_bytes)
 
 
@@ -414,6 +421,7 @@ def remove_ring(base: str) -> None:
     """Unlink every generation of the ring at `base` (a node removed from a running stream)."""
     for gen in _generations(base):
         _unlink_quietly(_gen_path(base, gen))
+    latency.remove(base)
 
 
 def reap(prefix: str) -> int:
@@ -443,12 +451,32 @@ class RingWriter:
         self._acquire = self._lock.acquire
         self._release = self._lock.release
         self._wakes = 0
+        # Where a bag's origin comes from (latency.py): the node host's cell while process()
+        # runs, else the bag originates here.
+        self._origin_id = latency.origin_id(base)
+        self._cell: Any = _NO_ORIGIN
         self._publisher = _Publisher(self._write_slow) if COMPILED_PUBLISH else None
+        if self._publisher is not None:
+            self._publisher.set_origin(None, self._origin_id)
         if self._publisher is not None:
             # The hot path is the C publisher's own method: no Python frame per bag. Bags it
             # cannot take (too big, ring grown, a move under way) come back to _write_slow.
             self.write = self._publisher.write
         self._attach(_open_latest(base))
+        try:
+            stats = latency.LatencyFile(base)
+        except (OSError, RingError):
+            pass  # a ring made without one (an older runtime): nothing to restart
+        else:
+            stats.writer_started()  # its readers' windows start again
+            stats.close()
+
+    def set_origin(self, cell: Any) -> None:
+        """Bags written while `cell[0]` (an array('Q', [origin_ns, origin_id])) is not 0 carry that
+        origin; the others originate when written. The node host shares one cell among its outputs."""
+        self._cell = _NO_ORIGIN if cell is None else cell
+        if self._publisher is not None:
+            self._publisher.set_origin(cell, self._origin_id)
 
     def _attach(self, g: _Gen) -> None:
         self._g = g
@@ -463,7 +491,7 @@ class RingWriter:
         slots = []
         for i in range(g.count):
             h = g.slots_q + i * g.stride_q
-            slots.append((h, h + 1, h + 2, (h << 3) + _SLOT_HEADER))
+            slots.append((h, h + 1, h + 2, h + 3, h + 4, (h << 3) + _SLOT_HEADER))
         start = self._seq % g.count
         self._slots = itertools.cycle(slots[start:] + slots[:start])
         self._word = g.word
@@ -509,10 +537,15 @@ class RingWriter:
                 payload, n = self._resize_for(payload)
             s = self._seq + 1
             q = self._q
-            h, h_len, h_ns, off = next(self._slots)
+            h, h_len, h_ns, h_on, h_oid, off = next(self._slots)
             q[h] = s + s - 1  # (no fence() calls here: see the import)
             q[h_len] = n
-            q[h_ns] = _clock()
+            q[h_ns] = t = _clock()
+            cell = self._cell
+            if cell[0]:
+                q[h_on], q[h_oid] = cell
+            else:
+                q[h_on], q[h_oid] = t, self._origin_id
             self._mm[off:off + n] = payload  # (the mmap's own slice store: cheaper than the memoryview's)
             q[h] = s + s
             q[_WRITE_SEQ] = s  # (last_write_ns is the slot's publish_ns: see read_counters)
@@ -655,9 +688,15 @@ class RingReader:
     record starts at the first bag ever written (start="beginning", so bags written before
     the reader attached are delivered or counted as dropped) or at the next one
     (start="now", for taps); a record that already has a position resumes from it.
+
+    Every bag read is recorded in the record's latency block (latency.py): its age, and its
+    age since its origin. With `origins`, read and read_many give (payload, publish_ns,
+    origin_ns, origin_id) for each bag, which the node host needs to stamp what it writes.
     """
 
-    def __init__(self, base: str, reader_index: int, profile: str, *, start: str = "beginning") -> None:
+    def __init__(
+        self, base: str, reader_index: int, profile: str, *, start: str = "beginning", origins: bool = False
+    ) -> None:
         if profile not in ("newest", "ordered"):
             raise ValueError(f'delivery profile must be "newest" or "ordered", got {profile!r}')
         if not 0 <= reader_index < MAX_READERS:
@@ -680,6 +719,22 @@ class RingReader:
         # ns between two bags the writer published, from the last two this reader read (a
         # reader that skips bags still sees how busy the link is): poll before sleeping?
         self._gap = 1 << 62
+        self._origins = origins
+        self._compiled = _read_run is not None  # (tests set it None to check the Python read)
+        self._stats: latency.LatencyFile | None = None
+        self._hist: Any = None  # the latency file as the C note takes it (None: not recorded)
+        self._views: Any = None  # ... and as latency.note takes it
+        self._block = latency.block_offset(reader_index)
+        try:
+            self._stats = latency.LatencyFile(base)
+        except (OSError, RingError):
+            pass  # a ring made without one (an older runtime): ages are not recorded
+        else:
+            self._hist = self._stats.mm
+            self._views = (self._stats.q, self._stats.mv.cast("I"))
+        # one bag's ages recorded by C's note (on the mapping) or latency.note (on its views)
+        self._note = _c_note if self._compiled and _c_note is not None else latency.note
+        self._note_in = self._hist if self._note is _c_note else self._views
         self._attach(g)
 
     def _attach(self, g: _Gen) -> None:
@@ -830,10 +885,12 @@ class RingReader:
         """Bags first..last as (payload, publish_ns), up to the first that is not whole in its
         slot (lapped, torn): _native.read_run where it was built, this loop where it was not."""
         g = self._g
-        if _read_run is not None:
-            return _read_run(self._mv, g.slots_q, g.stride_q, self._count, self._slot_size, first, last)
+        if self._compiled:
+            return _read_run(self._mv, g.slots_q, g.stride_q, self._count, self._slot_size, first, last,
+                             self._hist, self._block, self._origins)
         q, slots, count, mv, size = self._q, self._slots, self._count, self._mv, self._slot_size
-        out = []
+        out: list = []
+        now = time.monotonic_ns()
         for s in range(first, last + 1):
             # Bag s is in its slot, whole, exactly when the slot's seqlock word reads 2*s
             # before and after the copy
@@ -844,13 +901,15 @@ class RingReader:
             n = q[h + 1]
             if n > size:
                 break
-            ts = q[h + 2]
+            ts, o_ns, o_id = q[h + 2:h + 5]
             off = (h << 3) + _SLOT_HEADER
             data = mv[off:off + n].tobytes()
             fence()
             if q[h] != v:
                 break
-            out.append((data, ts))
+            if self._views is not None:
+                latency.note(self._views, self._block, now, ts, o_ns, o_id)
+            out.append((data, ts, o_ns, o_id) if self._origins else (data, ts))
         return out
 
     def _damaged(self, ws: int, target: int, v: int) -> RingError:
@@ -901,7 +960,7 @@ class RingReader:
                 floor = self._headroom(target)
                 continue
             n = q[h + 1]
-            ts = q[h + 2]
+            ts, o_ns, o_id = q[h + 2:h + 5]
             if n > self._slot_size:
                 if tries >= _MAX_TRIES:
                     raise self._damaged(ws, target, v)
@@ -937,8 +996,10 @@ class RingReader:
             r = self._r
             q[r + _R_READ] = self.read_count
             q[r + _R_NEXT] = target + 1
-            q[r + _R_LAST_READ_NS] = time.monotonic_ns()
-            return data, ts
+            q[r + _R_LAST_READ_NS] = now = time.monotonic_ns()
+            if self._note_in is not None:
+                self._note(self._note_in, self._block, now, ts, o_ns, o_id)
+            return (data, ts, o_ns, o_id) if self._origins else (data, ts)
 
     def wait(self, timeout_s: float | None) -> bool:
         """Sleep until the writer publishes (or moves the ring), at most `timeout_s`.
@@ -1023,6 +1084,11 @@ class RingReader:
             self._q = self._mv = None
             self._g.close()
             self._g = None
+        if self._stats is not None:
+            self._views[1].release()
+            self._hist = self._views = self._note_in = None
+            self._stats.close()
+            self._stats = None
 
 
 def wait_any(readers: list[RingReader], timeout_s: float | None) -> bool:
@@ -1144,3 +1210,11 @@ def release_reader(base: str, index: int) -> None:
             g.q[r + k] = 0
     finally:
         g.close()
+    try:
+        stats = latency.LatencyFile(base)
+    except (OSError, RingError):
+        return
+    try:
+        stats.clear(index)
+    finally:
+        stats.close()
