@@ -151,3 +151,141 @@ def test_a_missing_or_foreign_latency_file_is_a_reason_never_a_crash(prefix):
     assert isinstance(got, str) and "not a tatolab latency file" in got
     r.close()
     w.close()
+
+
+# --- against a real runtime ---------------------------------------------------------------------
+
+CAMERA_NODES = """
+import time
+from tatolab.stream import node
+
+
+@node(execution="continuous", interval_ms=40)
+class Source:
+    @node.output()
+    def frames(self) -> dict: ...
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def process(self, ctx) -> None:
+        ctx.outputs.write("frames", {"n": self.n})
+        self.n += 1
+
+
+@node
+class Slow:
+    @node.input(delivery_profile="ordered")
+    def frames(self) -> dict: ...
+
+    @node.output()
+    def out(self) -> dict: ...
+
+    def process(self, ctx) -> None:
+        bag = ctx.inputs.read("frames")
+        if bag is not None:
+            time.sleep(0.010)
+            ctx.outputs.write("out", bag)
+
+
+@node
+class Sink:
+    @node.input(delivery_profile="ordered")
+    def rows(self) -> dict: ...
+
+    def process(self, ctx) -> None:
+        ctx.inputs.read("rows")
+"""
+
+CAMERA_STREAM = """
+from tatolab.stream import StreamBuilder, stream
+from nodes.camera import Sink, Slow, Source
+
+
+@stream
+def camera(stream_builder: StreamBuilder) -> None:
+    source = stream_builder.add(Source, name="source")
+    slow = stream_builder.add(Slow, name="slow")
+    sink = stream_builder.add(Sink, name="sink")
+    stream_builder.connect(source.output("frames"), slow.input("frames"))
+    stream_builder.connect(slow.output("out"), sink.input("rows"))
+    stream_builder.expose(slow.output("out"))
+"""
+
+RECORDER_STREAM = """
+from tatolab.stream import StreamBuilder, stream
+from nodes.camera import Sink
+
+
+@stream
+def recorder(stream_builder: StreamBuilder) -> None:
+    sink = stream_builder.add(Sink, name="recorder")
+    stream_builder.connect(stream_builder.remote_output("camera/slow/out"), sink.input("rows"))
+"""
+
+
+def _graph(runtime, stream: str) -> dict:
+    import json
+
+    return json.loads(runtime.cli("graph", "--stream", stream, check=True).stdout)["streams"][0]
+
+
+def _path(entry: dict, to: str) -> dict | None:
+    return next((p for p in entry["paths"] if p["to"] == to and p["bags"] >= 20), None)
+
+
+@pytest.mark.slow
+def test_a_slow_node_shows_on_its_path_not_on_its_links_across_two_streams_and_in_top(
+        path, runtime, project_venv, tmp_path):
+    import json
+
+    from harness import make_project, wait_for
+
+    if path == "python":
+        pytest.skip("the runtime's nodes read with the installed module; the Python read is covered above")
+    nodes = {"nodes/__init__.py": "", "nodes/camera.py": CAMERA_NODES}
+    camera = make_project(tmp_path / "camera", project_venv, {"stream.py": CAMERA_STREAM, **nodes})
+    recorder = make_project(tmp_path / "recorder", project_venv, {"stream.py": RECORDER_STREAM, **nodes})
+    runtime.cli("run", "-d", cwd=camera, check=True)
+    runtime.cli("run", "-d", cwd=recorder, check=True)
+    here = wait_for(lambda: (g := _graph(runtime, "camera")) and _path(g, "sink/rows") and g, timeout=60,
+                    what="20 bags along camera's path")
+    there = wait_for(lambda: (g := _graph(runtime, "recorder")) and _path(g, "recorder/rows") and g, timeout=60,
+                     what="20 bags along the path into the recorder stream")
+
+    # the node that sleeps 10 ms per bag makes the path through it >= 10 ms ...
+    local = _path(here, "sink/rows")
+    assert local["from"] == "source/frames" and local["through"] == ["slow"]
+    assert local["p50_us"] >= 10_000 and local["p99_us"] >= local["p50_us"] and local["max_us"] >= local["p99_us"]
+    assert local["since_start"]["bags"] >= local["bags"]
+    # ... while the links around it stay fast: bags wait little before they are read
+    for link in here["links"]:
+        assert link["latency"]["bags"] >= 20, link
+        assert link["latency"]["p50_us"] < 5_000, link
+        assert link["latency_since_start"]["bags"] >= link["latency"]["bags"]
+    # a path across streams (remote_output) keeps the origin
+    remote = _path(there, "recorder/rows")
+    assert remote["from"] == "camera/source/frames" and remote["through"] == ["camera/slow"]
+    assert remote["p50_us"] >= 10_000
+    (link,) = there["links"]
+    assert link["latency"]["p50_us"] < 5_000
+
+    # tatolab top --json and --once: a row per node, the slowest paths below
+    top = json.loads(runtime.cli("top", "--json", check=True).stdout)
+    rows = {(r["stream"], r["node"]): r for r in top["nodes"]}
+    assert set(rows) == {("camera", "source"), ("camera", "slow"), ("camera", "sink"), ("recorder", "recorder")}
+    assert rows[("camera", "source")]["out_per_s"] > 5 and rows[("camera", "source")]["input"] is None
+    assert rows[("camera", "slow")]["in_per_s"] > 5 and rows[("camera", "slow")]["age_p50_us"] < 5_000
+    assert rows[("camera", "slow")]["input"] == "source/frames->slow/frames"
+    assert rows[("camera", "sink")]["cpu_percent"] is not None and rows[("camera", "sink")]["memory_bytes"] > 0
+    assert {(p["stream"], p["to"]) for p in top["paths"]} == {("camera", "sink/rows"), ("recorder", "recorder/rows")}
+    assert all(p["p50_us"] >= 10_000 for p in top["paths"])
+    once = runtime.cli("top", "--once", "--stream", "camera", check=True).stdout
+    assert "slowest paths" in once and "source/frames" in once and "sink/rows" in once, once
+    shown = [line.split() for line in once.splitlines() if line.split()[:1] == ["camera"]]
+    assert {row[1] for row in shown} >= {"source", "slow", "sink"}, once
+    slowest = json.loads(runtime.cli("top", "--json", "--sort", "name", "--paths", "1", check=True).stdout)
+    assert [r["node"] for r in slowest["nodes"]] == ["recorder", "sink", "slow", "source"]
+    assert len(slowest["paths"]) == 1
+    bad = runtime.cli("top", "--once", "--stream", "nope")
+    assert bad.returncode == 1 and "no stream named nope" in bad.stderr
