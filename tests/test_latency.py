@@ -16,12 +16,12 @@ from tatolab._sdk.context import InputPort, Inputs, OutputPort, Outputs
 from tatolab._runtime.timing import Topology
 
 
-@pytest.fixture(autouse=True, params=["c", "python"] if ring._Publisher is not None else ["python"])
+@pytest.fixture(autouse=True, params=["c", "python"] if ring.writer._Publisher is not None else ["python"])
 def path(request, monkeypatch):
     """Every test both ways: the C publish, run copy and recording, and the Python ones."""
-    monkeypatch.setattr(ring, "COMPILED_PUBLISH", request.param == "c")
+    monkeypatch.setattr(ring.writer, "COMPILED_PUBLISH", request.param == "c")
     if request.param == "python":
-        monkeypatch.setattr(ring, "_read_run", None)
+        monkeypatch.setattr(ring.reader, "_read_run", None)
     return request.param
 
 

@@ -3,11 +3,11 @@
  * a reader's copy of a run of whole bags out of one, and the compare-and-swap readers
  * claim the watcher's role with.
  *
- * ring.py holds the protocol (layout, growth, moves, readers) and a pure-Python publish
+ * ring/ holds the protocol (layout, growth, moves, readers) and a pure-Python publish
  * that does exactly what `Publisher.write` does here; this module exists because the
  * interpreter spends ~1 us on the dozen stores, the copy, the clock read, the barrier and
  * the sleepers check that C does in ~60 ns (bench/write_cost.py, bench/links.py --write).
- * When it is not built (no compiler at install time, Python < 3.11, another ABI) ring.py
+ * When it is not built (no compiler at install time, Python < 3.11, another ABI) ring/writer.py
  * uses its Python publish; both write the same bytes.
  *
  * Thread safety comes from the GIL: `write` never releases it, so a write is atomic to
@@ -29,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Offsets shared with ring.py (checked there against this module's LAYOUT). */
+/* Offsets shared with ring/layout.py (checked there against this module's LAYOUT). */
 #define WRITE_SEQ_Q 5
 #define FUTEX_OFF 128
 #define SLEEPERS_OFF 192
@@ -177,7 +177,7 @@ static PyObject *Publisher_detach(Publisher *self, PyObject *unused) {
 }
 
 /* The store that publishes bag `s` and everything before it, then the wake if anyone may
- * sleep. The sequence words follow ring.py's seqlock: odd while the payload is written,
+ * sleep. The sequence words follow the ring's seqlock (ring/writer.py): odd while the payload is written,
  * even once it is whole. */
 static uint64_t publish(Publisher *self, const char *data, Py_ssize_t n) {
     uint64_t s = self->seq + 1;
@@ -202,7 +202,7 @@ static uint64_t publish(Publisher *self, const char *data, Py_ssize_t n) {
     __atomic_store_n(&h[0], 2 * s, __ATOMIC_RELEASE);
     __atomic_store_n(&q[WRITE_SEQ_Q], s, __ATOMIC_RELEASE);
     __atomic_store_n(self->word, (uint32_t)(s & WORD_MASK), __ATOMIC_RELEASE);
-    /* Dekker with a sleeping reader (ring.py's docstring): the word store is visible
+    /* Dekker with a sleeping reader (ring/wake.py's docstring): the word store is visible
      * before the sleepers line is loaded. */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     self->seq = s;
@@ -285,8 +285,8 @@ static PyObject *Publisher_get_wakes(Publisher *self, void *closure) {
 
 /* compare_exchange(addr, expected, new) -> bool: an atomic compare-and-swap of the u32 at
  * `addr`, sequentially consistent, so also a full barrier (compare_exchange(a, v, v) is a
- * fenced load). Readers claim and release the watcher's role with it (ring.py, "Waking");
- * ring.py passes only addresses of words in mappings it holds open. */
+ * fenced load). Readers claim and release the watcher's role with it (ring/wake.py);
+ * wake.py passes only addresses of words in mappings it holds open. */
 static PyObject *compare_exchange(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "compare_exchange(addr, expected, new) takes 3 arguments");
@@ -663,7 +663,7 @@ static struct PyModuleDef native_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "tatolab._links._native",
     .m_doc = "The links' hot paths in C: the ring writer's publish, a reader's run of bags, the readers' "
-             "compare-and-swap (see ring.py).",
+             "compare-and-swap (see tatolab/_links/ring/).",
     .m_size = 0,
     .m_methods = module_methods,
     .m_slots = module_slots,
