@@ -289,3 +289,30 @@ def test_a_slow_node_shows_on_its_path_not_on_its_links_across_two_streams_and_i
     assert len(slowest["paths"]) == 1
     bad = runtime.cli("top", "--once", "--stream", "nope")
     assert bad.returncode == 1 and "no stream named nope" in bad.stderr
+
+
+def test_slowest_paths_names_the_slowest_link_along_each_path():
+    from tatolab._runtime.timing import slowest
+
+    def lat(p50, p99, bags=100):
+        return {"p50_us": p50, "p90_us": p99, "p99_us": p99, "max_us": p99, "bags": bags}
+
+    def link(src, dst, p50, p99):
+        s, d = src.split("/"), dst.split("/")
+        return {"key": f"{src}->{dst}", "from": {"node": s[0], "port": s[1]}, "to": {"node": d[0], "port": d[1]},
+                "latency": lat(p50, p99)}
+
+    graph = {"streams": [
+        {"name": "cam", "links": [link("camera/video", "detector/video", 40, 90),
+                                  link("detector/boxes", "recorder/boxes", 900, 30_000),
+                                  link("other/x", "recorder/extra", 5_000_000, 9_000_000)],
+         "paths": [{"from": "camera/video", "to": "recorder/boxes", "through": ["detector"], **lat(12_000, 45_000)},
+                   {"from": "other/x", "to": "recorder/extra", "through": [], **lat(1, 2, bags=0)}]},
+        {"name": "quiet", "links": [], "paths": [
+            {"from": "a/b", "to": "c/d", "through": [], **lat(100, 200)}]},
+    ]}
+    got = slowest(graph)
+    assert [(p["stream"], p["to"]) for p in got] == [("cam", "recorder/boxes"), ("quiet", "c/d")]  # no bags: left out
+    assert got[0]["slowest_link"] == {"key": "detector/boxes->recorder/boxes", "p50_us": 900, "p99_us": 30_000}
+    assert got[1]["slowest_link"] is None
+    assert slowest(graph, limit=1) == got[:1]
