@@ -332,28 +332,42 @@ static inline int lat_bucket(uint64_t ns) {
     return i < LAT_BUCKETS ? i : LAT_BUCKETS - 1;
 }
 
-static void lat_record_set(char *set, uint64_t age, uint64_t sec) {
+/* Make the set's window slot for second `sec` current: a new second counts from zero. Once per
+ * run of bags (lat_begin) or per change of path set (lat_add), never per bag. */
+static inline void lat_rotate(char *set, uint64_t sec, int slot) {
     uint64_t *h = (uint64_t *)set;
-    h[1]++;
-    if (age > h[2])
-        h[2] = age;
-    int slot = (int)(sec % LAT_WINDOW);
-    uint32_t *win = (uint32_t *)(set + LAT_WIN_OFF) + slot * LAT_BUCKETS;
-    if (h[LAT_SECS_Q + slot] != sec) { /* a new second: this slot counts it from zero */
-        memset(win, 0, LAT_BUCKETS * sizeof(uint32_t));
+    if (h[LAT_SECS_Q + slot] != sec) {
+        memset((uint32_t *)(set + LAT_WIN_OFF) + slot * LAT_BUCKETS, 0, LAT_BUCKETS * sizeof(uint32_t));
         h[LAT_MAXS_Q + slot] = 0;
         h[LAT_SECS_Q + slot] = sec;
     }
-    int b = lat_bucket(age);
-    h[LAT_TOTAL_Q + b]++;
-    win[b]++;
-    if (age > h[LAT_MAXS_Q + slot])
-        h[LAT_MAXS_Q + slot] = age;
 }
 
-/* One bag read at `now`: its age on the link, and its age since its origin on the path from
- * output `origin` (0: no origin known, as in a ring an older writer filled). */
-static void lat_note(char *file, Py_ssize_t block_off, uint64_t now, uint64_t ts, uint64_t origin_ns, uint64_t origin) {
+/* Count `age` in a set whose slot is current (lat_rotate): ~20 instructions. */
+static inline void lat_record_set(char *set, uint64_t age, int slot) {
+    uint64_t *h = (uint64_t *)set;
+    int b = lat_bucket(age);
+    h[1]++;
+    h[LAT_TOTAL_Q + b]++;
+    ((uint32_t *)(set + LAT_WIN_OFF))[slot * LAT_BUCKETS + b]++;
+    if (age > h[LAT_MAXS_Q + slot]) {
+        h[LAT_MAXS_Q + slot] = age;
+        if (age > h[2])
+            h[2] = age;
+    }
+}
+
+/* A reader recording bags read at `now` into its block: the second and window slot they count
+ * in, and the path set of the last origin seen (bags in a row mostly share one). */
+typedef struct {
+    char *block;
+    uint64_t now, sec;
+    int slot;
+    uint64_t last_origin;
+    char *last_set;
+} LatNote;
+
+static void lat_begin(LatNote *n, char *file, Py_ssize_t block_off, uint64_t now) {
     char *block = file + block_off;
     uint64_t *lh = (uint64_t *)block;
     uint64_t starts = ((uint64_t *)file)[LAT_STARTS_Q];
@@ -365,21 +379,43 @@ static void lat_note(char *file, Py_ssize_t block_off, uint64_t now, uint64_t ts
         }
         lh[3] = starts;
     }
-    uint64_t sec = now / 1000000000ull;
-    lat_record_set(block, now > ts ? now - ts : 0, sec);
+    n->block = block;
+    n->now = now;
+    n->sec = now / 1000000000ull;
+    n->slot = (int)(n->sec % LAT_WINDOW);
+    n->last_origin = 0;
+    n->last_set = NULL;
+    lat_rotate(block, n->sec, n->slot);
+}
+
+/* One bag: its age on the link, and its age since its origin on the path from output `origin`
+ * (0: no origin known, as in a ring an older writer filled). */
+static inline void lat_add(LatNote *n, uint64_t ts, uint64_t origin_ns, uint64_t origin) {
+    uint64_t now = n->now;
+    lat_record_set(n->block, now > ts ? now - ts : 0, n->slot);
     if (!origin)
         return;
-    for (int k = 1; k < LAT_SETS; k++) {
-        char *set = block + k * LAT_SET_BYTES;
-        uint64_t have = ((uint64_t *)set)[0];
-        if (have == origin || !have) {
-            if (!have)
-                ((uint64_t *)set)[0] = origin;
-            lat_record_set(set, now > origin_ns ? now - origin_ns : 0, sec);
+    char *set = n->last_set;
+    if (n->last_origin != origin) {
+        set = NULL;
+        for (int k = 1; set == NULL && k < LAT_SETS; k++) {
+            char *candidate = n->block + k * LAT_SET_BYTES;
+            uint64_t have = ((uint64_t *)candidate)[0];
+            if (have == origin || !have) {
+                if (!have)
+                    ((uint64_t *)candidate)[0] = origin;
+                set = candidate;
+            }
+        }
+        if (set == NULL) {
+            ((uint64_t *)n->block)[5]++;
             return;
         }
+        lat_rotate(set, n->sec, n->slot);
+        n->last_origin = origin;
+        n->last_set = set;
     }
-    lh[5]++;
+    lat_record_set(set, now > origin_ns ? now - origin_ns : 0, n->slot);
 }
 
 static uint64_t monotonic_ns(void) {
@@ -409,29 +445,89 @@ static int lat_block(PyObject *hist, PyObject *off_obj, Py_buffer *view, char **
     return 0;
 }
 
-/* note(hist, block_off, now, publish_ns, origin_ns, origin): record one bag (the Python read path's). */
-static PyObject *note(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "note(hist, block_off, now, publish_ns, origin_ns, origin)");
-        return NULL;
-    }
-    unsigned long long now = PyLong_AsUnsignedLongLong(args[2]);
-    unsigned long long ts = PyLong_AsUnsignedLongLong(args[3]);
-    unsigned long long origin_ns = PyLong_AsUnsignedLongLong(args[4]);
-    unsigned long long origin = PyLong_AsUnsignedLongLong(args[5]);
-    if (PyErr_Occurred())
-        return NULL;
+/* Recorder(latency_mapping, block_off): a reader's block, held (a buffer export of the mapping)
+ * until close(); note(publish_ns, origin_ns, origin) records one bag read now. The one-bag read
+ * path's recording (ring/reader.py); read_run records its runs itself. */
+typedef struct {
+    PyObject_HEAD
     Py_buffer view;
-    char *file;
+    char *file; /* NULL once closed */
     Py_ssize_t off;
-    if (lat_block(args[0], args[1], &view, &file, &off) < 0)
-        return NULL;
-    if (file != NULL) {
-        lat_note(file, off, now, ts, origin_ns, origin);
-        PyBuffer_Release(&view);
+} Recorder;
+
+static int Recorder_init(Recorder *self, PyObject *args, PyObject *kwds) {
+    PyObject *mapping, *off;
+    if (!PyArg_ParseTuple(args, "OO:Recorder", &mapping, &off))
+        return -1;
+    if (self->file != NULL) {
+        PyBuffer_Release(&self->view);
+        self->file = NULL;
+    }
+    char *file;
+    if (lat_block(mapping, off, &self->view, &file, &self->off) < 0)
+        return -1;
+    self->file = file;
+    return 0;
+}
+
+static PyObject *Recorder_close(Recorder *self, PyObject *unused) {
+    if (self->file != NULL) {
+        PyBuffer_Release(&self->view);
+        self->file = NULL;
     }
     Py_RETURN_NONE;
 }
+
+static void Recorder_dealloc(Recorder *self) {
+    PyTypeObject *tp = Py_TYPE((PyObject *)self);
+    Recorder_close(self, NULL);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static PyObject *Recorder_note(Recorder *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "note(publish_ns, origin_ns, origin)");
+        return NULL;
+    }
+    /* (the mask conversions: ~20 instructions where PyLong_AsUnsignedLongLong takes ~400) */
+    unsigned long long ts = PyLong_AsUnsignedLongLongMask(args[0]);
+    unsigned long long origin_ns = PyLong_AsUnsignedLongLongMask(args[1]);
+    unsigned long long origin = PyLong_AsUnsignedLongLongMask(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (self->file != NULL) {
+        LatNote n;
+        lat_begin(&n, self->file, self->off, monotonic_ns());
+        lat_add(&n, ts, origin_ns, origin);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef Recorder_methods[] = {
+    {"note", (PyCFunction)(void (*)(void))Recorder_note, METH_FASTCALL,
+     "note(publish_ns, origin_ns, origin): record one bag read now (its age, and its age since its origin)."},
+    {"close", (PyCFunction)Recorder_close, METH_NOARGS, "Release the mapping (before it is closed)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot Recorder_slots[] = {
+    {Py_tp_doc, "Recorder(latency_mapping, block_off): a ring reader's latency block (see latency.py)."},
+    {Py_tp_init, Recorder_init},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_dealloc, Recorder_dealloc},
+    {Py_tp_methods, Recorder_methods},
+    {0, NULL},
+};
+
+static PyType_Spec Recorder_spec = {
+    .name = "tatolab._links._native.Recorder",
+    .basicsize = sizeof(Recorder),
+    .itemsize = 0,
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = Recorder_slots,
+};
 
 /* read_run(mapping, slots_q, stride_q, count, slot_size, first, last, hist, block_off, origins)
  * -> [(bytes, publish_ns)], or [(bytes, publish_ns, origin_ns, origin)] when `origins`:
@@ -474,7 +570,9 @@ static PyObject *read_run(PyObject *module, PyObject *const *args, Py_ssize_t na
         PyBuffer_Release(&view);
         return NULL;
     }
-    uint64_t now = file != NULL ? monotonic_ns() : 0;
+    LatNote note;
+    if (file != NULL)
+        lat_begin(&note, file, block_off, monotonic_ns());
     PyObject *out = PyList_New(0);
     const uint64_t *q = (const uint64_t *)view.buf;
     for (unsigned long long s = first; out != NULL && s <= last; s++) {
@@ -499,7 +597,7 @@ static PyObject *read_run(PyObject *module, PyObject *const *args, Py_ssize_t na
             break;
         }
         if (file != NULL)
-            lat_note(file, block_off, now, ts, origin_ns, origin);
+            lat_add(&note, ts, origin_ns, origin);
         PyObject *stamp = PyLong_FromUnsignedLongLong(ts);
         PyObject *o_ns = origins && stamp != NULL ? PyLong_FromUnsignedLongLong(origin_ns) : NULL;
         PyObject *o_id = o_ns != NULL ? PyLong_FromUnsignedLongLong(origin) : NULL;
@@ -579,9 +677,6 @@ static PyMethodDef module_methods[] = {
     {"read_run", (PyCFunction)(void (*)(void))read_run, METH_FASTCALL,
      "read_run(mapping, slots_q, stride_q, count, slot_size, first, last) -> [(bytes, publish_ns)]: "
      "the whole bags first..last, in order, up to the first that is not whole."},
-    {"note", (PyCFunction)(void (*)(void))note, METH_FASTCALL,
-     "note(hist, block_off, now, publish_ns, origin_ns, origin): record one bag's ages in a reader's "
-     "latency block (see latency.py)."},
     {"compare_exchange", (PyCFunction)(void (*)(void))compare_exchange, METH_FASTCALL,
      "compare_exchange(addr, expected, new) -> bool: atomically set the u32 at addr to new if it "
      "holds expected (a full barrier either way)."},
@@ -642,6 +737,14 @@ static int module_exec(PyObject *module) {
         return -1;
     }
     Py_DECREF(type);
+    PyObject *recorder = PyType_FromSpec(&Recorder_spec);
+    if (recorder == NULL)
+        return -1;
+    if (PyModule_AddObjectRef(module, "Recorder", recorder) < 0) {
+        Py_DECREF(recorder);
+        return -1;
+    }
+    Py_DECREF(recorder);
     PyObject *layout = Py_BuildValue("{s:i,s:i,s:i,s:i,s:i}", "write_seq_q", WRITE_SEQ_Q, "futex_off", FUTEX_OFF,
                                      "sleepers_off", SLEEPERS_OFF, "slot_header", 64,
                                      "latency_file_bytes", LAT_FILE_BYTES);
