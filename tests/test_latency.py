@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from array import array
 
 import pytest
 
@@ -91,7 +90,7 @@ def test_a_node_reading_two_inputs_writes_with_the_older_origin(prefix):
     wa.write(_bag(1))  # the older
     time.sleep(0.001)
     wb.write(_bag(2))
-    cell = array("Q", [0, 0])  # as the node host wires it (runner.py)
+    cell = [0, 0]  # as the node host wires it (runner.py)
     ports = {}
     for name in ("a", "b"):
         ports[name] = InputPort(name, "ordered")

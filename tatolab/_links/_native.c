@@ -52,8 +52,7 @@ typedef struct {
     uint64_t wakes;        /* FUTEX_WAKE calls made (a reader may have been asleep) */
     Py_ssize_t fits;       /* bags up to this size take the fast path; -1: none do */
     PyObject *slow;        /* called with the payload when the fast path cannot publish it */
-    Py_buffer cell_view;   /* the node's origin cell (set_origin): u64 origin_ns, u64 origin id */
-    const uint64_t *cell;  /* NULL: every bag is its own origin */
+    PyObject *cell;        /* the node's origin cell (set_origin): a list [origin_ns, origin_id], or NULL */
     uint64_t own_id;       /* the id stamped on bags this writer originates */
 } Publisher;
 
@@ -86,19 +85,18 @@ static int Publisher_init(Publisher *self, PyObject *args, PyObject *kwds) {
 static int Publisher_traverse(Publisher *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE((PyObject *)self));
     Py_VISIT(self->slow);
+    Py_VISIT(self->cell);
     return 0;
 }
 
 static int Publisher_clear(Publisher *self) {
     Py_CLEAR(self->slow);
+    Py_CLEAR(self->cell);
     return 0;
 }
 
 static void release_cell(Publisher *self) {
-    if (self->cell != NULL) {
-        PyBuffer_Release(&self->cell_view);
-        self->cell = NULL;
-    }
+    Py_CLEAR(self->cell);
 }
 
 static void Publisher_dealloc(Publisher *self) {
@@ -144,31 +142,37 @@ static PyObject *Publisher_attach(Publisher *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* set_origin(cell, own_id): bags published while cell[0] (u64) is not 0 carry (cell[0], cell[1])
- * as their origin; the others originate here, at their publish time, with own_id. cell is a
- * writable buffer of at least 16 bytes (the node host's array('Q', [0, 0])), or None. */
+/* set_origin(cell, own_id): bags published while cell[0] is not 0 carry (cell[0], cell[1]) as
+ * their origin; the others originate here, at their publish time, with own_id. cell is a list
+ * of two ints (the node host's [origin_ns, origin_id]: a list, because storing into one costs
+ * the interpreter ~20 instructions where an array('Q') costs ~400), or None. */
 static PyObject *Publisher_set_origin(Publisher *self, PyObject *args) {
     PyObject *cell;
     unsigned long long own_id;
     if (!PyArg_ParseTuple(args, "OK:set_origin", &cell, &own_id))
         return NULL;
-    Py_buffer view;
-    if (cell != Py_None) {
-        if (PyObject_GetBuffer(cell, &view, PyBUF_WRITABLE) < 0)
-            return NULL;
-        if (view.len < 16 || ((uintptr_t)view.buf) % 8) {
-            PyBuffer_Release(&view);
-            PyErr_SetString(PyExc_ValueError, "set_origin: the cell must be 16 aligned bytes (array('Q', [0, 0]))");
-            return NULL;
-        }
+    if (cell != Py_None && (!PyList_Check(cell) || PyList_Size(cell) != 2)) {
+        PyErr_SetString(PyExc_TypeError, "set_origin: the cell must be a list [origin_ns, origin_id]");
+        return NULL;
     }
     release_cell(self);
-    if (cell != Py_None) {
-        self->cell_view = view;
-        self->cell = (const uint64_t *)view.buf;
-    }
+    if (cell != Py_None)
+        self->cell = Py_NewRef(cell);
     self->own_id = own_id;
     Py_RETURN_NONE;
+}
+
+/* The origin the cell holds now (0 when none, or when the cell holds something else). */
+static inline void cell_origin(PyObject *cell, uint64_t *origin_ns, uint64_t *origin) {
+    *origin_ns = 0;
+    if (cell == NULL || PyList_Size(cell) != 2)
+        return;
+    *origin_ns = PyLong_AsUnsignedLongLongMask(PyList_GetItem(cell, 0));
+    *origin = PyLong_AsUnsignedLongLongMask(PyList_GetItem(cell, 1));
+    if (*origin_ns == (uint64_t)-1 && PyErr_Occurred()) {
+        PyErr_Clear(); /* not an int: the bag originates here */
+        *origin_ns = 0;
+    }
 }
 
 static PyObject *Publisher_detach(Publisher *self, PyObject *unused) {
@@ -180,6 +184,8 @@ static PyObject *Publisher_detach(Publisher *self, PyObject *unused) {
  * sleep. The sequence words follow the ring's seqlock (ring/writer.py): odd while the payload is written,
  * even once it is whole. */
 static uint64_t publish(Publisher *self, const char *data, Py_ssize_t n) {
+    uint64_t origin_ns, origin;
+    cell_origin(self->cell, &origin_ns, &origin);
     uint64_t s = self->seq + 1;
     uint64_t *q = self->q;
     uint64_t *h = q + self->slots_q + self->next_index * self->stride_q;
@@ -189,10 +195,9 @@ static uint64_t publish(Publisher *self, const char *data, Py_ssize_t n) {
     h[1] = (uint64_t)n;
     uint64_t t = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
     h[2] = t;
-    const uint64_t *cell = self->cell;
-    if (cell != NULL && cell[0]) { /* written inside process(): the oldest origin read in that call */
-        h[3] = cell[0];
-        h[4] = cell[1];
+    if (origin_ns) { /* written inside process(): the oldest origin read in that call */
+        h[3] = origin_ns;
+        h[4] = origin;
     } else { /* a source's bag originates now */
         h[3] = t;
         h[4] = self->own_id;

@@ -73,8 +73,7 @@ class InputPort:
         self.links: dict[str, _Link] = {}
         self.stale = 0  # video bags whose surface was already reused when read
         self.last_link: str | None = None  # the key of the link the last bag taken came by
-        # The node's origin cell (array('Q', [origin_ns, origin_id]), shared with its outputs'
-        # writers): each bag handed over makes it the older of the two; the host zeroes it before
+        # The node's origin cell ([origin_ns, origin_id], shared with its outputs' writers): each bag handed over makes it the older of the two; the host zeroes it before
         # every process() call, so what process() writes inherits the oldest origin it read
         # (tatolab/_links/latency.py). None: origins are not followed (a manual node).
         self.origin: Any = None
@@ -131,7 +130,8 @@ class InputPort:
     def _inherit(self, bag: tuple) -> None:
         cell = self.origin
         if cell is not None and len(bag) > 3 and bag[2] and (not cell[0] or bag[2] < cell[0]):
-            cell[0], cell[1] = bag[2], bag[3]
+            cell[0] = bag[2]
+            cell[1] = bag[3]
 
     def take(self, inherit: bool = True) -> tuple[bytes, _Link] | None:
         """The bag to hand to the node and the link it came by, or None. ``inherit``: its origin
@@ -155,9 +155,13 @@ class InputPort:
             return payload, chosen
         # ordered: the earliest publish time across links is the arrival order
         chosen = min(candidates, key=lambda link: link.pending[1])  # type: ignore[index]
-        payload = chosen.pending[0]  # type: ignore[index]
-        if inherit:
-            self._inherit(chosen.pending)  # type: ignore[arg-type]
+        bag = chosen.pending
+        payload = bag[0]  # type: ignore[index]
+        cell = self.origin
+        # (inline: the per-bag path) its origin counts for what the node writes next, if older
+        if inherit and cell is not None and len(bag) > 3 and (not cell[0] or bag[2] < cell[0]):  # type: ignore[arg-type]
+            cell[0] = bag[2]  # type: ignore[index]
+            cell[1] = bag[3]  # type: ignore[index]
         chosen.pending = None
         self.last_link = chosen.key
         return payload, chosen
