@@ -92,7 +92,9 @@ def upper_ns(i: int) -> int:
 
 
 def create(base: str) -> None:
-    """Make (afresh) the latency file of the ring at `base`."""
+    """Make (afresh) the latency file of the ring at `base` (in a folder only this user can write:
+    checked first, as for the ring's own files)."""
+    shm.check_folder(os.path.dirname(base) or ".")
     path = path_of(base)
     try:
         os.unlink(path)
