@@ -55,7 +55,7 @@ class _Link:
         self.reader = reader
         # (payload, publish_ns), or from the node host's readers (payload, publish_ns, origin_ns, origin_id)
         self.pending: tuple | None = None
-        self.pending_bag: tuple = ()  # a shaped audio input's bag being cut into windows
+        self.pending_bag: tuple | None = None  # a shaped audio input's bag being cut into windows
         self.backlog: deque[tuple[bytes, int]] = deque()
 
 
@@ -127,9 +127,9 @@ class InputPort:
             return [link.reader for link in self.links.values()]
         return [link.reader for link in self.links.values() if link.pending is None and not link.backlog]
 
-    def _inherit(self, bag: tuple) -> None:
+    def _inherit(self, bag: tuple | None) -> None:
         cell = self.origin
-        if cell is not None and len(bag) > 3 and bag[2] and (not cell[0] or bag[2] < cell[0]):
+        if cell is not None and bag is not None and len(bag) > 3 and bag[2] and (not cell[0] or bag[2] < cell[0]):
             cell[0] = bag[2]
             cell[1] = bag[3]
 
@@ -155,13 +155,13 @@ class InputPort:
             return payload, chosen
         # ordered: the earliest publish time across links is the arrival order
         chosen = min(candidates, key=lambda link: link.pending[1])  # type: ignore[index]
-        bag = chosen.pending
-        payload = bag[0]  # type: ignore[index]
+        bag: Any = chosen.pending
+        payload = bag[0]
         cell = self.origin
         # (inline: the per-bag path) its origin counts for what the node writes next, if older
-        if inherit and cell is not None and len(bag) > 3 and (not cell[0] or bag[2] < cell[0]):  # type: ignore[arg-type]
-            cell[0] = bag[2]  # type: ignore[index]
-            cell[1] = bag[3]  # type: ignore[index]
+        if inherit and cell is not None and len(bag) > 3 and (not cell[0] or bag[2] < cell[0]):
+            cell[0] = bag[2]
+            cell[1] = bag[3]
         chosen.pending = None
         self.last_link = chosen.key
         return payload, chosen
@@ -202,7 +202,7 @@ class ShapedInputPort(InputPort):
         super().__init__(name, profile, on_broken=on_broken, on_bad=on_bad)
         self.shape = shape
         self.shapers: dict[str, Any] = {}
-        self.blocks: deque[tuple[AudioBlock, str, tuple]] = deque()  # with the link each came by and its bag
+        self.blocks: deque[tuple[AudioBlock, str, tuple | None]] = deque()  # with the link each came by and its bag
         self._offered = False
         self._on_audio = on_audio
 
