@@ -47,7 +47,7 @@ static void *writer(void *unused) {
     for (uint64_t s = 1; s <= bags; s++) {
         size_t n = length_of(s);
         make_bag(s, bag, n);
-        ring_publish_slot(ring + ((s - 1) % SLOTS) * STRIDE_Q, s, bag, n, s);
+        ring_publish_slot(ring + ((s - 1) % SLOTS) * STRIDE_Q, s, bag, n, s, s, 0);
         ring_announce(&write_seq, &futex_word, s, (uint32_t)(s & 0x7FFFFFFFu));
         if (s % SLOTS == 0)
             sched_yield(); /* let the readers in now and then: most bags are read, some torn */

@@ -55,6 +55,8 @@ typedef struct {
     uint64_t wakes;        /* FUTEX_WAKE calls made (a reader may have been asleep) */
     Py_ssize_t fits;       /* bags up to this size take the fast path; -1: none do */
     PyObject *slow;        /* called with the payload when the fast path cannot publish it */
+    PyObject *cell;        /* the node's origin cell (set_origin): a list [origin_ns, origin_id], or NULL */
+    uint64_t own_id;       /* the id stamped on bags this writer originates */
 } Publisher;
 
 static void release_view(Publisher *self) {
@@ -86,18 +88,25 @@ static int Publisher_init(Publisher *self, PyObject *args, PyObject *kwds) {
 static int Publisher_traverse(Publisher *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE((PyObject *)self));
     Py_VISIT(self->slow);
+    Py_VISIT(self->cell);
     return 0;
 }
 
 static int Publisher_clear(Publisher *self) {
     Py_CLEAR(self->slow);
+    Py_CLEAR(self->cell);
     return 0;
+}
+
+static void release_cell(Publisher *self) {
+    Py_CLEAR(self->cell);
 }
 
 static void Publisher_dealloc(Publisher *self) {
     PyTypeObject *tp = Py_TYPE((PyObject *)self);
     PyObject_GC_UnTrack((PyObject *)self);
     release_view(self);
+    release_cell(self);
     Py_CLEAR(self->slow);
     freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
     tp_free((PyObject *)self);
@@ -136,6 +145,39 @@ static PyObject *Publisher_attach(Publisher *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* set_origin(cell, own_id): bags published while cell[0] is not 0 carry (cell[0], cell[1]) as
+ * their origin; the others originate here, at their publish time, with own_id. cell is a list
+ * of two ints (the node host's [origin_ns, origin_id]: a list, because storing into one costs
+ * the interpreter ~20 instructions where an array('Q') costs ~400), or None. */
+static PyObject *Publisher_set_origin(Publisher *self, PyObject *args) {
+    PyObject *cell;
+    unsigned long long own_id;
+    if (!PyArg_ParseTuple(args, "OK:set_origin", &cell, &own_id))
+        return NULL;
+    if (cell != Py_None && (!PyList_Check(cell) || PyList_Size(cell) != 2)) {
+        PyErr_SetString(PyExc_TypeError, "set_origin: the cell must be a list [origin_ns, origin_id]");
+        return NULL;
+    }
+    release_cell(self);
+    if (cell != Py_None)
+        self->cell = Py_NewRef(cell);
+    self->own_id = own_id;
+    Py_RETURN_NONE;
+}
+
+/* The origin the cell holds now (0 when none, or when the cell holds something else). */
+static inline void cell_origin(PyObject *cell, uint64_t *origin_ns, uint64_t *origin) {
+    *origin_ns = 0;
+    if (cell == NULL || PyList_Size(cell) != 2)
+        return;
+    *origin_ns = PyLong_AsUnsignedLongLongMask(PyList_GetItem(cell, 0));
+    *origin = PyLong_AsUnsignedLongLongMask(PyList_GetItem(cell, 1));
+    if (*origin_ns == (uint64_t)-1 && PyErr_Occurred()) {
+        PyErr_Clear(); /* not an int: the bag originates here */
+        *origin_ns = 0;
+    }
+}
+
 static PyObject *Publisher_detach(Publisher *self, PyObject *unused) {
     release_view(self);
     Py_RETURN_NONE;
@@ -145,12 +187,16 @@ static PyObject *Publisher_detach(Publisher *self, PyObject *unused) {
  * sleep. The sequence words follow the ring's seqlock (ring/writer.py): odd while the payload is written,
  * even once it is whole. */
 static uint64_t publish(Publisher *self, const char *data, Py_ssize_t n) {
+    uint64_t origin_ns, origin;
+    cell_origin(self->cell, &origin_ns, &origin);
     uint64_t s = self->seq + 1;
     uint64_t *q = self->q;
     uint64_t *h = q + self->slots_q + self->next_index * self->stride_q;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    ring_publish_slot(h, s, data, (size_t)n, (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec);
+    uint64_t t = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    /* a bag written inside process() carries the oldest origin read in that call; a source's originates now */
+    ring_publish_slot(h, s, data, (size_t)n, t, origin_ns ? origin_ns : t, origin_ns ? origin : self->own_id);
     /* Dekker with a sleeping reader (ring/wake.py's docstring): the word store is visible
      * before the sleepers line is loaded. */
     ring_announce(&q[WRITE_SEQ_Q], self->word, s, (uint32_t)(s & WORD_MASK));
@@ -277,17 +323,25 @@ static PyObject *full_fence(PyObject *module, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-/* read_run(mapping, slots_q, stride_q, count, slot_size, first, last) -> [(bytes, publish_ns)]:
+#include "_latency.h"
+
+/* read_run(mapping, slots_q, stride_q, count, slot_size, first, last, hist, block_off, origins)
+ * -> [(bytes, publish_ns)], or [(bytes, publish_ns, origin_ns, origin)] when `origins`:
  * copy bags first..last out of a mapped generation, in order, while each is whole: its
  * slot's seqlock word reads 2*s before and after the copy and its length fits a slot.
  * Stops at the first that is not (lapped, torn, damaged) and returns what it took: the
  * reader's Python path sorts the rest out and does the counting (ring.RingReader.read_many,
- * whose loop this is, ~0.8 us a bag in the interpreter). */
+ * whose loop this is, ~0.8 us a bag in the interpreter). Each bag taken is recorded in the
+ * reader's latency block (`hist` the mapped latency file, or None). */
 static PyObject *read_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "read_run(mapping, slots_q, stride_q, count, slot_size, first, last)");
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read_run(mapping, slots_q, stride_q, count, slot_size, first, last, hist, block_off, origins)");
         return NULL;
     }
+    int origins = PyObject_IsTrue(args[9]);
+    if (origins < 0)
+        return NULL;
     Py_ssize_t slots_q = PyLong_AsSsize_t(args[1]);
     Py_ssize_t stride_q = PyLong_AsSsize_t(args[2]);
     Py_ssize_t count = PyLong_AsSsize_t(args[3]);
@@ -305,6 +359,16 @@ static PyObject *read_run(PyObject *module, PyObject *const *args, Py_ssize_t na
         PyErr_SetString(PyExc_ValueError, "read_run: the slots do not fit the mapping");
         return NULL;
     }
+    Py_buffer hview;
+    char *file;
+    Py_ssize_t block_off;
+    if (lat_block(args[7], args[8], &hview, &file, &block_off) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    LatNote note;
+    if (file != NULL)
+        lat_begin(&note, file, block_off, monotonic_ns());
     PyObject *out = PyList_New(0);
     const uint64_t *q = (const uint64_t *)view.buf;
     for (unsigned long long s = first; out != NULL && s <= last; s++) {
@@ -313,6 +377,8 @@ static PyObject *read_run(PyObject *module, PyObject *const *args, Py_ssize_t na
         uint64_t v = ring_slot_open(h, s, (uint64_t)slot_size, &n, &ts);
         if (v == 0)
             break;
+        uint64_t origin_ns, origin;
+        ring_slot_origin(h, &origin_ns, &origin);
         PyObject *data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n);
         if (data == NULL) {
             Py_CLEAR(out);
@@ -323,22 +389,34 @@ static PyObject *read_run(PyObject *module, PyObject *const *args, Py_ssize_t na
             Py_DECREF(data); /* the writer lapped the copy */
             break;
         }
+        if (file != NULL)
+            lat_add(&note, ts, origin_ns, origin);
         PyObject *stamp = PyLong_FromUnsignedLongLong(ts);
-        PyObject *item = stamp == NULL ? NULL : PyTuple_New(2);
+        PyObject *o_ns = origins && stamp != NULL ? PyLong_FromUnsignedLongLong(origin_ns) : NULL;
+        PyObject *o_id = o_ns != NULL ? PyLong_FromUnsignedLongLong(origin) : NULL;
+        PyObject *item = stamp == NULL || (origins && o_id == NULL) ? NULL : PyTuple_New(origins ? 4 : 2);
         if (item == NULL) {
             Py_DECREF(data);
             Py_XDECREF(stamp);
+            Py_XDECREF(o_ns);
+            Py_XDECREF(o_id);
             Py_CLEAR(out);
             break;
         }
         PyTuple_SetItem(item, 0, data);
         PyTuple_SetItem(item, 1, stamp);
+        if (origins) {
+            PyTuple_SetItem(item, 2, o_ns);
+            PyTuple_SetItem(item, 3, o_id);
+        }
         int failed = PyList_Append(out, item);
         Py_DECREF(item);
         if (failed)
             Py_CLEAR(out);
     }
     PyBuffer_Release(&view);
+    if (file != NULL)
+        PyBuffer_Release(&hview);
     return out;
 }
 
@@ -405,6 +483,8 @@ static PyMethodDef Publisher_methods[] = {
     {"attach", (PyCFunction)Publisher_attach, METH_VARARGS,
      "attach(mapping, slots_offset, stride, count, slot_size, seq, fits): publish into this "
      "generation from bag seq + 1 on; holds a buffer export of `mapping` until detach()."},
+    {"set_origin", (PyCFunction)Publisher_set_origin, METH_VARARGS,
+     "set_origin(cell, own_id): where the origin stamped on each bag comes from (see latency.py)."},
     {"detach", (PyCFunction)Publisher_detach, METH_NOARGS,
      "Release the mapping; every write goes to the slow callback until the next attach."},
     {"write", (PyCFunction)Publisher_write, METH_O,
@@ -453,8 +533,17 @@ static int module_exec(PyObject *module) {
         return -1;
     }
     Py_DECREF(type);
-    PyObject *layout = Py_BuildValue("{s:i,s:i,s:i,s:i}", "write_seq_q", WRITE_SEQ_Q, "futex_off", FUTEX_OFF,
-                                     "sleepers_off", SLEEPERS_OFF, "slot_header", 64);
+    PyObject *recorder = PyType_FromSpec(&Recorder_spec);
+    if (recorder == NULL)
+        return -1;
+    if (PyModule_AddObjectRef(module, "Recorder", recorder) < 0) {
+        Py_DECREF(recorder);
+        return -1;
+    }
+    Py_DECREF(recorder);
+    PyObject *layout = Py_BuildValue("{s:i,s:i,s:i,s:i,s:i}", "write_seq_q", WRITE_SEQ_Q, "futex_off", FUTEX_OFF,
+                                     "sleepers_off", SLEEPERS_OFF, "slot_header", 64,
+                                     "latency_file_bytes", LAT_FILE_BYTES);
     if (layout == NULL)
         return -1;
     if (PyModule_AddObject(module, "LAYOUT", layout) < 0) {

@@ -5,10 +5,10 @@
  *
  * The ordering (ring/writer.py and ring/reader.py argue it in words):
  *
- *   writer: seq = 2s-1 (relaxed); length, publish_ns (relaxed); release fence;
+ *   writer: seq = 2s-1 (relaxed); length, publish_ns, origin (relaxed); release fence;
  *           payload; seq = 2s (release); write_seq = s (release); futex word (release);
  *           full fence; then the sleepers line is loaded (the Dekker handshake, ring/wake.py)
- *   reader: v = seq (acquire); length, publish_ns (relaxed); payload; acquire fence;
+ *   reader: v = seq (acquire); length, publish_ns, origin (relaxed); payload; acquire fence;
  *           seq again (relaxed): unchanged and v == 2s means the copy is whole
  *
  * the pattern of Boehm, "Can seqlocks get along with programming language memory models?"
@@ -25,17 +25,21 @@
 #include <stdint.h>
 #include <string.h>
 
-#define RING_SLOT_HEADER_Q 8 /* a slot: seq, length, publish_ns, padding to 64 bytes, payload */
+#define RING_SLOT_HEADER_Q 8 /* a slot: seq, length, publish_ns, origin_ns, origin, padding to 64 bytes, payload */
 
 typedef _Atomic uint64_t ring_word64;
 typedef _Atomic uint32_t ring_word32;
 
-/* Publish bag `s` (`n` bytes) into the slot whose header is `h`. */
-static inline void ring_publish_slot(uint64_t *h, uint64_t s, const void *data, size_t n, uint64_t publish_ns) {
+/* Publish bag `s` (`n` bytes) into the slot whose header is `h`, with its origin (when and
+ * which output it comes from: ../latency.py) beside it, never in the bag. */
+static inline void ring_publish_slot(uint64_t *h, uint64_t s, const void *data, size_t n, uint64_t publish_ns,
+                                     uint64_t origin_ns, uint64_t origin) {
     ring_word64 *w = (ring_word64 *)h;
     atomic_store_explicit(&w[0], 2 * s - 1, memory_order_relaxed);
     atomic_store_explicit(&w[1], (uint64_t)n, memory_order_relaxed);
     atomic_store_explicit(&w[2], publish_ns, memory_order_relaxed);
+    atomic_store_explicit(&w[3], origin_ns, memory_order_relaxed);
+    atomic_store_explicit(&w[4], origin, memory_order_relaxed);
     atomic_thread_fence(memory_order_release); /* the odd word before any payload byte */
     memcpy(h + RING_SLOT_HEADER_Q, data, n);
     atomic_store_explicit(&w[0], 2 * s, memory_order_release); /* every payload byte before the even word */
@@ -60,6 +64,14 @@ static inline uint64_t ring_slot_open(const uint64_t *h, uint64_t s, uint64_t sl
     *n = atomic_load_explicit(&w[1], memory_order_relaxed);
     *publish_ns = atomic_load_explicit(&w[2], memory_order_relaxed);
     return *n > slot_size ? 0 : v;
+}
+
+/* The origin words of the slot `h`, read between ring_slot_open and ring_slot_still (so they
+ * are used only when the copy proves whole). */
+static inline void ring_slot_origin(const uint64_t *h, uint64_t *origin_ns, uint64_t *origin) {
+    ring_word64 *w = (ring_word64 *)h;
+    *origin_ns = atomic_load_explicit(&w[3], memory_order_relaxed);
+    *origin = atomic_load_explicit(&w[4], memory_order_relaxed);
 }
 
 /* After copying the payload: 1 when the slot still holds what ring_slot_open saw (the copy is

@@ -6,6 +6,7 @@ and the reader table (layout.py) as they are at that moment, and closes it again
 
 from __future__ import annotations
 
+from .. import latency
 from ..shm import RingError
 from .layout import (
     _RECORD_BYTES,
@@ -70,3 +71,11 @@ def release_reader(base: str, index: int) -> None:
             g.q[r + k] = 0
     finally:
         g.close()
+    try:
+        stats = latency.LatencyFile(base)
+    except (OSError, RingError):
+        return  # a ring made without one
+    try:
+        stats.clear(index)  # its latency block too
+    finally:
+        stats.close()

@@ -32,7 +32,8 @@ File layout (all integers little-endian u64 unless said):
     4352   watch line: the watcher (u32: its reader index + 1, 0 while none), then the
            hand-off word (u32), which followers sleep on and the watcher bumps
     4416   followers line: byte i is 1 while reader i may be asleep on the hand-off word
-    8192   slots, each `slot_stride` bytes: seq, length, publish_ns, (pad to 64), payload
+    8192   slots, each `slot_stride` bytes: seq, length, publish_ns, origin_ns, origin
+           (the bag's origin: the output it comes from and when, ../latency.py), (pad to 64), payload
 
 Sequence numbers start at 1 and continue across generations. How a bag is published into
 its slot and read out of it (a seqlock) is writer.py's and reader.py's; how readers sleep
@@ -47,7 +48,7 @@ import time
 
 from tatolab import _settings as settings
 
-from .. import shm
+from .. import latency, shm
 from ..futex import word_at
 from ..shm import RingError
 
@@ -90,6 +91,7 @@ _SLOTS_OFF = 8192
 _SLOT_HEADER = 64
 if _PUBLISH_LAYOUT is not None and _PUBLISH_LAYOUT != {
     "write_seq_q": _WRITE_SEQ, "futex_off": _FUTEX_OFF, "sleepers_off": _SLEEPERS_OFF, "slot_header": _SLOT_HEADER,
+    "latency_file_bytes": latency.FILE_BYTES,
 }:
     raise ImportError(f"tatolab/_links/_native was built for another ring layout ({_PUBLISH_LAYOUT}); reinstall tatolab")
 # reader record word offsets (u64, relative to the record)
@@ -270,6 +272,7 @@ def create_ring(
     for gen in _generations(base):
         _unlink_quietly(_gen_path(base, gen))
     _make_generation(base, 0, slot_size, slot_count, seq=0, table=None, max_bytes=max_bytes)
+    latency.create(base)
 
 
 def _unlink_quietly(path: str) -> bool:
@@ -284,6 +287,7 @@ def remove_ring(base: str) -> None:
     """Unlink every generation of the ring at `base` (a node removed from a running stream)."""
     for gen in _generations(base):
         _unlink_quietly(_gen_path(base, gen))
+    latency.remove(base)
 
 
 def reap(prefix: str) -> int:

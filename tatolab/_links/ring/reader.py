@@ -14,7 +14,9 @@ failing (_MAX_TRIES in a row: the header was damaged, or something other than th
 wrote the file) raises RingError instead of trying forever.
 
 Each reader owns record `reader_index` of the ring's table (layout.py) and keeps its counters
-there: bags read, dropped (lapped or skipped) and bad, its next sequence number, its pid.
+there: bags read, dropped (lapped or skipped) and bad, its next sequence number, its pid; and
+block `reader_index` of the ring's latency file (../latency.py), where it records each bag's
+age when read and its age since its origin (C's note or read_run, or latency.note).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from .. import latency
 from ..futex import NEEDS_FENCE, fence
 from ..shm import RingError
 from . import wake
@@ -46,11 +49,12 @@ from .layout import (
 if TYPE_CHECKING:
     from typing_extensions import Buffer  # (for type checkers only: not a dependency)
 
-_read_run: Callable[[Buffer, int, int, int, int, int, int], list[tuple[bytes, int]]] | None
-try:  # an ordered reader's run of whole bags, copied in C (see _native.c)
+_read_run: Callable[..., list[Any]] | None
+try:  # an ordered reader's run of whole bags, copied in C, and the ages recorded (see _native.c)
+    from .._native import Recorder as _Recorder
     from .._native import read_run as _read_run
 except ImportError:
-    _read_run = None
+    _read_run = _Recorder = None  # type: ignore[misc, assignment]
 
 # Consecutive failed attempts at one bag before a reader calls the ring damaged. A healthy
 # ring fails an attempt only when the writer laps the copy, and each retry jumps half a
@@ -66,9 +70,15 @@ class RingReader:
     record starts at the first bag ever written (start="beginning", so bags written before
     the reader attached are delivered or counted as dropped) or at the next one
     (start="now", for taps); a record that already has a position resumes from it.
+
+    Every bag read is recorded in the record's latency block (../latency.py): its age, and its
+    age since its origin. With `origins`, read, read_into and read_many give (payload,
+    publish_ns, origin_ns, origin_id) for each bag: the node host stamps what it writes with them.
     """
 
-    def __init__(self, base: str, reader_index: int, profile: str, *, start: str = "beginning") -> None:
+    def __init__(
+        self, base: str, reader_index: int, profile: str, *, start: str = "beginning", origins: bool = False
+    ) -> None:
         if profile not in ("newest", "ordered"):
             raise ValueError(f'delivery profile must be "newest" or "ordered", got {profile!r}')
         if not 0 <= reader_index < MAX_READERS:
@@ -91,6 +101,26 @@ class RingReader:
         # ns between two bags the writer published, from the last two this reader read (a
         # reader that skips bags still sees how busy the link is): poll before sleeping?
         self._gap = 1 << 62
+        self._origins = origins
+        self._compiled = _read_run is not None  # (tests set it None to check the Python read)
+        self._stats: latency.LatencyFile | None = None
+        self._hist: Any = None  # the latency file, for read_run (None: ages are not recorded)
+        self._views: Any = None  # ... as u64 and u32 words, for latency.note
+        self._recorder: Any = None
+        self._note: Any = None  # records one bag (the one-bag path); None: not recorded
+        self._block = latency.block_offset(reader_index)
+        try:
+            self._stats = latency.LatencyFile(base)
+        except (OSError, RingError):
+            pass  # a ring made without one (an older runtime): ages are not recorded
+        else:
+            self._hist = self._stats.mm
+            self._views = (self._stats.q, self._stats.mv.cast("I"))
+            if self._compiled and _Recorder is not None:
+                self._recorder = _Recorder(self._hist, self._block)
+            else:
+                self._recorder = latency.Recorder(self._views, self._block)
+            self._note = self._recorder.note
         self._attach(g)
 
     def _attach(self, g: _Gen) -> None:
@@ -242,10 +272,12 @@ class RingReader:
         """Bags first..last as (payload, publish_ns), up to the first that is not whole in its
         slot (lapped, torn): _native.read_run where it was built, this loop where it was not."""
         g = self._g
-        if _read_run is not None:
-            return _read_run(self._mv, g.slots_q, g.stride_q, self._count, self._slot_size, first, last)
+        if self._compiled:
+            assert _read_run is not None
+            return _read_run(self._mv, g.slots_q, g.stride_q, self._count, self._slot_size, first, last,
+                             self._hist, self._block, self._origins)
         slots, count, copy = self._slots, self._count, self._copy
-        out: list[tuple[bytes, int]] = []
+        out: list[Any] = []
         for s in range(first, last + 1):
             got = copy(slots[(s - 1) % count], s, None)
             if got is None:
@@ -253,10 +285,11 @@ class RingReader:
             out.append(got)
         return out
 
-    def _copy(self, h: int, s: int, dest: memoryview | None) -> tuple[Any, int] | None:
-        """Bag `s` out of the slot whose header is word `h`: (payload, publish_ns), or
-        (length, publish_ns) once copied into `dest`; None when the slot does not hold it
-        whole (not yet written, overwritten since, or lapped during the copy)."""
+    def _copy(self, h: int, s: int, dest: memoryview | None) -> tuple[Any, ...] | None:
+        """Bag `s` out of the slot whose header is word `h`, recorded as read: (payload,
+        publish_ns) (with `origins`, also origin_ns, origin_id), or (length, ...) once copied
+        into `dest`; None when the slot does not hold it whole (not yet written, overwritten
+        since, or lapped during the copy)."""
         q = self._q
         v = q[h]
         if NEEDS_FENCE:
@@ -267,6 +300,8 @@ class RingReader:
         if n > self._slot_size:
             return None
         ts = q[h + 2]
+        o_ns = q[h + 3]
+        o_id = q[h + 4]
         off = (h << 3) + _SLOT_HEADER
         data: bytes | int
         if dest is None:
@@ -283,7 +318,10 @@ class RingReader:
         fence()
         if q[h] != v:
             return None
-        return data, ts
+        note = self._note
+        if note is not None:
+            note(ts, o_ns, o_id)
+        return (data, ts, o_ns, o_id) if self._origins else (data, ts)
 
     def _damaged(self, ws: int, target: int, v: int) -> RingError:
         return RingError(
@@ -374,5 +412,11 @@ class RingReader:
             self._q = self._mv = None  # type: ignore[assignment]  # (unusable once closed)
             self._g.close()
             self._g = None  # type: ignore[assignment]
+        if self._stats is not None:
+            self._recorder.close()
+            self._views[1].release()
+            self._hist = self._views = self._recorder = self._note = None
+            self._stats.close()
+            self._stats = None
 
 

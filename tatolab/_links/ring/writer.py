@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from .. import latency
 from ..futex import NEEDS_FENCE, futex_wake
 from ..shm import RingError
 from .layout import (
@@ -79,6 +80,7 @@ _SHRINK_CHECK_NS = 50_000_000  # while a reader lags in an older generation, loo
 # Whether new RingWriters publish in C (tests set it False to check the Python publish).
 COMPILED_PUBLISH = _Publisher is not None
 _clock = time.monotonic_ns
+_NO_ORIGIN = [0, 0]  # a writer outside process(): every bag is its own origin (never changed)
 
 
 class BagTooLarge(ValueError):
@@ -97,15 +99,35 @@ class RingWriter:
         self._acquire = self._lock.acquire
         self._release = self._lock.release
         self._wakes = 0
+        # Where a bag's origin comes from (../latency.py): the node host's cell while process()
+        # runs, else the bag originates here.
+        self._origin_id = latency.origin_id(base)
+        self._cell: Any = _NO_ORIGIN
         self._publisher = _Publisher(self._write_slow) if COMPILED_PUBLISH and _Publisher is not None else None
         if self._publisher is None and NEEDS_FENCE:
             # the Python publish below has no fences: right on x86-64 alone (futex.py)
             raise RingError(f"the writer of {base} needs the compiled publisher on this machine (see tatolab/_links/futex.py)")
         if self._publisher is not None:
+            self._publisher.set_origin(None, self._origin_id)
+        if self._publisher is not None:
             # The hot path is the C publisher's own method: no Python frame per bag. Bags it
             # cannot take (too big, ring grown, a move under way) come back to _write_slow.
             self.write = self._publisher.write  # type: ignore[method-assign,assignment]
         self._attach(_open_latest(base))
+        try:
+            stats = latency.LatencyFile(base)
+        except (OSError, RingError):
+            pass  # a ring made without one (an older runtime): nothing to restart
+        else:
+            stats.writer_started()  # its readers' windows start again
+            stats.close()
+
+    def set_origin(self, cell: Any) -> None:
+        """Bags written while `cell[0]` (a list [origin_ns, origin_id]) is not 0 carry that origin;
+        the others originate when written. The node host shares one cell among its outputs."""
+        self._cell = _NO_ORIGIN if cell is None else cell
+        if self._publisher is not None:
+            self._publisher.set_origin(cell, self._origin_id)
 
     def _attach(self, g: _Gen) -> None:
         self._g = g
@@ -120,7 +142,7 @@ class RingWriter:
         slots = []
         for i in range(g.count):
             h = g.slots_q + i * g.stride_q
-            slots.append((h, h + 1, h + 2, (h << 3) + _SLOT_HEADER))
+            slots.append((h, h + 1, h + 2, h + 3, h + 4, (h << 3) + _SLOT_HEADER))
         start = self._seq % g.count
         self._slots = itertools.cycle(slots[start:] + slots[:start])
         self._word = g.word
@@ -166,10 +188,16 @@ class RingWriter:
                 payload, n = self._resize_for(payload)
             s = self._seq + 1
             q = self._q
-            h, h_len, h_ns, off = next(self._slots)
+            h, h_len, h_ns, h_on, h_oid, off = next(self._slots)
             q[h] = s + s - 1  # (no fence() calls here: see the module docstring)
             q[h_len] = n
-            q[h_ns] = _clock()
+            q[h_ns] = t = _clock()
+            cell = self._cell
+            if cell[0]:
+                q[h_on] = cell[0]
+                q[h_oid] = cell[1]
+            else:
+                q[h_on], q[h_oid] = t, self._origin_id
             self._mm[off:off + n] = payload  # (the mmap's own slice store: cheaper than the memoryview's)
             q[h] = s + s
             q[_WRITE_SEQ] = s  # (last_write_ns is the slot's publish_ns: see read_counters)
