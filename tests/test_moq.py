@@ -470,9 +470,10 @@ class StandIn:
         self.port = free_udp_port()
         self.process: subprocess.Popen | None = None
 
-    def start(self) -> "StandIn":
+    def start(self, token: str | None = None) -> "StandIn":
         self.process = subprocess.Popen(
-            [sys.executable, str(HERE / "relay_standin.py"), str(self.port), str(self.cert.cert), str(self.cert.key)],
+            [sys.executable, str(HERE / "relay_standin.py"), str(self.port), str(self.cert.cert), str(self.cert.key),
+             *([token] if token else [])],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         assert json.loads(self.process.stdout.readline())["fingerprint"] == self.cert.fingerprint
         return self

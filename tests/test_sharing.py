@@ -17,7 +17,7 @@ import jwt
 import pytest
 
 from harness import Runtime, wait_for
-from test_moq import ADDRESS, netns, output_entry, source_project, started, url_of  # noqa: F401  (netns: a fixture)
+from test_moq import ADDRESS, netns, output_entry, source_project, standin, started, url_of  # noqa: F401  (fixtures)
 
 HERE = Path(__file__).resolve().parent
 PROBE = HERE / "moq_probe.py"
@@ -203,3 +203,20 @@ def test_a_squatted_port_and_a_taken_default_port_give_url_a_refusal_naming_the_
     assert refused.returncode != 0 and not refused.stdout and "is held by another program or user" in refused.stderr
     second.stop()
     first.stop()
+
+
+@pytest.mark.slow
+def test_relay_join_sends_its_token_and_a_refusal_is_reported_not_retried_forever(
+        runtime, project_venv, tmp_path, standin):  # noqa: F811
+    standin.start(token="let-me-in")
+    runtime.cli("run", "-d", cwd=source_project(tmp_path / "source", project_venv, "Exposure.PUBLIC"), check=True)
+    pinned = f"{standin.url()}#sha256={standin.cert.fingerprint}"
+    runtime.cli("relay", "join", pinned, check=True)
+    wait_for(lambda: "refused by" in runtime.cli("relay", check=True).stdout, timeout=30,
+             what="the refusal to show")
+    status = runtime.cli("relay", check=True).stdout
+    assert "(unauthorized)" in status and "--token" in status and "dialling again" not in status
+    joined = runtime.cli("relay", "join", pinned, "--token", "let-me-in", check=True).stdout
+    assert "let-me-in" not in joined and "jwt=..." in joined  # the token is never printed back
+    wait_for(lambda: "(connected)" in runtime.cli("relay", check=True).stdout, timeout=30, what="joined with it")
+    assert "let-me-in" not in log_text(runtime)
