@@ -658,7 +658,9 @@ def test_headless_chromium_reads_bags_through_the_viewer_page_with_the_pinned_fi
     runtime.cli("run", "-d", cwd=source_project(tmp_path / "source", project_venv), check=True)
     viewer = runtime.cli("url", ADDRESS, check=True).stdout.splitlines()[3].split()[-1]
     machine = json.loads(runtime.cli("graph", check=True).stdout)["runtime"]["name"]
-    assert viewer == f"http://127.0.0.1:{runtime.env['TATOLAB_MOQ_PORT']}/#{machine}/{ADDRESS}"
+    page_url, _, token = viewer.partition("?jwt=")
+    assert page_url == f"http://127.0.0.1:{runtime.env['TATOLAB_MOQ_PORT']}/"
+    assert token.endswith(f"#{machine}/{ADDRESS}")
 
     with playwright.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
@@ -674,6 +676,11 @@ def test_headless_chromium_reads_bags_through_the_viewer_page_with_the_pinned_fi
             page.wait_for_function(f"!document.getElementById('bag').innerText.includes({json.dumps(first)})",
                                    timeout=10_000)
             assert page.inner_text("#status") == f"reading {machine}/{ADDRESS}"
+            # the same link without its token: a page that says the link is incomplete, naming no output
+            bare = browser.new_page()
+            bare.goto(page_url + f"#{machine}/{ADDRESS}")
+            assert "This link is incomplete" in bare.inner_text("h1")
+            assert "no token" in bare.inner_text("#why") and ADDRESS not in bare.content()
         finally:
             browser.close()
     assert output_entry(runtime)["network"]["bags_sent"] >= 5

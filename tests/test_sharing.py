@@ -16,8 +16,8 @@ from pathlib import Path
 import jwt
 import pytest
 
-from harness import Runtime, wait_for
-from test_moq import ADDRESS, netns, output_entry, source_project, standin, started, url_of  # noqa: F401  (fixtures)
+from harness import Runtime, make_project, wait_for
+from test_moq import ADDRESS, BLOB, SOURCE, netns, output_entry, source_project, standin, started, url_of  # noqa: F401  (fixtures)
 
 HERE = Path(__file__).resolve().parent
 PROBE = HERE / "moq_probe.py"
@@ -60,15 +60,21 @@ def log_text(runtime: Runtime) -> str:
 def test_another_local_user_reads_lists_and_publishes_nothing_while_the_owners_url_reads(
         other_user, project_venv, tmp_path):
     runtime = started(tmp_path / "rt")
-    runtime.cli("run", "-d", cwd=source_project(tmp_path / "source", project_venv), check=True)
+    project = make_project(tmp_path / "source", project_venv, {
+        "stream.py": SOURCE.replace("LEVEL", "Exposure.PRIVATE").replace("SIZE", "100")
+        + '    other = stream_builder.add(Blob, name="other")\n'
+          '    stream_builder.expose(other.output("blobs"), Exposure.PRIVATE)\n',
+        "nodes/__init__.py": "", "nodes/blob.py": BLOB})
+    runtime.cli("run", "-d", cwd=project, check=True)
     url, fingerprint = url_of(runtime)
     bare, _, token = url.partition("?jwt=")
     port = runtime.env["TATOLAB_MOQ_PORT"]
     root = f"https://127.0.0.1:{port}/"
     path = bare.split(f":{port}/", 1)[1]
 
-    # the owner, by `tatolab url`'s URL
-    assert probe(fingerprint, "read", url)[0]["outcome"] == "read"
+    # the owner, by `tatolab url`'s URL; what it announces is that output alone
+    read, listed = probe(fingerprint, "read", url, "list", f"{root}?jwt={token}")
+    assert read["outcome"] == "read" and listed["paths"] == [path], listed
 
     # another user with the URL stripped of its token, and the fingerprint: refused, each way
     tried = other_probe(other_user, fingerprint, "read", bare, "list", root, "list", bare, "publish", bare,
@@ -120,6 +126,10 @@ def test_another_local_user_reads_lists_and_publishes_nothing_while_the_owners_u
     # and when nothing outside can reach a public output, `expose --public` says so in one line
     exposed = runtime.cli("expose", ADDRESS, "--public", check=True).stdout
     assert "nothing outside this machine can reach it yet" in exposed and "tatolab relay join" in exposed
+    # a public token for the whole stream announces its public output, never the private one
+    shared = runtime.cli("url", "source", "--public", "--prefix", "--expires", "1h", check=True).stdout.split()[0]
+    (listed,) = probe(fingerprint, "list", shared)
+    assert listed["paths"] == [path], listed
     runtime.stop()
 
 
