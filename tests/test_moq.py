@@ -201,8 +201,9 @@ def test_a_moq_client_reads_an_exposed_output_by_its_url(runtime, project_venv, 
 def test_nothing_is_read_or_sent_while_nobody_subscribes(runtime, project_venv, tmp_path, readers):
     runtime.cli("run", "-d", cwd=source_project(tmp_path / "source", project_venv, size=10_000), check=True)
     url, fingerprint = url_of(runtime)
-    # connected to the output's URL, subscribed to nothing for 2 s, then subscribed
-    reader = readers(url, fingerprint, 3, "--idle-s", "2")
+    # connected to the output's URL, subscribed to nothing for 8 s (the checks below must fit in it
+    # on a loaded machine, where each `tatolab graph` may take a second), then subscribed
+    reader = readers(url, fingerprint, 3, "--idle-s", "8")
     reader.until("connected")
     wait_for(lambda: output_entry(runtime)["network"]["readers"] == 1, what="the relay to count the reader")
     written = output_entry(runtime)["written"]

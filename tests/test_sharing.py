@@ -5,7 +5,6 @@ private output's token is its owner's alone; a public one is minted, expires and
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
