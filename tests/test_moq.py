@@ -434,8 +434,10 @@ def test_a_second_runtime_reads_a_public_output_through_remote_output_url(projec
     source = counter_project(tmp_path / "source", project_venv,
                              expose="stream_builder.expose(counter.output('counts'), Exposure.PUBLIC)")
     alpha.cli("run", "-d", cwd=source, check=True)
-    pinned = alpha.cli("url", "source/counter/counts", check=True).stdout.splitlines()[2].split()[-1]
-    assert pinned.startswith(f"https://127.0.0.2:{alpha.env['TATOLAB_MOQ_PORT']}/alpha/source/counter/counts#sha256=")
+    # a token minted for others (what beta's user was sent), in the URL with the certificate pinned
+    pinned = alpha.cli("url", "source/counter/counts", "--public", check=True).stdout.splitlines()[2].split()[-1]
+    assert pinned.startswith(f"https://127.0.0.2:{alpha.env['TATOLAB_MOQ_PORT']}/alpha/source/counter/counts?jwt=")
+    assert "#sha256=" in pinned
 
     reader = reader_project(tmp_path / "reader", project_venv, address=pinned)
     beta.cli("run", "-d", cwd=reader, check=True)
