@@ -127,8 +127,12 @@ def test_another_local_user_reads_lists_and_publishes_nothing_while_the_owners_u
     assert "nothing outside this machine can reach it yet" in exposed and "tatolab relay join" in exposed
     # a public token for the whole stream announces its public output, never the private one
     shared = runtime.cli("url", "source", "--public", "--prefix", "--expires", "1h", check=True).stdout.split()[0]
-    (listed,) = probe(fingerprint, "list", shared)
+    public_token = shared.partition("?jwt=")[2]
+    listed, on_private = probe(fingerprint, "list", shared,
+                               "read", f"{bare.replace('/blob/', '/other/')}?jwt={public_token}")
     assert listed["paths"] == [path], listed
+    assert on_private["outcome"] == "refused"  # a public token used on a private output
+    assert "the token is for public outputs and this one is private" in log_text(runtime)
     runtime.stop()
 
 
