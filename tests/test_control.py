@@ -126,4 +126,4 @@ def test_the_runtime_lists_every_operation_with_a_description_and_json_schemas()
     assert listing["logs"]["talks"] and listing["tap"]["talks"] and not listing["streams"]["talks"]
     assert set(listing["logs"]["arguments"]["properties"]) == {"stream", "node", "level", "since", "tail", "follow"}
     streams_answer = listing["streams"]["$defs"]["Listing"]["properties"]
-    assert set(streams_answer) == {"streams", "troubled", "unwritten"}
+    assert set(streams_answer) == {"streams", "troubled", "unwritten", "relay"}

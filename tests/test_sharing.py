@@ -78,6 +78,7 @@ def test_another_local_user_reads_lists_and_publishes_nothing_while_the_owners_u
     # another user with the URL stripped of its token, and the fingerprint: refused, each way
     tried = other_probe(other_user, fingerprint, "read", bare, "list", root, "list", bare, "publish", bare,
                         "publish", root + "planted/by/them")
+    print("another user, bare URL:", json.dumps(tried))  # shown with -s: the closing note's attacks
     assert [t.get("outcome") for t in tried] == ["refused"] * 5, tried
     # ... and the viewer page gives it no output's name
     page = f"http://127.0.0.1:{port}"
@@ -91,6 +92,7 @@ def test_another_local_user_reads_lists_and_publishes_nothing_while_the_owners_u
         preload=("urllib.request", "urllib.error", "json", "http.client", "email.parser", "encodings.idna"))
     out, err = viewed.communicate(timeout=60)
     answers = [json.loads(line) for line in out.splitlines()]
+    print("another user, viewer:", json.dumps([[status, body[:90]] for status, body in answers]))
     assert [a[0] for a in answers] == [401, 401], (answers, err)
     assert "This link is incomplete" in answers[0][1]
     assert all(path not in body and "blob" not in body for _, body in answers)
@@ -113,6 +115,7 @@ def test_another_local_user_reads_lists_and_publishes_nothing_while_the_owners_u
     bad = probe(fingerprint, "read", f"{bare}?jwt={other_stream}", "read", f"{bare}?jwt={unsigned}",
                 "read", f"{bare}?jwt={unknown}", "read", f"huge:{bare}", "read", climbing,
                 "read", f"{bare}?jwt=garbage")
+    print("bad tokens:", json.dumps(bad))
     outcomes = [b["outcome"] for b in bad]
     assert outcomes[:3] == ["refused"] * 3 and outcomes[4:] == ["refused"] * 2, bad
     assert outcomes[3] != "read" and outcomes[3] != "nothing", bad  # 1 MB: never read, never a silent wait

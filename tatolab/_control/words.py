@@ -199,7 +199,7 @@ def reason_words(entry: dict[str, Any]) -> str | None:
 UNREACHABLE = ("nothing outside this machine can reach it yet: it has no public address. Join a tailnet "
                "(`tailscale up`), set TATOLAB_MOQ_PUBLIC to this machine's address and restart tatolabd, "
                "or publish into a relay on the internet with `tatolab relay join URL`")
-CAPABILITY = "whoever holds this URL can read it: share it like a password"
+CAPABILITY = "Whoever holds this URL can read it: share it like a password."
 
 
 def expiry(expires: int | None) -> str:
