@@ -231,7 +231,7 @@ def test_relay_join_sends_its_token_and_a_refusal_is_reported_not_retried_foreve
     wait_for(lambda: "refused by" in runtime.cli("relay", check=True).stdout, timeout=30,
              what="the refusal to show")
     status = runtime.cli("relay", check=True).stdout
-    assert "(unauthorized)" in status and "--token" in status and "dialling again" not in status
+    assert "(unauthorized)" in status and "join again with a valid one" in status and "dialling again" not in status
     joined = runtime.cli("relay", "join", pinned, "--token", "let-me-in", check=True).stdout
     assert "let-me-in" not in joined and "jwt=..." in joined  # the token is never printed back
     wait_for(lambda: "(connected)" in runtime.cli("relay", check=True).stdout, timeout=30, what="joined with it")

@@ -164,8 +164,7 @@ class Keeper:
         """The grant ``token`` gives a connection to ``path``, or Refused saying why."""
         path = normalize(path)
         if not token:
-            raise Refused("the URL has no token (?jwt=...); ask the output's owner for its URL "
-                          "(tatolab url <stream>/<node>/<port>)", path)
+            raise Refused("the URL has no token (?jwt=...); ask the output's owner for its URL", path)
         if len(token) > MAX_TOKEN:
             raise Refused(f"the token is too long ({len(token)} bytes)", path)
         try:
