@@ -13,7 +13,7 @@ A listener opens its TCP port (the viewer page) before its UDP one; if either ca
 never names a port someone else answers on.
 
 Ownership: ``Listeners`` lives on the relay thread's loop; its listener map and ``problem`` are
-written there only (``problems`` is read by ``url``/``streams``, swapped whole). Its reader list
+written there only (``problems`` is read by ``url``/``streams``: one key set or removed at a time). Its reader list
 (and the bytes sent to readers that left) is also read by ``graph`` and by a revoke on the
 runtime's loop, so both are kept under ``lock``.
 """
