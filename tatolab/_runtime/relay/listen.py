@@ -107,8 +107,8 @@ class Listeners:
             exc = _udp_bind_error(host, self.port) or exc
             text = str(exc) or text
         held = getattr(exc, "errno", None) == errno.EADDRINUSE
-        self.problems[kind] = (f"{where} is held by another program or user" if held else f"cannot listen on {where}: {text}") \
-            + f" ({kind}); set TATOLAB_MOQ_PORT to a free port and restart tatolabd"
+        cause = f"{where} is held by another program or user" if held else f"cannot listen on {where}: {text}"
+        self.problems[kind] = f"{cause} ({kind}); set TATOLAB_MOQ_PORT to a free port and restart tatolabd"
         self.bridge.say("error", f"MoQ relay: not serving: {self.problems[kind]}", port=self.port, host=host)
 
     async def start(self, kind: str, host: str, cert: certs.Certificate) -> None:
