@@ -202,8 +202,9 @@ def test_a_moq_client_reads_an_exposed_output_by_its_url(runtime, project_venv, 
 def test_nothing_is_read_or_sent_while_nobody_subscribes(runtime, project_venv, tmp_path, readers):
     runtime.cli("run", "-d", cwd=source_project(tmp_path / "source", project_venv, size=10_000), check=True)
     url, fingerprint = url_of(runtime)
-    # connected to the output's URL, subscribed to nothing for 2 s, then subscribed
-    reader = readers(url, fingerprint, 3, "--idle-s", "2")
+    # connected to the output's URL, subscribed to nothing for 8 s (the checks below must fit in it
+    # on a loaded machine, where each `tatolab graph` may take a second), then subscribed
+    reader = readers(url, fingerprint, 3, "--idle-s", "8")
     reader.until("connected")
     wait_for(lambda: output_entry(runtime)["network"]["readers"] == 1, what="the relay to count the reader")
     written = output_entry(runtime)["written"]
@@ -434,8 +435,10 @@ def test_a_second_runtime_reads_a_public_output_through_remote_output_url(projec
     source = counter_project(tmp_path / "source", project_venv,
                              expose="stream_builder.expose(counter.output('counts'), Exposure.PUBLIC)")
     alpha.cli("run", "-d", cwd=source, check=True)
-    pinned = alpha.cli("url", "source/counter/counts", check=True).stdout.splitlines()[2].split()[-1]
-    assert pinned.startswith(f"https://127.0.0.2:{alpha.env['TATOLAB_MOQ_PORT']}/alpha/source/counter/counts#sha256=")
+    # a token minted for others (what beta's user was sent), in the URL with the certificate pinned
+    pinned = alpha.cli("url", "source/counter/counts", "--public", check=True).stdout.splitlines()[2].split()[-1]
+    assert pinned.startswith(f"https://127.0.0.2:{alpha.env['TATOLAB_MOQ_PORT']}/alpha/source/counter/counts?jwt=")
+    assert "#sha256=" in pinned
 
     reader = reader_project(tmp_path / "reader", project_venv, address=pinned)
     beta.cli("run", "-d", cwd=reader, check=True)
@@ -471,9 +474,10 @@ class StandIn:
         self.port = free_udp_port()
         self.process: subprocess.Popen | None = None
 
-    def start(self) -> "StandIn":
+    def start(self, token: str | None = None) -> "StandIn":
         self.process = subprocess.Popen(
-            [sys.executable, str(HERE / "relay_standin.py"), str(self.port), str(self.cert.cert), str(self.cert.key)],
+            [sys.executable, str(HERE / "relay_standin.py"), str(self.port), str(self.cert.cert), str(self.cert.key),
+             *([token] if token else [])],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         assert json.loads(self.process.stdout.readline())["fingerprint"] == self.cert.fingerprint
         return self
@@ -658,7 +662,9 @@ def test_headless_chromium_reads_bags_through_the_viewer_page_with_the_pinned_fi
     runtime.cli("run", "-d", cwd=source_project(tmp_path / "source", project_venv), check=True)
     viewer = runtime.cli("url", ADDRESS, check=True).stdout.splitlines()[3].split()[-1]
     machine = json.loads(runtime.cli("graph", check=True).stdout)["runtime"]["name"]
-    assert viewer == f"http://127.0.0.1:{runtime.env['TATOLAB_MOQ_PORT']}/#{machine}/{ADDRESS}"
+    page_url, _, token = viewer.partition("?jwt=")
+    assert page_url == f"http://127.0.0.1:{runtime.env['TATOLAB_MOQ_PORT']}/"
+    assert token.endswith(f"#{machine}/{ADDRESS}")
 
     with playwright.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
@@ -674,6 +680,11 @@ def test_headless_chromium_reads_bags_through_the_viewer_page_with_the_pinned_fi
             page.wait_for_function(f"!document.getElementById('bag').innerText.includes({json.dumps(first)})",
                                    timeout=10_000)
             assert page.inner_text("#status") == f"reading {machine}/{ADDRESS}"
+            # the same link without its token: a page that says the link is incomplete, naming no output
+            bare = browser.new_page()
+            bare.goto(page_url + f"#{machine}/{ADDRESS}")
+            assert "This link is incomplete" in bare.inner_text("h1")
+            assert "no token" in bare.inner_text("#why") and ADDRESS not in bare.content()
         finally:
             browser.close()
     assert output_entry(runtime)["network"]["bags_sent"] >= 5

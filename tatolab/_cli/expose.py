@@ -99,8 +99,8 @@ def cmd_token(args: argparse.Namespace) -> int:
         if not tokens:
             print("no public tokens (`tatolab url ADDRESS --public` mints one)")
         for t in tokens:
-            when = expiry(t["expires"]) if t["state"] == "valid" else t["state"]
-            print(f"{t['id']}  {t['root']}{'/*' if t.get('note') == 'prefix' else ''}  {t['state']}  {when}")
+            when = f"  {expiry(t['expires'])}" if t["state"] == "valid" else ""
+            print(f"{t['id']}  {t['root']}{'/*' if t.get('note') == 'prefix' else ''}  {t['state']}{when}")
     client.close()
     return 0
 

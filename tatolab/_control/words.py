@@ -50,6 +50,9 @@ def command(fix: Fix) -> str:
         level = fix.args.get("level")
         flag = {"public": " --public", "internal": " --remove"}.get(str(level), "")
         return f"`tatolab expose {as_argument(str(fix.args['address']))}{flag}`"
+    if fix.op == "url":  # its switches are flags
+        flags = "".join(f" --{name}" for name in ("public", "prefix") if fix.args.get(name))
+        return f"`tatolab url {as_argument(str(fix.args['address']))}{flags}`"
     if fix.op.startswith("token_"):  # token_list -> tatolab token list
         return "`" + " ".join(["tatolab token", fix.op[6:]] + [as_argument(str(v)) for v in fix.args.values()]) + "`"
     if fix.op == "logs":  # its arguments are options
@@ -200,7 +203,7 @@ def reason_words(entry: dict[str, Any]) -> str | None:
 UNREACHABLE = ("nothing outside this machine can reach it yet: it has no public address. Join a tailnet "
                "(`tailscale up`), set TATOLAB_MOQ_PUBLIC to this machine's address and restart tatolabd, "
                "or publish into a relay on the internet with `tatolab relay join URL`")
-CAPABILITY = "whoever holds this URL can read it: share it like a password"
+CAPABILITY = "Whoever holds this URL can read it: share it like a password."
 
 
 def expiry(expires: int | None) -> str:

@@ -76,8 +76,8 @@ async def url(runtime: Runtime, address: str, public: bool = False, expires: str
         raise ControlError(str(exc), code="bad_value", details={"argument": "expires"}) from None
     if prefix:
         if not public:
-            raise ControlError("--prefix mints a public token; add --public", code="bad_value",
-                               details={"argument": "prefix"})
+            raise ControlError("a prefix token is one for others", code="prefix_needs_public",
+                               fixes=[Fix("url", {"address": address, "public": True, "prefix": True}, "mint one")])
         root = f"{machine_name()}/{address.strip('/')}"
         if not address.strip("/") or ".." in address.split("/"):
             raise ControlError(f"{address!r} is not a prefix of addresses; give <stream> or <stream>/<node>",
@@ -99,9 +99,9 @@ async def url(runtime: Runtime, address: str, public: bool = False, expires: str
         raise ControlError(f"{short} is internal, so it has no URL; expose it first", code="internal",
                            fixes=[Fix("expose", {"address": short}, "serves it on this machine")])
     if public and level != "public":
-        raise ControlError(f"{short} is private, so a public token would read nothing; expose it --public first",
-                           code="not_public", fixes=[Fix("expose", {"address": short, "level": "public"},
-                                                         "lets your other machines read it")])
+        raise ControlError(f"{short} is private, so a public token would read nothing", code="not_public",
+                           fixes=[Fix("expose", {"address": short, "level": "public"},
+                                      "let your other machines read it first")])
     _not_serving(runtime)
     path = f"{machine_name()}/{short}"
     minted = None
@@ -131,8 +131,8 @@ async def token_revoke(runtime: Runtime, id: str) -> Token:
         record = relay.revoke(id)
     except KeyError:
         known = ", ".join(r["id"] for r in relay.keeper.records()) or "none"
-        raise ControlError(f"no token {id!r}; the tokens are: {known} (`tatolab token list`)", code="unknown_token",
-                           details={"argument": "id"}) from None
+        raise ControlError(f"no token {id!r}; the tokens are: {known}", code="unknown_token",
+                           details={"argument": "id"}, fixes=[Fix("token_list", {}, "see them")]) from None
     return {**record, "state": "revoked"}  # type: ignore[typeddict-item]
 
 

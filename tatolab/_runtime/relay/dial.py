@@ -23,7 +23,7 @@ NOT_SERVED_S = 3.0  # a URL link says why it waits once its broadcast is not the
 BACKOFF_S = (0.5, 10.0)  # a URL link dials again after 0.5 s, doubling up to 10 s
 KEEP_US = 10_000_000  # a URL link takes every bag up to 10 s late; its input's profile then decides
 REFUSED = ("refused by the relay (unauthorized): the URL's token is missing, expired, revoked or for another "
-           "output; ask its owner for a new URL (`tatolab url` on that machine)")
+           "output; ask its owner for a new URL")
 MISSING = "the moq-rs package is missing from the runtime's install; reinstall the runtime with its extras " \
           "(tatolab[runtime]) and restart tatolabd"
 
@@ -146,7 +146,7 @@ class Dialer:
             except Exception as exc:
                 if refused(exc):
                     self.upstream_state = (f"refused by {shown} (unauthorized): its token is missing, expired or not "
-                                           "allowed to publish there; join again with a valid one (--token)")
+                                           "allowed to publish there; join again with a valid one")
                     self.bridge.say("error", f"MoQ relay: {self.upstream_state}")
                     return
                 text = str(exc) or type(exc).__name__

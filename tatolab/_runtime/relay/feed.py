@@ -118,7 +118,7 @@ async def feed(output: Output, bridge: Bridge) -> None:
                 outcome: BaseException | None = None
             except BaseException as exc:  # told to the relay's loop below
                 outcome = exc
-            loop.call_soon_threadsafe(lambda: pumped.done() or pumped.set_result(outcome))
+            loop.call_soon_threadsafe(lambda: None if pumped.done() else pumped.set_result(outcome))
 
         threading.Thread(target=run, name=f"tatolab-moq-feed {output.serve.path}", daemon=True).start()
         try:

@@ -13,7 +13,7 @@ A listener opens its TCP port (the viewer page) before its UDP one; if either ca
 never names a port someone else answers on.
 
 Ownership: ``Listeners`` lives on the relay thread's loop; its listener map and ``problem`` are
-written there only (``problems`` is read by ``url``/``streams``, swapped whole). Its reader list
+written there only (``problems`` is read by ``url``/``streams``: one key set or removed at a time). Its reader list
 (and the bytes sent to readers that left) is also read by ``graph`` and by a revoke on the
 runtime's loop, so both are kept under ``lock``.
 """
@@ -36,6 +36,7 @@ from tatolab._runtime.relay.tokens import Grant, Keeper, Refused, token_of
 
 CUT = 403  # the code network readers are cut with when an output stops being theirs to read
 UNAUTHORIZED = 401  # moq's unauthorized: a client gives up instead of dialling again
+LOG_EVERY_S = 10.0  # a refusal of the same path for the same reason is logged at most this often
 
 
 @dataclass
@@ -87,6 +88,7 @@ class Listeners:
         self.page_outputs = page_outputs
         self.open: dict[str, Listener] = {}  # relay thread only
         self.problems: dict[str, str] = {}  # kind -> why that wanted listener is not serving
+        self._said: dict[tuple[str, str], tuple[float, int]] = {}  # (path, reason) -> (last logged, not logged since)
         self.lock = threading.Lock()  # guards readers and closed_bytes
         self.readers: list[Reader] = []
         self.closed_bytes: dict[str, int] = {}
@@ -105,8 +107,8 @@ class Listeners:
             exc = _udp_bind_error(host, self.port) or exc
             text = str(exc) or text
         held = getattr(exc, "errno", None) == errno.EADDRINUSE
-        self.problems[kind] = (f"{where} is held by another program or user" if held else f"cannot listen on {where}: {text}") \
-            + f" ({kind}); set TATOLAB_MOQ_PORT to a free port and restart tatolabd"
+        cause = f"{where} is held by another program or user" if held else f"cannot listen on {where}: {text}"
+        self.problems[kind] = f"{cause} ({kind}); set TATOLAB_MOQ_PORT to a free port and restart tatolabd"
         self.bridge.say("error", f"MoQ relay: not serving: {self.problems[kind]}", port=self.port, host=host)
 
     async def start(self, kind: str, host: str, cert: certs.Certificate) -> None:
@@ -176,6 +178,21 @@ class Listeners:
 
         return self.cut(void, UNAUTHORIZED)
 
+    def _refused(self, kind: str, path: str, reason: str) -> None:
+        """Log a refusal, once per path and reason every LOG_EVERY_S (a flood of bad sessions
+        must not flood the log); how many more there were is said with the next line."""
+        key = (path, reason)
+        now = time.monotonic()
+        last, quiet = self._said.get(key, (0.0, 0))
+        if now - last < LOG_EVERY_S:
+            self._said[key] = (last, quiet + 1)
+            return
+        if len(self._said) > 1000:
+            self._said.clear()
+        self._said[key] = (now, 0)
+        more = f" ({quiet} more like it since)" if quiet else ""
+        self.bridge.say("warning", f"MoQ relay refused a session for {path} ({kind}): {reason}{more}")
+
     def _expire(self, reader: Reader) -> None:
         self.bridge.say("info", f"MoQ relay: a session reading {reader.path or '/'} ended: its token expired")
         self.cut(lambda r: r is reader, UNAUTHORIZED)
@@ -196,8 +213,7 @@ class Listeners:
             try:
                 grant = self.check(listener.kind, request.path, request.query)
             except Refused as refused:
-                self.bridge.say("warning", f"MoQ relay refused a session for {refused.path or path or '/'} "
-                                f"({listener.kind}): {refused.reason}")
+                self._refused(listener.kind, refused.path or path or "/", refused.reason)
                 try:
                     await request.reject(UNAUTHORIZED)
                 except Exception:

@@ -66,11 +66,11 @@ def plan(listening: frozenset[str] | set[str], served: Mapping[str, Served], wan
         want_listening.add("public")
     result.open = [k for k in KINDS if k in want_listening and k not in listening]
     result.close = [k for k in KINDS if k in listening and k not in want_listening]
-    for path, now in served.items():
+    for path, held in served.items():
         target = wanted.get(path)
         if target is None:
-            result.drop[path], result.why[path] = tuple(k for k in KINDS if k in now.kinds), "no longer exposed"
-        elif "public" in now.kinds and "public" not in target.kinds:
+            result.drop[path], result.why[path] = tuple(k for k in KINDS if k in held.kinds), "no longer exposed"
+        elif "public" in held.kinds and "public" not in target.kinds:
             result.drop[path], result.why[path] = ("public",), "now private"
     for path, target in wanted.items():
         now = served.get(path)

@@ -117,7 +117,7 @@ class Keeper:
     def mint(self, root: str, expires_s: float | None, note: str = "") -> tuple[str, dict[str, Any]]:
         """A new public token reading public outputs at or under ``root``; its record."""
         now = int(time.time())
-        record = {"id": secrets.token_hex(4), "root": root, "issued": now,
+        record: dict[str, Any] = {"id": secrets.token_hex(4), "root": root, "issued": now,
                   "expires": now + int(expires_s) if expires_s is not None else None, "revoked": False,
                   "note": note}
         claims: dict[str, Any] = {"root": root, "get": [""], "lvl": "public", "jti": record["id"], "iat": now}
@@ -125,7 +125,7 @@ class Keeper:
             claims["exp"] = record["expires"]
         with self.lock:
             token = jwt.encode(claims, self._secret, ALGORITHM, headers={"kid": self.kid})
-            register = {**self.register, record["id"]: record}
+            register: dict[str, dict[str, Any]] = {**self.register, record["id"]: record}
             self._save_register(register)
             self.register = register
         return token, record
@@ -164,8 +164,7 @@ class Keeper:
         """The grant ``token`` gives a connection to ``path``, or Refused saying why."""
         path = normalize(path)
         if not token:
-            raise Refused("the URL has no token (?jwt=...); ask the output's owner for its URL "
-                          "(tatolab url <stream>/<node>/<port>)", path)
+            raise Refused("the URL has no token (?jwt=...); ask the output's owner for its URL", path)
         if len(token) > MAX_TOKEN:
             raise Refused(f"the token is too long ({len(token)} bytes)", path)
         try:
