@@ -153,6 +153,8 @@ def test_two_outputs_recorded_for_two_seconds_read_with_the_mcap_library(video_v
     assert ns == list(range(ns[0], ns[0] + len(ns)))  # ordered: none missed
     times = [m.log_time for _, _, m in counts]
     assert times == sorted(times) and abs(times[0] / 1e9 - time.time()) < 60  # Unix time, in order
+    # publish time: the bag's origin; a source's bags originate as they are written
+    assert all(m.publish_time == m.log_time for _, _, m in counts)
     frames = by_topic["src/testpatternsource/video"]
     assert frames[0][0].name == "foxglove.RawImage" and frames[0][1].message_encoding == "protobuf"
     assert 30 <= len(frames) <= 90

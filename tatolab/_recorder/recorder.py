@@ -57,7 +57,7 @@ class _Channel:
     reader: RingReader
     kind: str | None = None
     id: int | None = None
-    pending: list[tuple[Any, int, int]] = field(default_factory=list)
+    pending: list[tuple[Any, tuple[int, int], int]] = field(default_factory=list)
     first_ns: int = 0
     bags: int = 0
     bytes: int = 0
@@ -70,7 +70,7 @@ class Recorder:
         if spec.pool:
             surfaces.configure(spec.pool)
         self.file = McapFile(spec.path, compression=spec.compression)
-        self.channels = [_Channel(s.address, RingReader(s.base, s.reader, spec.profile, start=spec.start))
+        self.channels = [_Channel(s.address, RingReader(s.base, s.reader, spec.profile, start=spec.start, origins=True))
                          for s in spec.sources]
         self.to_wall = time.time_ns() - time.monotonic_ns()  # log times on the Unix clock; rings use the monotonic one
         self.started = time.monotonic()
@@ -88,7 +88,7 @@ class Recorder:
         What the queue cannot hold (QUEUE_BYTES) counts as dropped."""
         spec = self.spec
         deadline = None if spec.seconds is None else self.started + spec.seconds
-        taken: queue.Queue[tuple[_Channel, Any, int]] = queue.Queue()
+        taken: queue.Queue[tuple[_Channel, Any, tuple[int, int]]] = queue.Queue()
         done = threading.Event()
         reading = threading.Thread(target=self._read, args=(done, taken), name="rings", daemon=True)
         reading.start()
@@ -107,12 +107,12 @@ class Recorder:
                     last_report = now
                     report(self.summary())
                 try:
-                    channel, item, publish_ns = taken.get(timeout=0.05)
+                    channel, item, stamp = taken.get(timeout=0.05)
                 except queue.Empty:
                     item = None
                 if item is not None:
                     self._dequeued(item)
-                    self._add(channel, item, publish_ns)
+                    self._add(channel, item, stamp)
                     if spec.bags is not None and self.total >= spec.bags:
                         reason = "bags"
                 for waiting in self.channels:
@@ -121,8 +121,8 @@ class Recorder:
             done.set()
             reading.join()
             while reason in ("stopped", "seconds") and not taken.empty():  # what was read before the end
-                channel, item, publish_ns = taken.get()
-                self._add(channel, item, publish_ns)
+                channel, item, stamp = taken.get()
+                self._add(channel, item, stamp)
         except DiskFull as exc:
             done.set()
             reading.join()
@@ -130,7 +130,7 @@ class Recorder:
             return "disk full"
         return reason
 
-    def _read(self, done: threading.Event, taken: queue.Queue[tuple[_Channel, Any, int]]) -> None:
+    def _read(self, done: threading.Event, taken: queue.Queue[tuple[_Channel, Any, tuple[int, int]]]) -> None:
         readers = [c.reader for c in self.channels]
         while not done.is_set():
             wait_any(readers, 0.05)
@@ -141,13 +141,13 @@ class Recorder:
         with self._queued_lock:
             self._queued -= len(item) if isinstance(item, bytes) else 0
 
-    def _drain(self, channel: _Channel, taken: queue.Queue[tuple[_Channel, Any, int]]) -> None:
+    def _drain(self, channel: _Channel, taken: queue.Queue[tuple[_Channel, Any, tuple[int, int]]]) -> None:
         try:
             run = channel.reader.read_many(READ_RUN)
         except RingError as exc:
             channel.error = str(exc)
             return
-        for payload, publish_ns in run:
+        for payload, publish_ns, origin_ns, _origin in run:
             try:
                 bag = _bags.decode(payload)
             except ValueError:
@@ -168,7 +168,7 @@ class Recorder:
             if isinstance(item, bytes):
                 with self._queued_lock:
                     self._queued += len(item)
-            taken.put((channel, item, publish_ns))
+            taken.put((channel, item, (publish_ns, origin_ns)))
 
     def _frame(self, channel: _Channel, bag: dict[str, Any]) -> bytes | None:
         try:
@@ -181,31 +181,32 @@ class Recorder:
         finally:
             frame.release()
 
-    def _add(self, channel: _Channel, item: Any, publish_ns: int) -> None:
+    def _add(self, channel: _Channel, item: Any, stamp: tuple[int, int]) -> None:
         """A bag (JSON channels) or an encoded message (video, audio) into the file."""
         self.total += 1
         channel.bags += 1
         if channel.id is None:
             if not channel.pending:
                 channel.first_ns = time.monotonic_ns()
-            channel.pending.append((item, publish_ns, channel.bags))
+            channel.pending.append((item, stamp, channel.bags))
             if channel.kind != "json" or len(channel.pending) >= formats.SCHEMA_SAMPLE:
                 self._open(channel)
             return
-        self._write(channel, item, publish_ns, channel.bags)
+        self._write(channel, item, stamp, channel.bags)
 
     def _open(self, channel: _Channel) -> None:
         first = [bag for bag, _, _ in channel.pending] if channel.kind == "json" else []
         channel.id = self.file.channel(channel.address, channel.kind or "json", first)
         pending, channel.pending = channel.pending, []
-        for item, publish_ns, sequence in pending:
-            self._write(channel, item, publish_ns, sequence)
+        for item, stamp, sequence in pending:
+            self._write(channel, item, stamp, sequence)
 
-    def _write(self, channel: _Channel, item: Any, publish_ns: int, sequence: int) -> None:
+    def _write(self, channel: _Channel, item: Any, stamp: tuple[int, int], sequence: int) -> None:
         data = formats.encode_json(item) if channel.kind == "json" else item
-        log_time = publish_ns + self.to_wall
-        # publish time: the bag's origin once rings carry one; until then its write time, as the log time
-        self.file.add(channel.id or 0, log_time, log_time, data, sequence)
+        publish_ns, origin_ns = stamp
+        # log time: when the bag was written to its ring; publish time: its origin (../_links/latency.py),
+        # when its path began (a source's bag: the same); both on the Unix clock
+        self.file.add(channel.id or 0, publish_ns + self.to_wall, (origin_ns or publish_ns) + self.to_wall, data, sequence)
         channel.bytes += len(data)
 
     def summary(self) -> dict[str, Any]:
