@@ -220,7 +220,7 @@ class RingReader:
             return self._read(dest)
 
 
-    def read_many(self, limit: int = 64) -> list[tuple[bytes, int]]:
+    def read_many(self, limit: int = 64) -> list[tuple[Any, ...]]:
         """Up to `limit` bags as (payload, publish_ns), oldest first; [] when nothing is new.
 
         For "ordered" readers this takes every bag already published in one pass (one
@@ -268,7 +268,7 @@ class RingReader:
             if len(out) >= limit:
                 return out
 
-    def _run(self, first: int, last: int) -> list[tuple[bytes, int]]:
+    def _run(self, first: int, last: int) -> list[tuple[Any, ...]]:
         """Bags first..last as (payload, publish_ns), up to the first that is not whole in its
         slot (lapped, torn): _native.read_run where it was built, this loop where it was not."""
         g = self._g
