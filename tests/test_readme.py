@@ -55,6 +55,11 @@ NOT_RUN = {
 }
 
 RUN_ELSEWHERE = {
+    "tatolab record cam/camera/video cam/detector/motion --out recordings/desk.mcap [--seconds 30] [--bags 1000]":
+        "placeholders; test_record.py records two outputs of a running stream with --seconds",
+    "tatolab record ADDRESS... --out FILE.mcap --detach": "placeholders; test_record.py runs it",
+    "tatolab record --list": "test_record.py runs it beside a recording left in the runtime",
+    "tatolab record --stop rec-2": "an id of a recording of one's own; test_record.py stops one by its id",
     "tatolabd": "the walk's runtime is this very command, started on temporary paths (tests/harness.py)",
     "tatolab node add STREAM NAME CLASS [--config JSON]": "placeholders; test_live_changes.py runs it",
     "tatolab node rm STREAM NAME": "placeholders; test_live_changes.py runs it",

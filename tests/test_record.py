@@ -161,6 +161,16 @@ def test_two_outputs_recorded_for_two_seconds_read_with_the_mcap_library(video_v
     for line in done.stdout.splitlines()[1:]:
         assert " 0 dropped" in line
 
+    # left recording in the runtime: listed, then stopped by its id, with what it wrote
+    kept = tmp_path / "kept.mcap"
+    started = runtime.cli("record", "src/counter/count", "--out", str(kept), "--detach", check=True).stdout
+    rid = started.split()[1].rstrip(":")
+    assert f"`tatolab record --stop {rid}` stops it" in started
+    assert f"{rid} recording" in runtime.cli("record", "--list", check=True).stdout
+    stopped = runtime.cli("record", "--stop", rid, check=True).stdout
+    assert f"to {kept}" in stopped and "src/counter/count" in stopped and "indexed" in stopped
+    assert runtime.cli("record", "src/counter/count", "--out", str(kept), "--seconds", "-1").returncode != 0
+
 
 REPLAY = '''
 from tatolab.stream import McapSource, StreamBuilder, stream

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tatolab._cli.arguments import seconds, whole_number
 from tatolab._control.client import Client
 from tatolab._cli.output import fail
 from tatolab._words import counted
@@ -93,8 +94,9 @@ def register(commands: Any) -> None:
     record = commands.add_parser("record", help="record outputs into an MCAP file (Foxglove opens it)")
     record.add_argument("addresses", nargs="*", help="<stream>/<node>/<port> of each output to record")
     record.add_argument("--out", help="the MCAP file to write (its folder is made)")
-    record.add_argument("--seconds", type=float, help="stop after this many seconds")
-    record.add_argument("--bags", type=int, help="stop after this many bags in all")
+    record.add_argument("--seconds", type=seconds("a number of seconds above 0"), help="stop after this many seconds")
+    record.add_argument("--bags", type=whole_number(1, "a whole number of bags, 1 or more"),
+                        help="stop after this many bags in all")
     record.add_argument("--compression", choices=("zstd", "lz4", "none"), default="zstd",
                         help="chunk compression (default zstd; lz4 is lighter on the CPU for frames)")
     record.add_argument("--profile", choices=("ordered", "newest"), default="ordered",
