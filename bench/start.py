@@ -223,7 +223,7 @@ class Bench:
         for process in daemon.children(recursive=True):
             try:
                 info = process.memory_full_info()
-                reaper = "tatolab._runtime.reaper" in " ".join(process.cmdline())
+                reaper = "tatolab._runtime.processes.reaper" in " ".join(process.cmdline())
                 kind = nodes if process.pid in node_pids else reapers if reaper else helpers
             except psutil.Error:
                 continue
@@ -235,7 +235,7 @@ class Bench:
             "nodes": len(nodes),
             "node_pss_mib_median": round(statistics.median(n["pss"] for n in nodes) / mib, 1) if nodes else None,
             "node_uss_mib_median": round(statistics.median(n["uss"] for n in nodes) / mib, 1) if nodes else None,
-            # one a runtime (tatolab/_runtime/reaper.py): ends the nodes' groups should the runtime be killed
+            # one a runtime (tatolab/_runtime/processes/reaper.py): ends the nodes' groups should the runtime be killed
             "reaper_uss_mib": round(sum(r["uss"] for r in reapers) / mib, 2),
             "helpers": len(helpers),  # warm interpreters
             "helpers_pss_mib": round(sum(h["pss"] for h in helpers) / mib, 1),

@@ -33,7 +33,7 @@ from tatolab._runtime.relay.listen import Listeners  # noqa: E402
 from tatolab._runtime.relay.scopes import Scopes  # noqa: E402
 from tatolab._runtime.relay.tokens import Grant, Keeper, with_token  # noqa: E402
 from tatolab._runtime.relay.wanted import Serve  # noqa: E402
-from tatolab._runtime.streams import OutputRing  # noqa: E402
+from tatolab._runtime.lifecycle.streams import OutputRing  # noqa: E402
 
 PATH = "bench/source/blob/blobs"
 

@@ -49,10 +49,10 @@ def free_udp_port() -> int:
 
 
 def is_reaper(process: psutil.Process) -> bool:
-    """The runtime's reaper (tatolab/_runtime/reaper.py): it ends the nodes' groups should the
+    """The runtime's reaper (tatolab/_runtime/processes/reaper.py): it ends the nodes' groups should the
     runtime be killed; it is no node."""
     try:
-        return "tatolab._runtime.reaper" in " ".join(process.cmdline())
+        return "tatolab._runtime.processes.reaper" in " ".join(process.cmdline())
     except psutil.Error:
         return False
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-HEAVY = ("asyncio", "psutil", "watchfiles", "msgspec", "zipfile", "tatolab._runtime.logs", "tatolab._cli.dev")
+HEAVY = ("asyncio", "psutil", "watchfiles", "msgspec", "zipfile", "tatolab._runtime.stored.logs", "tatolab._cli.dev")
 
 PROBE = f"""
 import atexit, sys

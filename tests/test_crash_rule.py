@@ -15,7 +15,7 @@ from tatolab._runtime.rules.crashes import (
     involved_in_crash,
     start_run,
 )
-from tatolab._runtime.records import DamagedRecord, KeptRecord, RecordStore, write_atomically
+from tatolab._runtime.stored.records import DamagedRecord, KeptRecord, RecordStore, write_atomically
 
 KEPT = {"a", "b", "c"}
 
@@ -184,7 +184,7 @@ def test_write_atomically_fsyncs_the_file_and_its_folder(tmp_path: Path, monkeyp
 
 
 def test_a_name_that_is_not_a_stream_name_never_reaches_outside_the_records(tmp_path):
-    from tatolab._runtime.records import RecordStore
+    from tatolab._runtime.stored.records import RecordStore
 
     victim = tmp_path / "victim.json"
     victim.write_text("{}")

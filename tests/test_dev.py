@@ -14,7 +14,7 @@ from nodes_fixture import COUNTER, SINK, TAGGER
 
 from tatolab._cli.dev import NOTHING_LOADED, describe
 from tatolab._runtime.rules.saves import is_watched
-from tatolab._runtime.watch import QUIET_MS, watched_dirs
+from tatolab._runtime.lifecycle.watch import QUIET_MS, watched_dirs
 
 STREAM = """
 from tatolab.stream import StreamBuilder, stream
@@ -95,7 +95,7 @@ def test_an_edit_reaches_the_sink_a_syntax_error_keeps_the_old_version_and_ctrl_
         wait_for(lambda: "edited running attached (3 nodes" in dev.output, what="dev to say the stream runs")
         save_tagger(project, 2)
         wait_version(project, 2, "bags from the edited tagger")
-        wait_for(lambda: dev.count("reloaded edited (3 nodes)") == 1, what="the reload line")
+        wait_for(lambda: dev.count("reloaded edited (1 of 3 nodes restarted)") == 1, what="the reload line")
 
         (project / "nodes" / "tagger.py").write_text("VERSION = (\n")
         wait_for(lambda: "keeps running the previous version" in dev.output, what="the compile error")

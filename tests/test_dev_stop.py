@@ -11,7 +11,7 @@ import pytest
 
 from tatolab._control.errors import ControlError, Reason
 from tatolab._runtime.ops.dev import DevSession
-from tatolab._runtime.streams import LoadedStream
+from tatolab._runtime.lifecycle.streams import LoadedStream
 
 STOPPED = "stopped by `tatolab stop`"
 

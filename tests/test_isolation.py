@@ -19,7 +19,7 @@ from nodes_fixture import COUNTER, SINK
 from other_user import OtherUser
 from tatolab._host import status
 from tatolab._control import paths
-from tatolab._runtime.logs import RotatingJsonl
+from tatolab._runtime.stored.logs import RotatingJsonl
 from tatolab._safe_fs import UnsafePath, open_own_file
 
 

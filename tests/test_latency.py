@@ -12,7 +12,7 @@ import pytest
 from tatolab._links import latency, ring, shm
 from tatolab._links.ring import RingReader, RingWriter, create_ring, reap, release_reader
 from tatolab._sdk.context import InputPort, Inputs, OutputPort, Outputs
-from tatolab._runtime.timing import Topology
+from tatolab._runtime.views.timing import Topology
 
 
 @pytest.fixture(autouse=True, params=["c", "python"] if ring.writer._Publisher is not None else ["python"])
@@ -316,7 +316,7 @@ def test_a_slow_node_shows_on_its_path_not_on_its_links_across_two_streams_and_i
 
 
 def test_slowest_paths_names_the_slowest_link_along_each_path():
-    from tatolab._runtime.timing import slowest
+    from tatolab._runtime.views.timing import slowest
 
     def lat(p50, p99, bags=100):
         return {"p50_us": p50, "p90_us": p99, "p99_us": p99, "max_us": p99, "bags": bags}

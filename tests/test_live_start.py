@@ -6,7 +6,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from tatolab._runtime import live
+from tatolab._runtime.lifecycle import live
 from tatolab._runtime.rules.health import NodeState
 
 

@@ -19,9 +19,9 @@ from harness import Runtime, make_project, one_node_files, read_jsonl, wait_for
 
 from tatolab._control.errors import ControlError
 from tatolab._control.paths import log_files
-from tatolab._runtime.logread import LineBuffer, follow_lines, parse_since, read_lines, record_matches
+from tatolab._runtime.stored.logread import LineBuffer, follow_lines, parse_since, read_lines, record_matches
 from tatolab._records import make_record
-from tatolab._runtime.logs import RotatingJsonl, fit_line
+from tatolab._runtime.stored.logs import RotatingJsonl, fit_line
 
 CHATTY = """
 import logging, os, sys

@@ -564,7 +564,7 @@ def test_what_the_relay_serves_and_reads():
 
     from tatolab._runtime.relay.pulls import split_url
     from tatolab._runtime.relay.wanted import wanted
-    from tatolab._runtime.streams import LoadedStream, OutputRing
+    from tatolab._runtime.lifecycle.streams import LoadedStream, OutputRing
 
     async def loaded() -> LoadedStream:  # its Event needs a loop
         graph = {"nodes": [], "links": [], "exposures": [
@@ -587,7 +587,7 @@ def test_which_exposed_outputs_are_video_and_their_frame_size():
     import asyncio as aio
 
     from tatolab._runtime.relay.wanted import wanted
-    from tatolab._runtime.streams import LoadedStream, OutputRing
+    from tatolab._runtime.lifecycle.streams import LoadedStream, OutputRing
 
     def builtin(name: str, cls: str, config: dict) -> dict:
         return {"name": name, "class": f"tatolab._builtins.{cls}", "builtin": True, "config": config,

@@ -14,9 +14,9 @@ from harness import BIN
 
 from tatolab import _settings as settings
 from tatolab._control.errors import ControlError
-from tatolab._runtime.logread import parse_since
+from tatolab._runtime.stored.logread import parse_since
 from tatolab._runtime.ops.logs import log_events
-from tatolab._runtime.logread import LogFilter
+from tatolab._runtime.stored.logread import LogFilter
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,7 +9,7 @@ import pytest
 
 from tatolab._control.errors import Fix
 from tatolab._control.words import render
-from tatolab._runtime import snapshots
+from tatolab._runtime.stored import snapshots
 
 
 def tree(root: Path, files: list[str]) -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tatolab._runtime.starter import ColdStarter, WarmStarter, start_vars
+from tatolab._runtime.processes.starter import ColdStarter, WarmStarter, start_vars
 
 PYTHON = Path(sys.executable)
 SHOW = "import json, os, sys; print(json.dumps({'cwd': os.getcwd(), 'var': os.environ.get('V'), 'path0': sys.path[0]}))"
@@ -137,7 +137,7 @@ def test_python_c_runs_code_with_its_arguments_as_a_cold_python_c_would(kind, tm
 def test_a_warm_child_that_ends_before_its_start_is_registered_is_still_seen_to_end(tmp_path, monkeypatch):
     """On a busy runtime a compile can end before spawn() resumes after the warm interpreter's
     answer: its exit must still be seen (it was dropped, and `run -d` hung until the CLI gave up)."""
-    from tatolab._runtime import starter as starter_module
+    from tatolab._runtime.processes import starter as starter_module
 
     real_reader = starter_module._reader
     servers: list = []

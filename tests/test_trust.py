@@ -15,7 +15,7 @@ from other_user import OtherUser
 from tatolab._control.errors import ControlError
 from tatolab._control.source import StreamSource
 from tatolab._control.words import render
-from tatolab._runtime import trust
+from tatolab._runtime.lifecycle import trust
 
 TOUCHED = "touched.txt"
 # a stream function that leaves a mark if it ever runs
@@ -121,7 +121,7 @@ def _state(rt: Runtime, name: str) -> str | None:
 
 def test_a_streamlib_link_planted_in_a_project_is_refused_and_its_target_untouched(other_user: OtherUser,
                                                                                    tmp_path: Path):
-    from tatolab._runtime.logs import StreamLog
+    from tatolab._runtime.stored.logs import StreamLog
     from tatolab._safe_fs import UnsafePath
 
     target = tmp_path / "elsewhere"
@@ -148,7 +148,7 @@ def test_a_streamlib_link_planted_in_a_project_is_refused_and_its_target_untouch
 
 
 def test_rotating_a_stream_log_never_follows_a_link_planted_meanwhile(other_user: OtherUser, tmp_path: Path):
-    from tatolab._runtime.logs import RotatingJsonl
+    from tatolab._runtime.stored.logs import RotatingJsonl
 
     project = tmp_path / "p"
     project.mkdir()

@@ -360,7 +360,7 @@ def test_a_glsl_effect_inverts_reports_a_broken_line_and_reloads_on_save_in_dev(
 
 
 def test_dev_watches_shader_files():
-    from tatolab._runtime.watch import is_watched
+    from tatolab._runtime.lifecycle.watch import is_watched
 
     project = Path("/p")
     assert is_watched(project, "/p/shaders/tint.glsl") and is_watched(project, "/p/effect.frag")

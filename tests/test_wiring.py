@@ -10,8 +10,8 @@ import pytest
 from tatolab._links import shm
 from tatolab._links import ring
 from tatolab._runtime.rules.exposure import set_level
-from tatolab._runtime.streams import LoadedStream, OutputRing
-from tatolab._runtime.wiring import release_remote, rewire
+from tatolab._runtime.lifecycle.streams import LoadedStream, OutputRing
+from tatolab._runtime.lifecycle.wiring import release_remote, rewire
 
 
 class FakeNode:

@@ -126,7 +126,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 def _read_here(project: Path, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
     import asyncio
 
-    from tatolab._runtime.logread import LogFilter
+    from tatolab._runtime.stored.logread import LogFilter
     from tatolab._runtime.ops.logs import log_events
 
     keep = LogFilter.of(request["node"], request["level"], request["since"])

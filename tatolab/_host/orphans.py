@@ -1,5 +1,5 @@
 """Processes the runtime starts end when it dies, even by SIGKILL (what they started is ended by
-the runtime's reaper: tatolab/_runtime/reaper.py)."""
+the runtime's reaper: tatolab/_runtime/processes/reaper.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What the runtime tells a node host, one JSON line each on the host's stdin: first its
 ``HostSpec``, then control messages (``Stop``, ``AddLink``, ``RemoveLink``).
 
-One type for both sides: the runtime builds these (tatolab/_runtime/streams.py, supervisor.py,
+One type for both sides: the runtime builds these (tatolab/_runtime/lifecycle/streams.py, supervisor.py,
 wiring), the node host reads them (main.py, runner.py). docs/architecture.md shows them beside
 the compiled graph they come from.
 """

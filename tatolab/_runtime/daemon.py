@@ -16,16 +16,17 @@ from tatolab import _settings as settings
 from tatolab._safe_fs import UnsafePath, private_dir
 from tatolab._links import ring
 from tatolab._control import paths, protocol
-from tatolab._runtime import groups, namespaces, unwritten
-from tatolab._runtime.kept import KeptStreams
-from tatolab._runtime.reaper import Reaper
+from tatolab._runtime.processes import groups
+from tatolab._runtime.stored import namespaces, unwritten
+from tatolab._runtime.stored.kept import KeptStreams
+from tatolab._runtime.processes.reaper import Reaper
 from tatolab._runtime.runtime import Runtime
-from tatolab._runtime.starter import WarmStarter
+from tatolab._runtime.processes.starter import WarmStarter
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.relay.config import ConfigError
 from tatolab._runtime.relay.relay import Relay
-from tatolab._runtime.lock import MachineLock, RuntimeAlreadyRunning
-from tatolab._runtime.logs import RotatingJsonl
+from tatolab._runtime.stored.lock import MachineLock, RuntimeAlreadyRunning
+from tatolab._runtime.stored.logs import RotatingJsonl
 from tatolab._runtime.server import ControlServer
 
 

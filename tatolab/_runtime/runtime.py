@@ -14,19 +14,19 @@ from tatolab._control.source import StreamSource
 from tatolab._control.words import fixes_in_turn
 from tatolab._links import ring
 from tatolab._control import paths
-from tatolab._runtime.compiler import compile_stream, project_python
-from tatolab._runtime.environment import command_env
-from tatolab._runtime.line import Line
-from tatolab._runtime.kept import KeptLoadFailed, KeptStreams, preflight, strip_reason
+from tatolab._runtime.processes.compiler import compile_stream, project_python
+from tatolab._runtime.processes.environment import command_env
+from tatolab._runtime.lifecycle.line import Line
+from tatolab._runtime.stored.kept import KeptLoadFailed, KeptStreams, preflight, strip_reason
 from tatolab._runtime.machine import machine_name
-from tatolab._runtime.nodes import restart_nodes, start_nodes, stop_nodes
-from tatolab._runtime.records import DamagedRecord, KeptRecord
+from tatolab._runtime.processes.nodes import restart_nodes, start_nodes, stop_nodes
+from tatolab._runtime.stored.records import DamagedRecord, KeptRecord
 from tatolab._runtime.rules import cameras, caps, names
-from tatolab._runtime.snapshots import SnapshotError
-from tatolab._runtime.starter import ProcessStarter
-from tatolab._runtime.starter import shared as shared_starter
-from tatolab._runtime.streams import LoadedStream
-from tatolab._runtime.wiring import release_remote, rewire
+from tatolab._runtime.stored.snapshots import SnapshotError
+from tatolab._runtime.processes.starter import ProcessStarter
+from tatolab._runtime.processes.starter import shared as shared_starter
+from tatolab._runtime.lifecycle.streams import LoadedStream
+from tatolab._runtime.lifecycle.wiring import release_remote, rewire
 from tatolab._runtime.relay.relay import Relay
 from tatolab._runtime.relay.pulls import set_state, wanted_pulls
 from tatolab._runtime.relay.wanted import wanted
@@ -470,7 +470,7 @@ class Runtime:
 
     async def shutdown(self) -> None:
         self.closing = True
-        from tatolab._runtime.recordings import stop_all
+        from tatolab._runtime.lifecycle.recordings import stop_all
 
         await stop_all(self.recordings)  # each file finished and indexed before its streams go
         async with self._load_lock:  # a load or replace in progress finishes first, then is unloaded

@@ -11,7 +11,7 @@ from typing import Any
 from tatolab import _settings as settings
 from tatolab._control import protocol
 from tatolab._control.errors import ControlError
-from tatolab._runtime import line as load_line
+from tatolab._runtime.lifecycle import line as load_line
 from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.ops import OPS, load_all
 

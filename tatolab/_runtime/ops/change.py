@@ -13,15 +13,15 @@ from typing import Any, TypedDict
 
 from tatolab._control.errors import ControlError, Fix
 from tatolab._links.ring import RingError
-from tatolab._runtime import live
-from tatolab._runtime.compiler import project_python
-from tatolab._runtime.describe import describe_node
+from tatolab._runtime.lifecycle import live
+from tatolab._runtime.processes.compiler import project_python
+from tatolab._runtime.processes.describe import describe_node
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.ops import op
 from tatolab._runtime.rules import changes
 from tatolab._runtime.runtime import Runtime
-from tatolab._runtime.streams import LoadedStream
-from tatolab._runtime.supervisor import NodeProcess
+from tatolab._runtime.lifecycle.streams import LoadedStream
+from tatolab._runtime.processes.supervisor import NodeProcess
 
 START_WAIT_S = 10.0  # add_node answers once the node runs, or after this long saying it still starts
 

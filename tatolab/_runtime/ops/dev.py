@@ -22,19 +22,19 @@ import time
 from typing import Any, AsyncIterator, Literal, TypedDict
 
 from tatolab import _records
-from tatolab._runtime.compiler import CompileError, compile_stream
+from tatolab._runtime.processes.compiler import CompileError, compile_stream
 from tatolab._control.errors import ControlError
 from tatolab._control.operations import Events
 from tatolab._control.source import StreamSource
-from tatolab._runtime.feed import Feed
-from tatolab._runtime.nodes import ended_event
+from tatolab._runtime.views.feed import Feed
+from tatolab._runtime.processes.nodes import ended_event
 from tatolab._runtime.runtime import Runtime, open_project, request_env
 from tatolab._runtime.ops import op
 from tatolab._runtime.rules.reload import Imported, Saved, reload_line, restarts, same_shape
 from tatolab._runtime.ops.streams import Ended, LogEvent, log_events
 from tatolab._runtime.rules.health import NodeState
-from tatolab._runtime.streams import LoadedStream
-from tatolab._runtime.watch import QUIET_MS, project_changes
+from tatolab._runtime.lifecycle.streams import LoadedStream
+from tatolab._runtime.lifecycle.watch import QUIET_MS, project_changes
 
 RELOAD_REASON = "replaced by the version just saved"
 SPAWN_WAIT_S = 2.0  # how long the `loaded` event waits to report when node processes were spawned

@@ -6,11 +6,11 @@ from typing import Literal, TypedDict
 
 from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.rules.exposure import set_level
-from tatolab._runtime.wiring import remote_links
+from tatolab._runtime.lifecycle.wiring import remote_links
 from tatolab._control.words import UNREACHABLE
 from tatolab._runtime.ops import op
 from tatolab._runtime.ops.addresses import local_address, no_output
-from tatolab._runtime.records import KeptRecord
+from tatolab._runtime.stored.records import KeptRecord
 from tatolab._errors import AddressError
 from tatolab._sdk.naming import format_address, parse_address
 

@@ -11,14 +11,14 @@ from tatolab._control.errors import ControlError
 from tatolab._control.operations import Events
 from tatolab._links.aio import AsyncRingReader
 from tatolab._links.ring import RingError, RingReader
-from tatolab._runtime.graph import build_graph
-from tatolab._runtime.timing import slowest
-from tatolab._runtime.nodes import claim_reader, release_reader
+from tatolab._runtime.views.graph import build_graph
+from tatolab._runtime.views.timing import slowest
+from tatolab._runtime.processes.nodes import claim_reader, release_reader
 from tatolab._runtime.relay.relay import Relay
 from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.ops import op
 from tatolab._runtime.ops.addresses import local_address, no_output
-from tatolab._runtime.streams import LoadedStream, OutputRing
+from tatolab._runtime.lifecycle.streams import LoadedStream, OutputRing
 
 HEX_PREVIEW_BYTES = 16
 MAX_LIST_ITEMS = 32

@@ -6,9 +6,9 @@ from typing import TypedDict
 
 from tatolab._control.errors import ControlError, Fix
 from tatolab._runtime.runtime import Runtime
-from tatolab._runtime.kept import KeptLoadFailed
+from tatolab._runtime.stored.kept import KeptLoadFailed
 from tatolab._runtime.ops import op
-from tatolab._runtime.records import DamagedRecord
+from tatolab._runtime.stored.records import DamagedRecord
 
 
 class Started(TypedDict, total=False):

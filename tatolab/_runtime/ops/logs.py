@@ -10,7 +10,7 @@ from tatolab._control.errors import ControlError
 from tatolab._control.operations import Events
 from tatolab._safe_fs import UnsafePath, check_private_dir
 from tatolab._runtime.runtime import Runtime
-from tatolab._runtime.logread import LogFilter, read_log
+from tatolab._runtime.stored.logread import LogFilter, read_log
 from tatolab._runtime.ops import op
 
 

@@ -1,6 +1,6 @@
 """``record_start``, ``record_watch``, ``record_stop``, ``recordings``: outputs recorded to MCAP files.
 
-The runtime claims the readers and starts the recorder process (tatolab/_runtime/recordings.py);
+The runtime claims the readers and starts the recorder process (tatolab/_runtime/lifecycle/recordings.py);
 the recorder reads the rings and writes the file, so no frame or disk work runs on the loop."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, AsyncIterator, Literal, TypedDict
 
 from tatolab._control.errors import ControlError
 from tatolab._control.operations import Events
-from tatolab._runtime import recordings as recs
+from tatolab._runtime.lifecycle import recordings as recs
 from tatolab._runtime.ops import op
 from tatolab._runtime.ops.inspect import _find_output
 from tatolab._runtime.runtime import Runtime

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from tatolab._runtime.rules.exposure import exposure_levels
-from tatolab._runtime.streams import LoadedStream, OutputRing
+from tatolab._runtime.lifecycle.streams import LoadedStream, OutputRing
 from tatolab._runtime.surfaces import is_builtin
 
 TRACK = "bags"  # the track of bags of an output's broadcast: each bag one frame, msgpack as the ring holds it

@@ -22,7 +22,7 @@ from tatolab._sdk.naming import format_address, parse_address, url_safe
 
 @dataclass(frozen=True)
 class Link:
-    """A link as the compiled graph holds it, and its key (tatolab/_runtime/streams.py link_key)."""
+    """A link as the compiled graph holds it, and its key (tatolab/_runtime/lifecycle/streams.py link_key)."""
 
     entry: GraphLink
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from tatolab._control.errors import Reason
 from tatolab._graph import Graph, Link
-from tatolab._runtime.logs import StreamLog
-from tatolab._runtime.starter import ProcessStarter
-from tatolab._runtime.supervisor import NodeProcess
+from tatolab._runtime.stored.logs import StreamLog
+from tatolab._runtime.processes.starter import ProcessStarter
+from tatolab._runtime.processes.supervisor import NodeProcess
 
 _instance_ids = itertools.count(1)
 

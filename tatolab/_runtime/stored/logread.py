@@ -1,7 +1,7 @@
 """Reading a stream's log: what `logs` answers, from the files, filtered, followed across rotations.
 
 The runtime's ``logs`` operation reads through here, and so does `tatolab logs --dir` when no
-runtime is asked; both get the same lines. The files are JSON Lines (tatolab/_runtime/logs.py
+runtime is asked; both get the same lines. The files are JSON Lines (tatolab/_runtime/stored/logs.py
 writes them); a line is passed on as it was written, the filters read it as a record.
 """
 

@@ -26,7 +26,7 @@ import subprocess
 import sys
 from typing import Any, Callable
 
-MODULE = "tatolab._runtime.reaper"
+MODULE = "tatolab._runtime.processes.reaper"
 SHELL = "/bin/sh"
 # `read` returns at end of file (nothing is ever written); $0 is the runtime's Python
 WAIT_THEN_REAP = f'read _; exec "$0" -m {MODULE}'
@@ -90,7 +90,7 @@ class Reaper:
 
 def main() -> None:
     """What the reaper becomes once tatolabd is gone."""
-    from tatolab._runtime import groups
+    from tatolab._runtime.processes import groups
 
     groups.reap_remembered()
 

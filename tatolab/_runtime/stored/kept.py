@@ -18,13 +18,14 @@ from tatolab._control.errors import ControlError, Fix, Reason
 from tatolab._control.source import StreamSource
 from tatolab._control.words import render
 from tatolab._runtime.surfaces import is_builtin
-from tatolab._runtime import snapshots, trust
-from tatolab._runtime.environment import stream_env
-from tatolab._runtime import unwritten
+from tatolab._runtime.stored import snapshots
+from tatolab._runtime.lifecycle import trust
+from tatolab._runtime.processes.environment import stream_env
+from tatolab._runtime.stored import unwritten
 from tatolab._runtime.rules.crashes import Lifecycle, RunState, start_run
-from tatolab._runtime.records import DamagedRecord, KeptRecord, RecordStore, write_json_atomically
-from tatolab._runtime.starter import ProcessStarter
-from tatolab._runtime.starter import shared as shared_starter
+from tatolab._runtime.stored.records import DamagedRecord, KeptRecord, RecordStore, write_json_atomically
+from tatolab._runtime.processes.starter import ProcessStarter
+from tatolab._runtime.processes.starter import shared as shared_starter
 from tatolab._words import counted
 
 CHECK_TIMEOUT_S = 60

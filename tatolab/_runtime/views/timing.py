@@ -14,7 +14,7 @@ from typing import Any
 
 from tatolab._links import latency
 from tatolab._links.shm import RingError
-from tatolab._runtime.streams import link_key
+from tatolab._runtime.lifecycle.streams import link_key
 
 NodeId = tuple[str, str]  # (stream, node)
 

@@ -9,11 +9,11 @@ import re
 from typing import Any
 
 from tatolab._control.errors import ControlError, Fix
-from tatolab._runtime import trust
-from tatolab._runtime.compiler import project_python
-from tatolab._runtime.environment import stream_env
-from tatolab._runtime.starter import shared as shared_starter
-from tatolab._runtime.streams import LoadedStream
+from tatolab._runtime.lifecycle import trust
+from tatolab._runtime.processes.compiler import project_python
+from tatolab._runtime.processes.environment import stream_env
+from tatolab._runtime.processes.starter import shared as shared_starter
+from tatolab._runtime.lifecycle.streams import LoadedStream
 
 DESCRIBE_TIMEOUT_S = 60
 

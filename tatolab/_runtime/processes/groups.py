@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 
 from tatolab._control import paths
-from tatolab._runtime import unwritten
+from tatolab._runtime.stored import unwritten
 
 
 def kill_group(pgid: int) -> None:

@@ -17,10 +17,10 @@ from tatolab._links import ring
 from tatolab._runtime.rules.exposure import exposure_levels
 from tatolab._runtime.rules.health import NodeState, shown_state
 from tatolab._runtime.machine import machine_name
-from tatolab._runtime.streams import LoadedStream, link_key
+from tatolab._runtime.lifecycle.streams import LoadedStream, link_key
 from tatolab._runtime.surfaces import is_builtin, pool_stats, refusal_words, refused_pids
-from tatolab._runtime.supervisor import NodeProcess
-from tatolab._runtime.timing import Topology, add_link_latency, stream_paths
+from tatolab._runtime.processes.supervisor import NodeProcess
+from tatolab._runtime.views.timing import Topology, add_link_latency, stream_paths
 
 GRAPH_VERSION = 1
 

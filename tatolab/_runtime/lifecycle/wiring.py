@@ -14,9 +14,9 @@ from tatolab._control.words import render
 from tatolab._host import spec as host_spec
 from tatolab._host.spec import LinkSpec
 from tatolab._links.ring import RingError
-from tatolab._runtime.nodes import claim_reader, release_reader
+from tatolab._runtime.processes.nodes import claim_reader, release_reader
 from tatolab._runtime.rules.exposure import Source, SourceView, exposure_levels, resolve
-from tatolab._runtime.streams import LinkWiring, LoadedStream, link_key
+from tatolab._runtime.lifecycle.streams import LinkWiring, LoadedStream, link_key
 from tatolab._errors import AddressError
 from tatolab._sdk.naming import parse_address
 

@@ -22,9 +22,9 @@ from typing import Any
 from tatolab._control import paths
 from tatolab._control.errors import ControlError
 from tatolab._links.ring import RingError
-from tatolab._runtime.nodes import claim_reader, release_reader
-from tatolab._runtime.starter import ProcessStarter, Started
-from tatolab._runtime.streams import LoadedStream, OutputRing
+from tatolab._runtime.processes.nodes import claim_reader, release_reader
+from tatolab._runtime.processes.starter import ProcessStarter, Started
+from tatolab._runtime.lifecycle.streams import LoadedStream, OutputRing
 
 STOP_WAIT_S = 15.0  # a recorder finishing its file (the last chunk and the index) before it is killed
 START_WAIT_S = 30.0

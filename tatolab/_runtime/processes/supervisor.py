@@ -15,13 +15,13 @@ import psutil
 from tatolab import _records
 from tatolab._host import spec as host_spec
 from tatolab._host.status import NodeStatus
-from tatolab._runtime import groups
+from tatolab._runtime.processes import groups
 from tatolab._runtime.rules import health
 from tatolab._runtime.rules.health import NodeState
-from tatolab._runtime.environment import stream_env
-from tatolab._runtime.logs import StreamLog
-from tatolab._runtime.starter import ProcessStarter, Started
-from tatolab._runtime.starter import shared as shared_starter
+from tatolab._runtime.processes.environment import stream_env
+from tatolab._runtime.stored.logs import StreamLog
+from tatolab._runtime.processes.starter import ProcessStarter, Started
+from tatolab._runtime.processes.starter import shared as shared_starter
 
 STABLE_AFTER_S = 10.0  # a node that ran this long starts its backoff afresh
 STOP_GRACE_S = 3.0

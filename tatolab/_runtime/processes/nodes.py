@@ -18,9 +18,9 @@ from tatolab._host import spec as host_spec
 from tatolab._host import status
 from tatolab._links import ring
 from tatolab._runtime import surfaces
-from tatolab._runtime.logs import StreamLog
-from tatolab._runtime.streams import LinkWiring, LoadedStream, OutputRing, link_key
-from tatolab._runtime.supervisor import NodeProcess
+from tatolab._runtime.stored.logs import StreamLog
+from tatolab._runtime.lifecycle.streams import LinkWiring, LoadedStream, OutputRing, link_key
+from tatolab._runtime.processes.supervisor import NodeProcess
 from tatolab._runtime.surfaces import is_builtin, python_for
 
 READY_POLL_S = 0.01
