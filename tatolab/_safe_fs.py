@@ -166,6 +166,18 @@ def create_private_file(path: Path | str, what: str = "this file", flags: int = 
         raise _refuse(path, what) from None
 
 
+def write_private_file(path: Path, data: bytes, what: str = "this file") -> None:
+    """Replace ``path`` with ``data`` whole, 0600, synced: written beside it (``<name>.new``,
+    made as create_private_file does) and renamed over it, so a crash leaves the old or the new."""
+    tmp = path.with_name(path.name + ".new")
+    fd = create_private_file(tmp, what, os.O_WRONLY)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 def open_own_file(path: Path | str, flags: int, what: str = "this file", dir_fd: int | None = None) -> int:
     """Open an existing (or, with ``O_CREAT``, new: mode 0600) regular file that must be the user's own.
 

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from tatolab._safe_fs import create_private_file, open_own_file
+from tatolab._safe_fs import open_own_file, write_private_file
 
 VALIDITY = datetime.timedelta(days=13)  # browsers refuse pinned certificates valid for more than 14 days
 RENEW_BEFORE = datetime.timedelta(days=3)  # renewed this long before it expires (at start, or while running)
@@ -92,8 +92,8 @@ def generate(state: Path, names: list[str], now: datetime.datetime | None = None
     )
     key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                 serialization.NoEncryption())
-    _write(state / KEY_FILE, key_pem, "the relay's private key")
-    _write(state / CERT_FILE, cert.public_bytes(serialization.Encoding.PEM), "the relay's certificate")
+    write_private_file(state / KEY_FILE, key_pem, "the relay's private key")
+    write_private_file(state / CERT_FILE, cert.public_bytes(serialization.Encoding.PEM), "the relay's certificate")
     loaded = load(state)
     assert loaded is not None
     return loaded
@@ -106,13 +106,3 @@ def ensure(state: Path, names: list[str], now: datetime.datetime | None = None) 
     if kept is not None and not kept.due(now) and set(names) <= set(kept.names):
         return kept, False
     return generate(state, names, now), True
-
-
-def _write(path: Path, data: bytes, what: str) -> None:
-    tmp = path.with_name(path.name + ".new")
-    fd = create_private_file(tmp, what, os.O_WRONLY)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)

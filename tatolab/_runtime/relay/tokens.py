@@ -30,7 +30,7 @@ from typing import Any
 
 import jwt
 
-from tatolab._safe_fs import create_private_file, open_own_file
+from tatolab._safe_fs import open_own_file, write_private_file
 
 KEY_FILE = "moq-token-key.jwk"  # a JWK as moq-token writes it ({kid}.jwk for a moq-dev relay's key_dir)
 REGISTER_FILE = "moq-tokens.json"  # the public tokens minted, and which are revoked
@@ -227,7 +227,7 @@ class Keeper:
         kid, secret = secrets.token_hex(8), secrets.token_bytes(32)
         jwk = {"kty": "oct", "alg": ALGORITHM, "kid": kid, "key_ops": ["sign", "verify"],
                "k": base64.urlsafe_b64encode(secret).rstrip(b"=").decode()}
-        _write(self.state / KEY_FILE, json.dumps(jwk).encode(), "the relay's token key")
+        write_private_file(self.state / KEY_FILE, json.dumps(jwk).encode(), "the relay's token key")
         return kid, secret
 
     def _load_register(self) -> dict[str, dict[str, Any]]:
@@ -242,18 +242,10 @@ class Keeper:
                 return {}
 
     def _save_register(self, register: dict[str, dict[str, Any]]) -> None:
-        _write(self.state / REGISTER_FILE, json.dumps({"tokens": list(register.values())}, indent=1).encode(),
+        write_private_file(self.state / REGISTER_FILE, json.dumps({"tokens": list(register.values())}, indent=1).encode(),
                "the relay's token register")
 
 
-def _write(path: Path, data: bytes, what: str) -> None:
-    tmp = path.with_name(path.name + ".new")
-    fd = create_private_file(tmp, what, os.O_WRONLY)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def with_token(url: str, token: str) -> str:
