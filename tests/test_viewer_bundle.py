@@ -17,16 +17,22 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 VIEWER = REPO / "tatolab" / "_runtime" / "relay" / "viewer"
 SERVE = """
-import asyncio, sys, urllib.request
+import asyncio, socket, sys, tempfile, urllib.request
+from pathlib import Path
 from tatolab._runtime.relay import viewer
+from tatolab._runtime.relay.tokens import Keeper
 
 async def main():
-    server = await viewer.serve("127.0.0.1", 0, lambda: {"outputs": []})
-    port = server.sockets[0].getsockname()[1]
+    keeper = Keeper(Path(tempfile.mkdtemp()))
+    token = keeper.owner_token("machine/stream/node/port")  # what `tatolab url` puts in the viewer's link
+    with socket.socket() as probe:  # a free port: the page answers only for the port it serves on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    await viewer.serve("127.0.0.1", port, lambda grant: {"outputs": []}, keeper)
     def get(path):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as answer:
             return answer.read()
-    page, script = await asyncio.gather(*(asyncio.to_thread(get, p) for p in ("/", "/moq-viewer.js")))
+    page, script = await asyncio.gather(*(asyncio.to_thread(get, p) for p in (f"/?jwt={token}", "/moq-viewer.js")))
     sys.stdout.buffer.write(b"%d %d\\n" % (len(page), len(script)) + page + script)
     print(viewer.__file__, file=sys.stderr)
 
@@ -65,6 +71,13 @@ def test_a_pip_install_of_a_clone_without_npm_serves_the_viewer_page_and_its_cli
     python = target / "bin" / "python"
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index",
                     str(wheel)], env=env, check=True, capture_output=True, timeout=300)
+    # the viewer checks tokens with PyJWT (pure Python, no dependencies of its own): this environment's copy,
+    # so that no package index is needed
+    import jwt
+
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    shutil.copytree(Path(jwt.__file__).parent, Path(site) / "jwt")
     served = subprocess.run([str(python), "-c", SERVE], env=env, cwd=tmp_path, capture_output=True, timeout=60,
                             check=True)
     assert served.stderr.decode().strip().startswith(str(target))  # the installed copy, not this checkout
