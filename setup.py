@@ -1,7 +1,7 @@
 """The one compiled part: the ring writer's publish (tatolab/_links/_native.c).
 
 Everything else is in pyproject.toml. The extension is optional: without a C compiler, or
-on Python 3.10, the install goes on and ring.py publishes in Python (slower, same bytes).
+on Python 3.10, the install goes on and the ring (tatolab/_links/ring/writer.py) publishes in Python (slower, same bytes).
 """
 
 import sys

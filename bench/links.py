@@ -242,7 +242,7 @@ def _waiting_reader(base: str, index: int, ctl, watcher: bool = True, profile: s
     """Read every bag it can, waiting whenever there is none; report each bag's latency.
     Without `watcher`, wait as readers without the C claim do: on the writer's word."""
     if not watcher:
-        ring_module._compare_exchange = None
+        ring_module.wake._compare_exchange = None
     reader = RingReader(base, index, profile, start="now")
     ctl.send("ready")
     lat = []

@@ -7,11 +7,13 @@ import uuid
 
 import pytest
 
+from tatolab._classpath import load_class
+from tatolab._errors import ConfigError, NodeDefinitionError
 from tatolab._runtime.surfaces import is_builtin
-from tatolab._sdk.builtins import GlslPixelEffect, TestPatternSource
+from tatolab._sdk import builtins as described
 from tatolab._sdk.builder import StreamBuilder
-from tatolab._errors import ConfigError
-from tatolab._sdk.nodes import describe_node, node_spec
+from tatolab._sdk.builtins import GlslPixelEffect, TestPatternSource, implementation_of, implements
+from tatolab._sdk.nodes import describe_node, is_node, node_spec
 
 np = pytest.importorskip("numpy")
 
@@ -35,15 +37,40 @@ def test_the_sdk_describes_built_ins_and_checks_their_config_at_add():
         builder.add(GlslPixelEffect, config={}, name="bad")
 
 
-def test_each_implementation_has_its_descriptions_ports_and_execution():
-    from tatolab._builtins.glsl import GlslPixelEffect as GlslCode
-    from tatolab._builtins.test_pattern import TestPatternSource as PatternCode
+BUILTINS = sorted(
+    name for name in described.__all__ if is_node(getattr(described, name)) and implementation_of(getattr(described, name))
+)
 
-    for description, code in ((TestPatternSource, PatternCode), (GlslPixelEffect, GlslCode)):
-        ours, theirs = describe_node(description), describe_node(code)
-        for key in ("execution", "inputs", "outputs"):
-            assert ours[key] == theirs[key], (description, key)
-        assert node_spec(description).config_type is node_spec(code).config_type
+
+def test_every_builtin_is_checked():
+    assert len(BUILTINS) >= 14 and {"TestPatternSource", "CameraSource", "SpeakerSink", "OpusDecoder"} <= set(BUILTINS)
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_the_code_of_each_builtin_is_declared_by_its_description(name):
+    """The code the runtime runs subclasses the description a project's stream names: the same
+    ports, execution, limits, config type and docstring, declared once (@implements)."""
+    description = getattr(described, name)
+    code = load_class(implementation_of(description))
+    assert issubclass(code, description)
+    ours, theirs = describe_node(description), describe_node(code)
+    assert ours.pop("builtin") is True and ours["doc"], name
+    assert ours == theirs  # class (the code's path), doc, execution, interval, ports, limits
+    assert node_spec(code).config_type is node_spec(description).config_type is not None
+    assert node_spec(code).class_path == implementation_of(description)
+
+
+def test_an_implementation_that_changes_its_descriptions_ports_is_refused():
+    with pytest.raises(NodeDefinitionError, match=r"changes what its description TestPatternSource declares"):
+        @implements
+        class Changed(described.TestPatternSource):
+            __module__, __qualname__ = "tatolab._builtins.test_pattern", "TestPatternSource"  # where it is named
+            video = None  # no longer the output port
+
+    with pytest.raises(NodeDefinitionError, match=r"whose @builtin names tatolab._builtins.test_pattern:TestPatternSource"):
+        @implements
+        class Elsewhere(described.TestPatternSource):
+            pass
 
 
 def test_only_the_runtimes_own_code_runs_as_built_in():

@@ -45,20 +45,6 @@ def test_bad_codec_and_recorder_config_is_refused_naming_the_field():
     builder.add(H264Encoder, config={"bitrate": 2_000_000, "preset": "ultrafast", "tune": None})  # fine
 
 
-def test_each_implementation_has_its_descriptions_ports_and_config():
-    from tatolab._builtins import codecs as codec_code
-    from tatolab._builtins import recording as recording_code
-    from tatolab._sdk import builtins as described
-    from tatolab._sdk.nodes import describe_node, node_spec
-
-    for name, module in (("H264Encoder", codec_code), ("H265Encoder", codec_code), ("H264Decoder", codec_code),
-                         ("H265Decoder", codec_code), ("Mp4Sink", recording_code)):
-        ours, theirs = getattr(described, name), getattr(module, name)
-        for key in ("execution", "inputs", "outputs", "doc"):
-            assert describe_node(ours)[key] == describe_node(theirs)[key], (name, key)
-        assert node_spec(ours).config_type is node_spec(theirs).config_type
-
-
 def test_a_path_that_cannot_be_written_is_refused_naming_node_and_path(pool, tmp_path):
     from tatolab._builtins.codecs import H264Encoder as EncoderCode
 

@@ -28,7 +28,7 @@ from nodes_fixture import COUNTER, SINK
 from tatolab._links import ring, shm
 from tatolab._links.ring import BagTooLarge, RingReader, RingWriter, create_ring, read_counters, reap
 
-WRITE_SEQ_BYTE = 5 * 8  # the header's write counter (ring.py's module docstring)
+WRITE_SEQ_BYTE = 5 * 8  # the header's write counter (ring/layout.py's docstring)
 
 
 # --- another Unix user (the `other_user` fixture: tests/other_user.py) ----------------------------
@@ -519,8 +519,8 @@ def test_a_grown_ring_that_falls_idle_returns_to_its_normal_size(base, monkeypat
     reader = RingReader(base, 0, "ordered")
     writer.write(b"x" * (3 << 20))
     assert not writer.relax()  # not yet: big bags may still be coming
-    monkeypatch.setattr(ring, "_SHRINK_AFTER_S", 0.0)
-    monkeypatch.setattr(ring, "_SHRINK_CHECK_NS", 0)
+    monkeypatch.setattr(ring.writer, "_SHRINK_AFTER_S", 0.0)
+    monkeypatch.setattr(ring.writer, "_SHRINK_CHECK_NS", 0)
     # nor while a reader still maps the generation before the big bag's: it would miss it
     assert not writer.relax() and writer.grown
     assert [len(p) for p, _ in reader.read_many()] == [3 << 20]
@@ -573,7 +573,7 @@ def test_a_ring_grown_by_one_big_bag_shrinks_back_while_the_stream_runs_on(runti
     try:
         wait_for(lambda: (g := graph(runtime, "big")) and link(g, "orderedsink")["counters"]["read"] == 1,
                  timeout=30, what="the big bag at the sink")
-        normal = ring._file_size(16 * 1024, 128)
+        normal = ring.layout._file_size(16 * 1024, 128)
         wait_for(lambda: ring_bytes() == normal, what="the ring back at its normal size")
         g = graph(runtime, "big")
     finally:

@@ -25,7 +25,7 @@ from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from mcp.shared.exceptions import MCPError as McpError  # noqa: E402
 
-TOOLS = ["list_streams", "graph", "tap", "logs", "exchange", "run_stream", "stop_stream", "start_stream",
+TOOLS = ["list_streams", "graph", "slowest_paths", "tap", "logs", "exchange", "run_stream", "stop_stream", "start_stream",
          "remove_stream", "expose_port", "output_url", "add_node", "connect", "disconnect", "remove_node"]
 # The docs' text ("The runtime", Manage streams), character for character, for XDG_RUNTIME_DIR=/run/user/1000.
 DOCS_NO_RUNTIME = (

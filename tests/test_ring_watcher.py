@@ -1,4 +1,4 @@
-"""The watcher's role on a ring (ring.py, "One watcher, the others hand the wake on"): what
+"""The watcher's role on a ring (ring/wake.py, "One watcher, the others hand the wake on"): what
 its followers do when the watcher never hands a wake on. Needs the C claim (_native.c)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ SPAWN = multiprocessing.get_context("spawn")
 
 @pytest.fixture(autouse=True)
 def the_claim_is_built():
-    assert ring._compare_exchange is not None, (
+    assert ring.wake._compare_exchange is not None, (
         "tatolab/_links/_native.c was not built, so readers have no watcher: install a C compiler "
         "and Python's headers (apt install gcc python3-dev), then scripts/setup"
     )
@@ -130,7 +130,7 @@ def test_a_follower_does_not_sleep_through_an_interrupt_made_as_it_began_to_wait
     g = follower._g
     w = g.word.value  # what wait() read first
     follower.interrupt()
-    assert follower._follow_watcher(g, w, 1, 10.0) is True, "slept through the interrupt"
+    assert ring.wake._follow_watcher(follower, g, w, 1, 10.0) is True, "slept through the interrupt"
     holder.close()
     follower.close()
 

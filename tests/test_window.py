@@ -18,7 +18,6 @@ from tatolab._builtins.screen import NoDisplay, display_named, placement
 from tatolab._errors import ConfigError, GraphError
 from tatolab._sdk.builder import StreamBuilder
 from tatolab._sdk.builtins import DisplayWindow
-from tatolab._sdk.nodes import describe_node, node_spec
 
 BARS = [(255, 255, 255), (255, 255, 0), (0, 255, 255), (0, 255, 0),
         (255, 0, 255), (255, 0, 0), (0, 0, 255), (0, 0, 0)]
@@ -45,15 +44,6 @@ def test_the_config_is_checked_when_the_stream_adds_the_window():
         builder.add(DisplayWindow, config={"scaling": "zoom"}, name="bad")
     with pytest.raises(ConfigError, match="width must be a whole number of pixels"):
         builder.add(DisplayWindow, config={"width": 4}, name="bad")
-
-
-def test_the_implementation_has_its_descriptions_ports_and_config():
-    from tatolab._builtins.window import DisplayWindow as WindowCode
-
-    ours, theirs = describe_node(DisplayWindow), describe_node(WindowCode)
-    for key in ("execution", "inputs", "outputs", "doc"):
-        assert ours[key] == theirs[key], key
-    assert node_spec(DisplayWindow).config_type is node_spec(WindowCode).config_type
 
 
 def test_no_display_in_the_environment_is_said_with_what_to_set():

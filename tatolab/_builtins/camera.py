@@ -15,8 +15,7 @@ from tatolab._builtins.camera_lock import CameraLock
 from tatolab._builtins.ending import end_node
 from tatolab._builtins.test_pattern import TestPatternSource
 from tatolab._sdk import builtins as described
-from tatolab._sdk.builtins import CameraSourceConfig, TestPatternConfig
-from tatolab._sdk.nodes import node
+from tatolab._sdk.builtins import CameraSourceConfig, TestPatternConfig, implements
 from tatolab._surfaces.frame import VideoFrame
 from tatolab._surfaces.pool import PoolExhausted
 
@@ -92,13 +91,8 @@ def open_failure(what: Input, exc: BaseException) -> str:
     return f"{what.label} cannot be opened: {exc}"
 
 
-@node(execution="manual")
-class CameraSource:
-    __doc__ = described.CameraSource.__doc__
-
-    @node.output()
-    def video(self) -> dict: ...
-
+@implements
+class CameraSource(described.CameraSource):
     def __init__(self, config: CameraSourceConfig) -> None:
         self.config = config
         self.stopping = threading.Event()

@@ -14,16 +14,12 @@ from fractions import Fraction
 from typing import Any
 
 from tatolab._sdk import builtins as described
+from tatolab._sdk.builtins import implements
 from tatolab._sdk.builtins.codecs import (
     DECODERS,
     ENCODERS,
     PRESETS,
-    H264DecoderConfig,
-    H264EncoderConfig,
-    H265DecoderConfig,
-    H265EncoderConfig,
 )
-from tatolab._sdk.nodes import node
 from tatolab._sdk.packets import EncodedPacket
 from tatolab._surfaces.frame import VideoFrame
 from tatolab._surfaces.pool import PoolExhausted
@@ -92,13 +88,9 @@ def open_encoder(name: str, config: Any, width: int, height: int, rate: Fraction
 
 
 class _Encoder:
+    """H264Encoder and H265Encoder (their ports and config: the descriptions they subclass)."""
+
     CODEC = ""
-
-    @node.input(delivery_profile="ordered")
-    def video(self) -> dict: ...
-
-    @node.output()
-    def packets(self) -> dict: ...
 
     def __init__(self, config: Any) -> None:
         self.config = config
@@ -233,22 +225,14 @@ class _Encoder:
         self._report(ctx, force=True)
 
 
-@node
-class H264Encoder(_Encoder):
-    __doc__ = described.H264Encoder.__doc__
+@implements
+class H264Encoder(_Encoder, described.H264Encoder):
     CODEC = "h264"
 
-    def __init__(self, config: H264EncoderConfig) -> None:
-        super().__init__(config)
 
-
-@node
-class H265Encoder(_Encoder):
-    __doc__ = described.H265Encoder.__doc__
+@implements
+class H265Encoder(_Encoder, described.H265Encoder):
     CODEC = "hevc"
-
-    def __init__(self, config: H265EncoderConfig) -> None:
-        super().__init__(config)
 
 
 def open_decoder(name: str, extradata: bytes) -> Any:
@@ -263,13 +247,9 @@ def open_decoder(name: str, extradata: bytes) -> Any:
 
 
 class _Decoder:
+    """H264Decoder and H265Decoder (their ports and config: the descriptions they subclass)."""
+
     CODEC = ""
-
-    @node.input(delivery_profile="ordered")
-    def packets(self) -> dict: ...
-
-    @node.output()
-    def video(self) -> dict: ...
 
     def __init__(self, config: Any) -> None:
         self.config = config
@@ -369,19 +349,11 @@ class _Decoder:
         self._report(ctx, force=True)
 
 
-@node
-class H264Decoder(_Decoder):
-    __doc__ = described.H264Decoder.__doc__
+@implements
+class H264Decoder(_Decoder, described.H264Decoder):
     CODEC = "h264"
 
-    def __init__(self, config: H264DecoderConfig) -> None:
-        super().__init__(config)
 
-
-@node
-class H265Decoder(_Decoder):
-    __doc__ = described.H265Decoder.__doc__
+@implements
+class H265Decoder(_Decoder, described.H265Decoder):
     CODEC = "hevc"
-
-    def __init__(self, config: H265DecoderConfig) -> None:
-        super().__init__(config)

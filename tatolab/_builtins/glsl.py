@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tatolab._sdk import builtins as described
-from tatolab._sdk.builtins import GlslPixelEffectConfig
-from tatolab._sdk.nodes import node
+from tatolab._sdk.builtins import GlslPixelEffectConfig, implements
 from tatolab._surfaces.frame import VideoFrame
 from tatolab._surfaces.pool import PoolExhausted
 
@@ -53,16 +52,8 @@ def describe_compile_error(message: str, where: str) -> str:
     return "; ".join(lines) or message.strip()
 
 
-@node
-class GlslPixelEffect:
-    __doc__ = described.GlslPixelEffect.__doc__
-
-    @node.input(delivery_profile="newest")
-    def video(self) -> dict: ...
-
-    @node.output()
-    def video_out(self) -> dict: ...
-
+@implements
+class GlslPixelEffect(described.GlslPixelEffect):
     def __init__(self, config: GlslPixelEffectConfig) -> None:
         self.config = config
         self.gl: Any = None

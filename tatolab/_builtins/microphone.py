@@ -21,8 +21,7 @@ from tatolab._builtins.ending import end_node
 from tatolab._builtins.tally import Tally
 from tatolab._sdk import builtins as described
 from tatolab._sdk.audio import FORMATS, AudioBlock
-from tatolab._sdk.builtins import MicrophoneConfig
-from tatolab._sdk.nodes import node
+from tatolab._sdk.builtins import MicrophoneConfig, implements
 
 NS = 1_000_000_000
 RESYNC_NS = 20_000_000
@@ -62,13 +61,8 @@ class SampleClock:
         return stamp
 
 
-@node(execution="manual")
-class MicrophoneSource:
-    __doc__ = described.MicrophoneSource.__doc__
-
-    @node.output()
-    def audio(self) -> dict: ...
-
+@implements
+class MicrophoneSource(described.MicrophoneSource):
     def __init__(self, config: MicrophoneConfig) -> None:
         self.config = config
         self.stream: Any = None

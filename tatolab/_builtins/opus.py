@@ -18,9 +18,8 @@ import numpy as np
 
 from tatolab._sdk import builtins as described
 from tatolab._sdk.audio import AudioBlock
-from tatolab._sdk.builtins import OpusDecoderConfig, OpusEncoderConfig
-from tatolab._sdk.builtins.audio import DEFAULT_AUDIO, OPUS_RATE
-from tatolab._sdk.nodes import node
+from tatolab._sdk.builtins import OpusDecoderConfig, OpusEncoderConfig, implements
+from tatolab._sdk.builtins.audio import OPUS_RATE
 from tatolab._sdk.packets import EncodedPacket
 
 NS = 1_000_000_000
@@ -47,16 +46,8 @@ def open_encoder(config: OpusEncoderConfig) -> Any:
     return encoder
 
 
-@node
-class OpusEncoder:
-    __doc__ = described.OpusEncoder.__doc__
-
-    @node.input(delivery_profile="ordered", audio=DEFAULT_AUDIO)
-    def audio(self) -> dict: ...
-
-    @node.output()
-    def packets(self) -> dict: ...
-
+@implements
+class OpusEncoder(described.OpusEncoder):
     def __init__(self, config: OpusEncoderConfig) -> None:
         self.config = config
         self.encoder: Any = None
@@ -106,16 +97,8 @@ class OpusEncoder:
             pass
 
 
-@node
-class OpusDecoder:
-    __doc__ = described.OpusDecoder.__doc__
-
-    @node.input(delivery_profile="ordered")
-    def packets(self) -> dict: ...
-
-    @node.output()
-    def audio(self) -> dict: ...
-
+@implements
+class OpusDecoder(described.OpusDecoder):
     def __init__(self, config: OpusDecoderConfig) -> None:
         self.config = config
         self.decoder: Any = None

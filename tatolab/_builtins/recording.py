@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tatolab._sdk import builtins as described
-from tatolab._sdk.builtins import Mp4SinkConfig
-from tatolab._sdk.nodes import node
+from tatolab._sdk.builtins import Mp4SinkConfig, implements
 from tatolab._sdk.packets import EncodedPacket
 
 START_WAIT_S = 1.0  # how long the first file waits for every wired link's first packet
@@ -76,13 +75,8 @@ def file_name(path: Path, numbered: bool) -> Path:
         n += 1
 
 
-@node
-class Mp4Sink:
-    __doc__ = described.Mp4Sink.__doc__
-
-    @node.input(delivery_profile="ordered")
-    def tracks(self) -> dict: ...
-
+@implements
+class Mp4Sink(described.Mp4Sink):
     def __init__(self, config: Mp4SinkConfig) -> None:
         self.config = config
         self.rotating = config.rotate_seconds is not None or config.rotate_mb is not None

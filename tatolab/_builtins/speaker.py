@@ -26,9 +26,7 @@ from tatolab._builtins.ending import end_node
 from tatolab._builtins.tally import Tally
 from tatolab._sdk import builtins as described
 from tatolab._sdk.audio import AudioBlock
-from tatolab._sdk.builtins import SpeakerConfig
-from tatolab._sdk.builtins.audio import DEFAULT_AUDIO
-from tatolab._sdk.nodes import node
+from tatolab._sdk.builtins import SpeakerConfig, implements
 
 MAX_BEHIND_MS = 500
 PUT_WAIT_S = 1.0  # the longest a block waits for room in the queue
@@ -108,13 +106,8 @@ class PlayQueue:
             return True
 
 
-@node
-class SpeakerSink:
-    __doc__ = described.SpeakerSink.__doc__
-
-    @node.input(delivery_profile="ordered", audio=DEFAULT_AUDIO)
-    def audio(self) -> dict: ...
-
+@implements
+class SpeakerSink(described.SpeakerSink):
     def __init__(self, config: SpeakerConfig) -> None:
         self.config = config
         self.stream: Any = None

@@ -10,8 +10,7 @@ import numpy as np
 
 from tatolab._builtins.ending import end_node
 from tatolab._sdk import builtins as described
-from tatolab._sdk.builtins import TestPatternConfig
-from tatolab._sdk.nodes import node
+from tatolab._sdk.builtins import TestPatternConfig, implements
 from tatolab._surfaces.frame import VideoFrame
 from tatolab._surfaces.pool import PoolExhausted
 
@@ -47,14 +46,8 @@ def square_at(index: int, width: int, height: int) -> tuple[int, int, int]:
     return (index * step) % travel, band_top(height), size
 
 
-@node(execution="manual")
-class TestPatternSource:
-    __doc__ = described.TestPatternSource.__doc__
-    __test__ = False
-
-    @node.output()
-    def video(self) -> dict: ...
-
+@implements
+class TestPatternSource(described.TestPatternSource):
     def __init__(self, config: TestPatternConfig) -> None:
         self.config = config
         self.image = background(config)

@@ -8,8 +8,7 @@ from typing import Any
 
 from tatolab._builtins import v4l2
 from tatolab._sdk import builtins as described
-from tatolab._sdk.builtins import VirtualCameraSinkConfig
-from tatolab._sdk.nodes import node
+from tatolab._sdk.builtins import VirtualCameraSinkConfig, implements
 from tatolab._surfaces.frame import VideoFrame
 
 LOOK_AGAIN_S = 2.0  # while there is no device, look for one this often (as frames arrive)
@@ -42,13 +41,8 @@ def _listed() -> str:
     return ", ".join(str(p) for p in v4l2.loopbacks()) or "none"
 
 
-@node
-class VirtualCameraSink:
-    __doc__ = described.VirtualCameraSink.__doc__
-
-    @node.input(delivery_profile="newest")
-    def video(self) -> dict: ...
-
+@implements
+class VirtualCameraSink(described.VirtualCameraSink):
     def __init__(self, config: VirtualCameraSinkConfig) -> None:
         self.config = config
         self.fd: int | None = None

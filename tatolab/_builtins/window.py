@@ -8,21 +8,15 @@ from typing import Any
 
 from tatolab._builtins.screen import NoDisplay, Screen, Window
 from tatolab._sdk import builtins as described
-from tatolab._sdk.builtins import DisplayWindowConfig
-from tatolab._sdk.nodes import node
+from tatolab._sdk.builtins import DisplayWindowConfig, implements
 from tatolab._surfaces.frame import VideoFrame
 
 DROPPED = "frames on its video input are counted as dropped (tatolab graph: the node's inputs)"
 REPORT_S = 1.0  # how often the counts in the node's graph metrics are brought up to date
 
 
-@node
-class DisplayWindow:
-    __doc__ = described.DisplayWindow.__doc__
-
-    @node.input(delivery_profile="newest")
-    def video(self) -> dict: ...
-
+@implements
+class DisplayWindow(described.DisplayWindow):
     def __init__(self, config: DisplayWindowConfig) -> None:
         self.config = config
         self.screen: Screen | None = None

@@ -26,6 +26,7 @@ COMMAND_MODULES = {
     "new": ("new",),
     "sdk": ("sdk",),
     "inspect": ("graph", "tap", "logs"),
+    "top": ("top",),
     "exchange": ("exchange",),
     "kept": ("start", "rm"),
     "expose": ("expose", "url", "relay"),

@@ -214,7 +214,7 @@ def loaded_stream_prefix(instance: int) -> str:
 
 
 def ring_base(prefix: str, node: str, port: str) -> str:
-    """The ring of output ``node``/``port`` (its generations add ``.0``, ``.1``...: tatolab/_links/ring.py)."""
+    """The ring of output ``node``/``port`` (its generations add ``.0``, ``.1``...: tatolab/_links/ring/layout.py)."""
     return f"{prefix}{node}+{port}"
 
 

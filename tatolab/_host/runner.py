@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from array import array
 from typing import Any
 
 from tatolab._host.status import open_for_node
@@ -34,6 +35,10 @@ class NodeRunner:
         self.readers: dict[str, RingReader] = {}
         self.inputs: dict[str, InputPort] = {}
         self.log = NodeLogger(sink.emit)
+        # The origin of what process() writes: the oldest origin of the bags it read in that call
+        # (zeroed before each call; see tatolab/_links/latency.py). A manual node writes from its
+        # own threads, outside any call: its bags originate when written.
+        self.origin = array("Q", [0, 0]) if self.execution != "manual" else None
         self._bad_logged: dict[str, tuple[float, int, int]] = {}  # link key -> (when logged, unlogged, logged)
         for port, port_spec in spec.get("inputs", {}).items():
             if port_spec.get("audio"):
@@ -45,12 +50,16 @@ class NodeRunner:
                 self.inputs[port] = InputPort(
                     port, port_spec["delivery_profile"], on_broken=self._link_broken, on_bad=self._bad_bag
                 )
+            self.inputs[port].origin = self.origin
             for link in port_spec.get("links", []):
                 self._add_link(port, link)
         outputs = {
             port: OutputPort(port, RingWriter(out["base"])) for port, out in spec.get("outputs", {}).items()
         }
         self.outputs = outputs
+        if self.origin is not None:
+            for out_port in outputs.values():
+                out_port.writer.set_origin(self.origin)
         self.ctx = RuntimeContextLimitedAccess(
             stream=spec["stream"],
             node=self.name,
@@ -68,7 +77,8 @@ class NodeRunner:
         self._remove_link(key)
         try:
             reader = RingReader(
-                link["base"], link["reader_index"], self.inputs[port].profile, start=link.get("start", "beginning")
+                link["base"], link["reader_index"], self.inputs[port].profile, start=link.get("start", "beginning"),
+                origins=True,
             )
         except RingError as exc:
             # the source went away between wiring and now: the runtime rewires when it is back
@@ -188,12 +198,14 @@ class NodeRunner:
         # _tatolab_idle, called whenever no bag is waiting and at least every _tatolab_idle_s.
         idle = getattr(self.instance, "_tatolab_idle", None)
         wait_s = min(IDLE_WAKE_S, getattr(self.instance, "_tatolab_idle_s", IDLE_WAKE_S)) if idle else IDLE_WAKE_S
+        origin = self.origin
         while not stopping.is_set():
             arrived = False
             for port in inputs:
                 if port.fill():
                     arrived = True
             if arrived:
+                origin[0] = 0  # what this call writes inherits only what it reads
                 status.begin()
                 try:
                     process(self.ctx)
@@ -221,7 +233,9 @@ class NodeRunner:
         process = self.instance.process
         status = self.status
         next_tick = time.monotonic()
+        origin = self.origin
         while not control.stopping.is_set():
+            origin[0] = 0  # a call that reads nothing writes bags that originate when written
             status.begin()
             try:
                 process(self.ctx)

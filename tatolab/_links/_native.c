@@ -3,11 +3,11 @@
  * a reader's copy of a run of whole bags out of one, and the compare-and-swap readers
  * claim the watcher's role with.
  *
- * ring.py holds the protocol (layout, growth, moves, readers) and a pure-Python publish
+ * ring/ holds the protocol (layout, growth, moves, readers) and a pure-Python publish
  * that does exactly what `Publisher.write` does here; this module exists because the
  * interpreter spends ~1 us on the dozen stores, the copy, the clock read, the barrier and
  * the sleepers check that C does in ~60 ns (bench/write_cost.py, bench/links.py --write).
- * When it is not built (no compiler at install time, Python < 3.11, another ABI) ring.py
+ * When it is not built (no compiler at install time, Python < 3.11, another ABI) ring/writer.py
  * uses its Python publish; both write the same bytes.
  *
  * Thread safety comes from the GIL: `write` never releases it, so a write is atomic to
@@ -29,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Offsets shared with ring.py (checked there against this module's LAYOUT). */
+/* Offsets shared with ring/layout.py (checked there against this module's LAYOUT). */
 #define WRITE_SEQ_Q 5
 #define FUTEX_OFF 128
 #define SLEEPERS_OFF 192
@@ -52,6 +52,9 @@ typedef struct {
     uint64_t wakes;        /* FUTEX_WAKE calls made (a reader may have been asleep) */
     Py_ssize_t fits;       /* bags up to this size take the fast path; -1: none do */
     PyObject *slow;        /* called with the payload when the fast path cannot publish it */
+    Py_buffer cell_view;   /* the node's origin cell (set_origin): u64 origin_ns, u64 origin id */
+    const uint64_t *cell;  /* NULL: every bag is its own origin */
+    uint64_t own_id;       /* the id stamped on bags this writer originates */
 } Publisher;
 
 static void release_view(Publisher *self) {
@@ -91,10 +94,18 @@ static int Publisher_clear(Publisher *self) {
     return 0;
 }
 
+static void release_cell(Publisher *self) {
+    if (self->cell != NULL) {
+        PyBuffer_Release(&self->cell_view);
+        self->cell = NULL;
+    }
+}
+
 static void Publisher_dealloc(Publisher *self) {
     PyTypeObject *tp = Py_TYPE((PyObject *)self);
     PyObject_GC_UnTrack((PyObject *)self);
     release_view(self);
+    release_cell(self);
     Py_CLEAR(self->slow);
     freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
     tp_free((PyObject *)self);
@@ -133,13 +144,40 @@ static PyObject *Publisher_attach(Publisher *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* set_origin(cell, own_id): bags published while cell[0] (u64) is not 0 carry (cell[0], cell[1])
+ * as their origin; the others originate here, at their publish time, with own_id. cell is a
+ * writable buffer of at least 16 bytes (the node host's array('Q', [0, 0])), or None. */
+static PyObject *Publisher_set_origin(Publisher *self, PyObject *args) {
+    PyObject *cell;
+    unsigned long long own_id;
+    if (!PyArg_ParseTuple(args, "OK:set_origin", &cell, &own_id))
+        return NULL;
+    Py_buffer view;
+    if (cell != Py_None) {
+        if (PyObject_GetBuffer(cell, &view, PyBUF_WRITABLE) < 0)
+            return NULL;
+        if (view.len < 16 || ((uintptr_t)view.buf) % 8) {
+            PyBuffer_Release(&view);
+            PyErr_SetString(PyExc_ValueError, "set_origin: the cell must be 16 aligned bytes (array('Q', [0, 0]))");
+            return NULL;
+        }
+    }
+    release_cell(self);
+    if (cell != Py_None) {
+        self->cell_view = view;
+        self->cell = (const uint64_t *)view.buf;
+    }
+    self->own_id = own_id;
+    Py_RETURN_NONE;
+}
+
 static PyObject *Publisher_detach(Publisher *self, PyObject *unused) {
     release_view(self);
     Py_RETURN_NONE;
 }
 
 /* The store that publishes bag `s` and everything before it, then the wake if anyone may
- * sleep. The sequence words follow ring.py's seqlock: odd while the payload is written,
+ * sleep. The sequence words follow the ring's seqlock (ring/writer.py): odd while the payload is written,
  * even once it is whole. */
 static uint64_t publish(Publisher *self, const char *data, Py_ssize_t n) {
     uint64_t s = self->seq + 1;
@@ -149,13 +187,22 @@ static uint64_t publish(Publisher *self, const char *data, Py_ssize_t n) {
     clock_gettime(CLOCK_MONOTONIC, &now);
     __atomic_store_n(&h[0], 2 * s - 1, __ATOMIC_RELAXED);
     h[1] = (uint64_t)n;
-    h[2] = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    uint64_t t = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    h[2] = t;
+    const uint64_t *cell = self->cell;
+    if (cell != NULL && cell[0]) { /* written inside process(): the oldest origin read in that call */
+        h[3] = cell[0];
+        h[4] = cell[1];
+    } else { /* a source's bag originates now */
+        h[3] = t;
+        h[4] = self->own_id;
+    }
     __atomic_thread_fence(__ATOMIC_RELEASE); /* the odd word before any payload byte */
     memcpy((char *)(h + 8), data, (size_t)n);
     __atomic_store_n(&h[0], 2 * s, __ATOMIC_RELEASE);
     __atomic_store_n(&q[WRITE_SEQ_Q], s, __ATOMIC_RELEASE);
     __atomic_store_n(self->word, (uint32_t)(s & WORD_MASK), __ATOMIC_RELEASE);
-    /* Dekker with a sleeping reader (ring.py's docstring): the word store is visible
+    /* Dekker with a sleeping reader (ring/wake.py's docstring): the word store is visible
      * before the sleepers line is loaded. */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     self->seq = s;
@@ -238,8 +285,8 @@ static PyObject *Publisher_get_wakes(Publisher *self, void *closure) {
 
 /* compare_exchange(addr, expected, new) -> bool: an atomic compare-and-swap of the u32 at
  * `addr`, sequentially consistent, so also a full barrier (compare_exchange(a, v, v) is a
- * fenced load). Readers claim and release the watcher's role with it (ring.py, "Waking");
- * ring.py passes only addresses of words in mappings it holds open. */
+ * fenced load). Readers claim and release the watcher's role with it (ring/wake.py);
+ * wake.py passes only addresses of words in mappings it holds open. */
 static PyObject *compare_exchange(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "compare_exchange(addr, expected, new) takes 3 arguments");
@@ -260,17 +307,149 @@ static PyObject *compare_exchange(PyObject *module, PyObject *const *args, Py_ss
     return PyBool_FromLong(swapped);
 }
 
-/* read_run(mapping, slots_q, stride_q, count, slot_size, first, last) -> [(bytes, publish_ns)]:
+
+/* Latency histograms (tatolab/_links/latency.py holds the layout and the same code in Python).
+ * Each reader writes only its own block, so plain stores do; the runtime reads them racily,
+ * which costs it at most a bag's worth of accuracy. */
+#define LAT_BUCKETS 112
+#define LAT_WINDOW 12
+#define LAT_SETS 9
+#define LAT_SET_BYTES 6528
+#define LAT_BLOCK_BYTES (LAT_SETS * LAT_SET_BYTES)
+#define LAT_HEADER_BYTES 4096
+#define LAT_FILE_BYTES (LAT_HEADER_BYTES + 64 * LAT_BLOCK_BYTES)
+#define LAT_STARTS_Q 2
+#define LAT_SECS_Q 8
+#define LAT_MAXS_Q 20
+#define LAT_TOTAL_Q 32
+#define LAT_WIN_OFF 1152
+
+static inline int lat_bucket(uint64_t ns) {
+    if (ns < 1024)
+        return 0;
+    int e = 63 - __builtin_clzll(ns);
+    int i = (e - 10) * 4 + (int)((ns >> (e - 2)) & 3) + 1;
+    return i < LAT_BUCKETS ? i : LAT_BUCKETS - 1;
+}
+
+static void lat_record_set(char *set, uint64_t age, uint64_t sec) {
+    uint64_t *h = (uint64_t *)set;
+    h[1]++;
+    if (age > h[2])
+        h[2] = age;
+    int slot = (int)(sec % LAT_WINDOW);
+    uint32_t *win = (uint32_t *)(set + LAT_WIN_OFF) + slot * LAT_BUCKETS;
+    if (h[LAT_SECS_Q + slot] != sec) { /* a new second: this slot counts it from zero */
+        memset(win, 0, LAT_BUCKETS * sizeof(uint32_t));
+        h[LAT_MAXS_Q + slot] = 0;
+        h[LAT_SECS_Q + slot] = sec;
+    }
+    int b = lat_bucket(age);
+    h[LAT_TOTAL_Q + b]++;
+    win[b]++;
+    if (age > h[LAT_MAXS_Q + slot])
+        h[LAT_MAXS_Q + slot] = age;
+}
+
+/* One bag read at `now`: its age on the link, and its age since its origin on the path from
+ * output `origin` (0: no origin known, as in a ring an older writer filled). */
+static void lat_note(char *file, Py_ssize_t block_off, uint64_t now, uint64_t ts, uint64_t origin_ns, uint64_t origin) {
+    char *block = file + block_off;
+    uint64_t *lh = (uint64_t *)block;
+    uint64_t starts = ((uint64_t *)file)[LAT_STARTS_Q];
+    if (lh[3] != starts) {
+        if (lh[3]) { /* the writer restarted: the windows start again */
+            for (int k = 0; k < LAT_SETS; k++)
+                memset(block + k * LAT_SET_BYTES + LAT_SECS_Q * 8, 0, LAT_WINDOW * 8);
+            lh[4]++;
+        }
+        lh[3] = starts;
+    }
+    uint64_t sec = now / 1000000000ull;
+    lat_record_set(block, now > ts ? now - ts : 0, sec);
+    if (!origin)
+        return;
+    for (int k = 1; k < LAT_SETS; k++) {
+        char *set = block + k * LAT_SET_BYTES;
+        uint64_t have = ((uint64_t *)set)[0];
+        if (have == origin || !have) {
+            if (!have)
+                ((uint64_t *)set)[0] = origin;
+            lat_record_set(set, now > origin_ns ? now - origin_ns : 0, sec);
+            return;
+        }
+    }
+    lh[5]++;
+}
+
+static uint64_t monotonic_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+}
+
+/* The latency file and block a reader records into, from read_run's or note's arguments;
+ * 0 with file NULL when there is none (None), -1 with an exception set when they do not fit. */
+static int lat_block(PyObject *hist, PyObject *off_obj, Py_buffer *view, char **file, Py_ssize_t *off) {
+    *file = NULL;
+    if (hist == Py_None)
+        return 0;
+    *off = PyLong_AsSsize_t(off_obj);
+    if (*off == -1 && PyErr_Occurred())
+        return -1;
+    if (PyObject_GetBuffer(hist, view, PyBUF_WRITABLE) < 0)
+        return -1;
+    if (view->len < LAT_FILE_BYTES || *off < LAT_HEADER_BYTES || (*off - LAT_HEADER_BYTES) % LAT_BLOCK_BYTES ||
+        *off + LAT_BLOCK_BYTES > view->len || ((uintptr_t)view->buf) % 8) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_ValueError, "the latency block does not fit its file");
+        return -1;
+    }
+    *file = (char *)view->buf;
+    return 0;
+}
+
+/* note(hist, block_off, now, publish_ns, origin_ns, origin): record one bag (the Python read path's). */
+static PyObject *note(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "note(hist, block_off, now, publish_ns, origin_ns, origin)");
+        return NULL;
+    }
+    unsigned long long now = PyLong_AsUnsignedLongLong(args[2]);
+    unsigned long long ts = PyLong_AsUnsignedLongLong(args[3]);
+    unsigned long long origin_ns = PyLong_AsUnsignedLongLong(args[4]);
+    unsigned long long origin = PyLong_AsUnsignedLongLong(args[5]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    char *file;
+    Py_ssize_t off;
+    if (lat_block(args[0], args[1], &view, &file, &off) < 0)
+        return NULL;
+    if (file != NULL) {
+        lat_note(file, off, now, ts, origin_ns, origin);
+        PyBuffer_Release(&view);
+    }
+    Py_RETURN_NONE;
+}
+
+/* read_run(mapping, slots_q, stride_q, count, slot_size, first, last, hist, block_off, origins)
+ * -> [(bytes, publish_ns)], or [(bytes, publish_ns, origin_ns, origin)] when `origins`:
  * copy bags first..last out of a mapped generation, in order, while each is whole: its
  * slot's seqlock word reads 2*s before and after the copy and its length fits a slot.
  * Stops at the first that is not (lapped, torn, damaged) and returns what it took: the
  * reader's Python path sorts the rest out and does the counting (ring.RingReader.read_many,
- * whose loop this is, ~0.8 us a bag in the interpreter). */
+ * whose loop this is, ~0.8 us a bag in the interpreter). Each bag taken is recorded in the
+ * reader's latency block (`hist` the mapped latency file, or None). */
 static PyObject *read_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "read_run(mapping, slots_q, stride_q, count, slot_size, first, last)");
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read_run(mapping, slots_q, stride_q, count, slot_size, first, last, hist, block_off, origins)");
         return NULL;
     }
+    int origins = PyObject_IsTrue(args[9]);
+    if (origins < 0)
+        return NULL;
     Py_ssize_t slots_q = PyLong_AsSsize_t(args[1]);
     Py_ssize_t stride_q = PyLong_AsSsize_t(args[2]);
     Py_ssize_t count = PyLong_AsSsize_t(args[3]);
@@ -288,6 +467,14 @@ static PyObject *read_run(PyObject *module, PyObject *const *args, Py_ssize_t na
         PyErr_SetString(PyExc_ValueError, "read_run: the slots do not fit the mapping");
         return NULL;
     }
+    Py_buffer hview;
+    char *file;
+    Py_ssize_t block_off;
+    if (lat_block(args[7], args[8], &hview, &file, &block_off) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    uint64_t now = file != NULL ? monotonic_ns() : 0;
     PyObject *out = PyList_New(0);
     const uint64_t *q = (const uint64_t *)view.buf;
     for (unsigned long long s = first; out != NULL && s <= last; s++) {
@@ -297,6 +484,8 @@ static PyObject *read_run(PyObject *module, PyObject *const *args, Py_ssize_t na
             break;
         uint64_t n = __atomic_load_n(&h[1], __ATOMIC_RELAXED);
         uint64_t ts = __atomic_load_n(&h[2], __ATOMIC_RELAXED);
+        uint64_t origin_ns = __atomic_load_n(&h[3], __ATOMIC_RELAXED);
+        uint64_t origin = __atomic_load_n(&h[4], __ATOMIC_RELAXED);
         if (n > (uint64_t)slot_size)
             break;
         PyObject *data = PyBytes_FromStringAndSize((const char *)(h + 8), (Py_ssize_t)n);
@@ -309,22 +498,34 @@ static PyObject *read_run(PyObject *module, PyObject *const *args, Py_ssize_t na
             Py_DECREF(data); /* the writer lapped the copy */
             break;
         }
+        if (file != NULL)
+            lat_note(file, block_off, now, ts, origin_ns, origin);
         PyObject *stamp = PyLong_FromUnsignedLongLong(ts);
-        PyObject *item = stamp == NULL ? NULL : PyTuple_New(2);
+        PyObject *o_ns = origins && stamp != NULL ? PyLong_FromUnsignedLongLong(origin_ns) : NULL;
+        PyObject *o_id = o_ns != NULL ? PyLong_FromUnsignedLongLong(origin) : NULL;
+        PyObject *item = stamp == NULL || (origins && o_id == NULL) ? NULL : PyTuple_New(origins ? 4 : 2);
         if (item == NULL) {
             Py_DECREF(data);
             Py_XDECREF(stamp);
+            Py_XDECREF(o_ns);
+            Py_XDECREF(o_id);
             Py_CLEAR(out);
             break;
         }
         PyTuple_SetItem(item, 0, data);
         PyTuple_SetItem(item, 1, stamp);
+        if (origins) {
+            PyTuple_SetItem(item, 2, o_ns);
+            PyTuple_SetItem(item, 3, o_id);
+        }
         int failed = PyList_Append(out, item);
         Py_DECREF(item);
         if (failed)
             Py_CLEAR(out);
     }
     PyBuffer_Release(&view);
+    if (file != NULL)
+        PyBuffer_Release(&hview);
     return out;
 }
 
@@ -378,6 +579,9 @@ static PyMethodDef module_methods[] = {
     {"read_run", (PyCFunction)(void (*)(void))read_run, METH_FASTCALL,
      "read_run(mapping, slots_q, stride_q, count, slot_size, first, last) -> [(bytes, publish_ns)]: "
      "the whole bags first..last, in order, up to the first that is not whole."},
+    {"note", (PyCFunction)(void (*)(void))note, METH_FASTCALL,
+     "note(hist, block_off, now, publish_ns, origin_ns, origin): record one bag's ages in a reader's "
+     "latency block (see latency.py)."},
     {"compare_exchange", (PyCFunction)(void (*)(void))compare_exchange, METH_FASTCALL,
      "compare_exchange(addr, expected, new) -> bool: atomically set the u32 at addr to new if it "
      "holds expected (a full barrier either way)."},
@@ -388,6 +592,8 @@ static PyMethodDef Publisher_methods[] = {
     {"attach", (PyCFunction)Publisher_attach, METH_VARARGS,
      "attach(mapping, slots_offset, stride, count, slot_size, seq, fits): publish into this "
      "generation from bag seq + 1 on; holds a buffer export of `mapping` until detach()."},
+    {"set_origin", (PyCFunction)Publisher_set_origin, METH_VARARGS,
+     "set_origin(cell, own_id): where the origin stamped on each bag comes from (see latency.py)."},
     {"detach", (PyCFunction)Publisher_detach, METH_NOARGS,
      "Release the mapping; every write goes to the slow callback until the next attach."},
     {"write", (PyCFunction)Publisher_write, METH_O,
@@ -436,8 +642,9 @@ static int module_exec(PyObject *module) {
         return -1;
     }
     Py_DECREF(type);
-    PyObject *layout = Py_BuildValue("{s:i,s:i,s:i,s:i}", "write_seq_q", WRITE_SEQ_Q, "futex_off", FUTEX_OFF,
-                                     "sleepers_off", SLEEPERS_OFF, "slot_header", 64);
+    PyObject *layout = Py_BuildValue("{s:i,s:i,s:i,s:i,s:i}", "write_seq_q", WRITE_SEQ_Q, "futex_off", FUTEX_OFF,
+                                     "sleepers_off", SLEEPERS_OFF, "slot_header", 64,
+                                     "latency_file_bytes", LAT_FILE_BYTES);
     if (layout == NULL)
         return -1;
     if (PyModule_AddObject(module, "LAYOUT", layout) < 0) {
@@ -456,7 +663,7 @@ static struct PyModuleDef native_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "tatolab._links._native",
     .m_doc = "The links' hot paths in C: the ring writer's publish, a reader's run of bags, the readers' "
-             "compare-and-swap (see ring.py).",
+             "compare-and-swap (see tatolab/_links/ring/).",
     .m_size = 0,
     .m_methods = module_methods,
     .m_slots = module_slots,

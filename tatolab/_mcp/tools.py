@@ -42,6 +42,8 @@ class Tool:
 TOOLS: tuple[Tool, ...] = (
     Tool("list_streams", "streams", "observe"),
     Tool("graph", "graph", "observe"),
+    Tool("slowest_paths", "slowest_paths", "observe",
+         limits={"limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10}}),
     Tool("tap", "tap", "observe",
          limits={"count": {"type": "integer", "minimum": 1, "maximum": TAP_MAX_COUNT, "default": 5},
                  "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": TAP_MAX_TIMEOUT_S, "default": 5.0}},

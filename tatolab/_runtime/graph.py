@@ -19,6 +19,7 @@ from tatolab._runtime.machine import machine_name
 from tatolab._runtime.streams import LoadedStream, link_key
 from tatolab._runtime.surfaces import is_builtin, pool_stats
 from tatolab._runtime.supervisor import NodeProcess
+from tatolab._runtime.timing import Topology, add_link_latency, stream_paths
 
 GRAPH_VERSION = 1
 
@@ -74,9 +75,13 @@ def node_entry(node: dict[str, Any], process: NodeProcess | None) -> dict[str, A
 
 
 def stream_entry(
-    stream: LoadedStream, row: dict[str, Any], *, now_ns: int, read_counters: CounterReader = ring.read_counters
+    stream: LoadedStream, row: dict[str, Any], *, now_ns: int, read_counters: CounterReader = ring.read_counters,
+    topology: Topology | None = None,
 ) -> dict[str, Any]:
     counters = _read_all(stream, read_counters)
+    if topology is None:
+        topology = Topology({stream.name: stream})
+    records: dict[str, dict[str, Any]] = {}  # link key -> its reader's raw latency record
     levels = exposure_levels(stream.graph)
     link_readers: dict[str, set[int]] = {}
     for wiring in stream.wiring.values():
@@ -129,6 +134,8 @@ def stream_entry(
             "state": "waiting",
             "reason": None,
             "counters": None,
+            "latency": None,  # bag age at read over the last 10 s, once wired (docs/graph.md)
+            "latency_since_start": None,
         }
         wiring = stream.wiring.get(key)
         if wiring is None:
@@ -159,6 +166,9 @@ def stream_entry(
                 "last_bag_ns": live["last_write_ns"] or None,
                 "last_bag_age_ms": _age_ms(live["last_write_ns"], now_ns),
             }
+        record = add_link_latency(entry, wiring.base, wiring.reader_index, topology)
+        if record is not None:
+            records[key] = record
         links.append(entry)
     _sum_into_inputs(nodes, links)
     entry = {
@@ -167,6 +177,7 @@ def stream_entry(
         "project": row.get("project"),
         "nodes": nodes,
         "links": links,
+        "paths": stream_paths(stream, records, topology),
         "changes": [dict(change) for change in stream.changes],  # live changes since it loaded, oldest first
     }
     if stream.mode == "kept":  # its record holds the graph from `run -d`: a restart loads that one
@@ -203,6 +214,7 @@ def build_graph(
     A stream listed but not loaded (a stopped or failed kept stream) appears with no nodes.
     """
     now_ns = time.monotonic_ns()
+    topology = Topology(streams)
     entries = []
     for row in rows:
         if only is not None and row["name"] != only:
@@ -210,9 +222,9 @@ def build_graph(
         loaded = streams.get(row["name"])
         if loaded is None:
             entries.append({**{k: row.get(k) for k in ("name", "state", "project")}, "reason": row.get("reason"),
-                            **({"why": row["why"]} if "why" in row else {}), "nodes": [], "links": []})
+                            **({"why": row["why"]} if "why" in row else {}), "nodes": [], "links": [], "paths": []})
         else:
-            entries.append(stream_entry(loaded, row, now_ns=now_ns, read_counters=read_counters))
+            entries.append(stream_entry(loaded, row, now_ns=now_ns, read_counters=read_counters, topology=topology))
     return {
         "version": GRAPH_VERSION,
         "runtime": {"name": machine_name(), "version": __version__, "pid": os.getpid()},

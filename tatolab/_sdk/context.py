@@ -48,12 +48,14 @@ class _Link:
     (ordered) the ones already taken off the ring behind it, since one ``read_many`` is
     cheaper than many reads."""
 
-    __slots__ = ("key", "reader", "pending", "backlog")
+    __slots__ = ("key", "reader", "pending", "backlog", "pending_bag")
 
     def __init__(self, key: str, reader: _Reader) -> None:
         self.key = key
         self.reader = reader
-        self.pending: tuple[bytes, int] | None = None
+        # (payload, publish_ns), or from the node host's readers (payload, publish_ns, origin_ns, origin_id)
+        self.pending: tuple | None = None
+        self.pending_bag: tuple = ()  # a shaped audio input's bag being cut into windows
         self.backlog: deque[tuple[bytes, int]] = deque()
 
 
@@ -71,6 +73,11 @@ class InputPort:
         self.links: dict[str, _Link] = {}
         self.stale = 0  # video bags whose surface was already reused when read
         self.last_link: str | None = None  # the key of the link the last bag taken came by
+        # The node's origin cell (array('Q', [origin_ns, origin_id]), shared with its outputs'
+        # writers): each bag handed over makes it the older of the two; the host zeroes it before
+        # every process() call, so what process() writes inherits the oldest origin it read
+        # (tatolab/_links/latency.py). None: origins are not followed (a manual node).
+        self.origin: Any = None
         self._on_broken = on_broken
         self._on_bad = on_bad
 
@@ -121,8 +128,14 @@ class InputPort:
             return [link.reader for link in self.links.values()]
         return [link.reader for link in self.links.values() if link.pending is None and not link.backlog]
 
-    def take(self) -> tuple[bytes, _Link] | None:
-        """The bag to hand to the node and the link it came by, or None."""
+    def _inherit(self, bag: tuple) -> None:
+        cell = self.origin
+        if cell is not None and len(bag) > 3 and bag[2] and (not cell[0] or bag[2] < cell[0]):
+            cell[0], cell[1] = bag[2], bag[3]
+
+    def take(self, inherit: bool = True) -> tuple[bytes, _Link] | None:
+        """The bag to hand to the node and the link it came by, or None. ``inherit``: its origin
+        counts for what the node writes next (not for a bag dropped unused)."""
         candidates = [link for link in self.links.values() if link.pending is not None]
         if not candidates:
             self.fill()  # nothing delivered and waiting: look at the rings now
@@ -132,6 +145,8 @@ class InputPort:
         if self.profile == "newest":
             chosen = max(candidates, key=lambda link: link.pending[1])  # type: ignore[index]
             payload = chosen.pending[0]  # type: ignore[index]
+            if inherit:
+                self._inherit(chosen.pending)  # type: ignore[arg-type]
             for link in candidates:
                 link.pending = None
                 if link is not chosen:
@@ -141,13 +156,15 @@ class InputPort:
         # ordered: the earliest publish time across links is the arrival order
         chosen = min(candidates, key=lambda link: link.pending[1])  # type: ignore[index]
         payload = chosen.pending[0]  # type: ignore[index]
+        if inherit:
+            self._inherit(chosen.pending)  # type: ignore[arg-type]
         chosen.pending = None
         self.last_link = chosen.key
         return payload, chosen
 
     def drop(self) -> bool:
         """Take the next bag without handing it to the node: it counts as dropped, not read."""
-        got = self.take()
+        got = self.take(inherit=False)
         if got is None:
             return False
         got[1].reader.discard(1)
@@ -181,7 +198,7 @@ class ShapedInputPort(InputPort):
         super().__init__(name, profile, on_broken=on_broken, on_bad=on_bad)
         self.shape = shape
         self.shapers: dict[str, Any] = {}
-        self.blocks: deque[tuple[AudioBlock, str]] = deque()  # with the key of the link each came by
+        self.blocks: deque[tuple[AudioBlock, str, tuple]] = deque()  # with the link each came by and its bag
         self._offered = False
         self._on_audio = on_audio
 
@@ -213,7 +230,7 @@ class ShapedInputPort(InputPort):
                 return
             for link in sorted(arrived, key=lambda link: link.pending[1]):  # type: ignore[index]
                 payload = link.pending[0]  # type: ignore[index]
-                link.pending = None
+                link.pending_bag, link.pending = link.pending, None
                 try:
                     bag = _bags.decode(payload)
                 except (ValueError, RecursionError) as exc:
@@ -225,7 +242,8 @@ class ShapedInputPort(InputPort):
                     link.reader.count_bad()
                     self._on_audio(self.name, link.key, f"skipped a bag that is not audio ({exc}); counted as bad")
                     continue
-                self.blocks.extend((shaped, link.key) for shaped in self.shapers[link.key].push(block))
+                got = link.pending_bag
+                self.blocks.extend((shaped, link.key, got) for shaped in self.shapers[link.key].push(block))
 
     def fill(self) -> bool:
         self._shape_arrived()
@@ -243,7 +261,8 @@ class ShapedInputPort(InputPort):
             if not self.blocks:
                 return None
         self._offered = False
-        block, self.last_link = self.blocks.popleft()
+        block, self.last_link, bag = self.blocks.popleft()
+        self._inherit(bag)  # a window's origin: that of the bag that completed it
         return block
 
 

@@ -24,7 +24,7 @@ DELIVERY_PROFILES = ("newest", "ordered")
 EXECUTIONS = ("reactive", "continuous", "manual")
 
 _PORT_ATTR = "__tatolab_port__"
-_NODE_ATTR = "__tatolab_node__"
+NODE_ATTR = "__tatolab_node__"
 _NO_PROFILE = object()
 
 
@@ -108,13 +108,13 @@ def _mark(method: F, mark: _PortMark) -> F:
 
 
 def is_node(obj: Any) -> bool:
-    return isinstance(obj, type) and isinstance(obj.__dict__.get(_NODE_ATTR), NodeSpec)
+    return isinstance(obj, type) and isinstance(obj.__dict__.get(NODE_ATTR), NodeSpec)
 
 
 def node_spec(cls: Any) -> NodeSpec:
     """The spec ``@node`` stored on ``cls``; a clear error for anything else."""
     if is_node(cls):
-        return cls.__dict__[_NODE_ATTR]
+        return cls.__dict__[NODE_ATTR]
     name = getattr(cls, "__qualname__", None) or repr(cls)
     if isinstance(cls, type):
         raise NodeDefinitionError(
@@ -248,7 +248,7 @@ def _define(
         watchdog_ms=watchdog_ms,
         memory_limit_mb=memory_limit_mb,
     )
-    setattr(cls, _NODE_ATTR, spec)
+    setattr(cls, NODE_ATTR, spec)
     return cls
 
 

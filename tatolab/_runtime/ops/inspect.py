@@ -12,6 +12,7 @@ from tatolab._control.operations import Events
 from tatolab._links.aio import AsyncRingReader
 from tatolab._links.ring import RingError, RingReader
 from tatolab._runtime.graph import build_graph
+from tatolab._runtime.timing import slowest
 from tatolab._runtime.nodes import claim_reader, release_reader
 from tatolab._runtime.relay.relay import Relay
 from tatolab._runtime.runtime import Runtime
@@ -41,6 +42,20 @@ async def graph(runtime: Runtime, stream: str | None = None) -> dict[str, Any]:
     if runtime.relay is not None:
         add_network(graph, runtime.relay)
     return graph
+
+
+@op("slowest_paths")
+async def slowest_paths(runtime: Runtime, stream: str | None = None, limit: int = 10) -> dict[str, Any]:
+    """What is late, and where: every stream's (or ``stream``'s) source-to-sink paths, slowest first by
+    p99 over the last 10 s, each with ``from``, ``to``, ``through``, ``p50_us``, ``p90_us``, ``p99_us``,
+    ``max_us``, ``bags`` and its ``slowest_link`` (the link along it whose bags waited longest before
+    they were read). At most ``limit`` paths (docs/graph.md, "Where time goes")."""
+    if limit < 1:
+        raise ControlError(f"slowest_paths: limit must be at least 1, got {limit}", code="bad_arguments")
+    rows = runtime.list_streams()
+    if stream is not None:
+        _row(runtime, stream)
+    return {"paths": slowest(build_graph(runtime.streams, rows, only=stream), limit)}
 
 
 def add_network(graph: dict[str, Any], relay: Relay) -> None:

@@ -2,8 +2,10 @@
 
 Their code ships with the runtime's install (``tatolab._builtins``) and runs in processes the
 runtime starts from its own interpreter, so a project's ``.venv`` needs nothing heavy to use
-them. ``@builtin`` (in ``marks``) records which implementation the graph names. One module per
-family of nodes (video here; window, camera, codecs, recording, audio beside it), re-exported here.
+them. ``@builtin`` (in ``marks``) records which implementation the graph names; that code
+subclasses its description under ``@implements``, so ports, execution, config type and
+docstring are declared once, here. One module per family of nodes (video here; window,
+camera, codecs, recording, audio beside it), re-exported here.
 """
 
 from tatolab._sdk.builtins.audio import (
@@ -32,7 +34,12 @@ from tatolab._sdk.builtins.codecs import (
     H265Encoder,
     H265EncoderConfig,
 )
-from tatolab._sdk.builtins.marks import IMPLEMENTATIONS, builtin, implementation_of
+from tatolab._sdk.builtins.marks import (
+    IMPLEMENTATIONS,
+    builtin,
+    implementation_of,
+    implements,
+)
 from tatolab._sdk.builtins.recording import Mp4Sink, Mp4SinkConfig
 from tatolab._sdk.builtins.video import (
     GlslPixelEffect,
@@ -74,4 +81,5 @@ __all__ = [
     "VirtualCameraSinkConfig",
     "builtin",
     "implementation_of",
+    "implements",
 ]

@@ -1,0 +1,406 @@
+"""One reader of a ring: taking bags out of their slots, each reader at its own pace.
+
+Reading (the seqlock's other half): bag s is whole in its slot exactly when the slot's seq
+word reads 2*s before and after the copy (the writer sets it to 2*s - 1 while bag s is
+being written, see writer.py): a reader loads the word, then the length, publish_ns and
+payload, then loads the word again; a change means the writer lapped it mid-copy, and the
+reader tries again further ahead. Those loads must happen in that order: the C run reader
+(_native.read_run, which an ordered reader's read_many uses where it was built) orders them
+with acquire loads and fences; the Python copy below relies on the machine keeping loads in
+program order (x86-64, see futex.py; fence() is a no-op there). `read` and `read_into` share
+that one copy (`_copy`), and so does the Python loop of read_many. A reader that keeps
+failing (_MAX_TRIES in a row: the header was damaged, or something other than the writer
+wrote the file) raises RingError instead of trying forever.
+
+Each reader owns record `reader_index` of the ring's table (layout.py) and keeps its counters
+there: bags read, dropped (lapped or skipped) and bad, its next sequence number, its pid; and
+block `reader_index` of the ring's latency file (../latency.py), where it records each bag's
+age when read and its age since its origin (C's note or read_run, or latency.note).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from .. import latency
+from ..futex import fence
+from ..shm import RingError
+from . import wake
+from .layout import (
+    _MOVED,
+    _R_ACTIVE,
+    _R_BAD,
+    _R_DROPPED,
+    _R_GEN,
+    _R_LAST_READ_NS,
+    _R_NEXT,
+    _R_PID,
+    _R_READ,
+    _SLOT_HEADER,
+    _WRITE_SEQ,
+    MAX_READERS,
+    _Gen,
+    _open_latest,
+)
+
+try:  # an ordered reader's run of whole bags, copied in C, and the ages recorded (see _native.c)
+    from .._native import note as _c_note
+    from .._native import read_run as _read_run
+except ImportError:
+    _read_run = _c_note = None
+
+# Consecutive failed attempts at one bag before a reader calls the ring damaged. A healthy
+# ring fails an attempt only when the writer laps the copy, and each retry jumps half a
+# ring ahead, so a handful is already rare.
+_MAX_TRIES = 1000
+
+
+class RingReader:
+    """One reader of a ring, with its counters in record `reader_index` of the ring's table.
+
+    `profile` is "newest" (read the latest bag, skipped ones count as dropped) or
+    "ordered" (every bag in order until lapped; lost ones count as dropped). A fresh
+    record starts at the first bag ever written (start="beginning", so bags written before
+    the reader attached are delivered or counted as dropped) or at the next one
+    (start="now", for taps); a record that already has a position resumes from it.
+
+    Every bag read is recorded in the record's latency block (../latency.py): its age, and its
+    age since its origin. With `origins`, read, read_into and read_many give (payload,
+    publish_ns, origin_ns, origin_id) for each bag: the node host stamps what it writes with them.
+    """
+
+    def __init__(
+        self, base: str, reader_index: int, profile: str, *, start: str = "beginning", origins: bool = False
+    ) -> None:
+        if profile not in ("newest", "ordered"):
+            raise ValueError(f'delivery profile must be "newest" or "ordered", got {profile!r}')
+        if not 0 <= reader_index < MAX_READERS:
+            raise ValueError(f"reader_index must be 0..{MAX_READERS - 1}, got {reader_index}")
+        if start not in ("beginning", "now"):
+            raise ValueError(f'start must be "beginning" or "now", got {start!r}')
+        self.base = base
+        self.index = reader_index
+        self.profile = profile
+        self._newest = profile == "newest"
+        g = _open_latest(base)
+        q = g.q
+        r = g.record_q(reader_index)
+        self.read_count = q[r + _R_READ]
+        self.dropped = q[r + _R_DROPPED]
+        self.bad = q[r + _R_BAD]
+        self._next = q[r + _R_NEXT] or (1 if start == "beginning" else q[_WRITE_SEQ] + 1)
+        self._run_start = self._next  # bags _run_start.._next-1 were all read, none skipped
+        self._last_ts = self._last_seq = 0
+        # ns between two bags the writer published, from the last two this reader read (a
+        # reader that skips bags still sees how busy the link is): poll before sleeping?
+        self._gap = 1 << 62
+        self._origins = origins
+        self._compiled = _read_run is not None  # (tests set it None to check the Python read)
+        self._stats: latency.LatencyFile | None = None
+        self._hist: Any = None  # the latency file as C's note takes it (None: ages are not recorded)
+        self._views: Any = None  # ... and as latency.note takes it
+        self._block = latency.block_offset(reader_index)
+        try:
+            self._stats = latency.LatencyFile(base)
+        except (OSError, RingError):
+            pass  # a ring made without one (an older runtime): ages are not recorded
+        else:
+            self._hist = self._stats.mm
+            self._views = (self._stats.q, self._stats.mv.cast("I"))
+        self._note = _c_note if self._compiled and _c_note is not None else latency.note
+        self._note_in = self._hist if self._note is _c_note else self._views
+        self._attach(g)
+
+    def _attach(self, g: _Gen) -> None:
+        self._g = g
+        self._q = g.q
+        self._mv = g.mv
+        self._count = g.count
+        self._first = g.base_seq + 1
+        self._slot_size = g.slot_size
+        self._slots = [g.slots_q + i * g.stride_q for i in range(g.count)]
+        self._r = g.record_q(self.index)
+        q, r = self._q, self._r
+        q[r + _R_PID] = os.getpid()
+        q[r + _R_READ] = self.read_count
+        q[r + _R_DROPPED] = self.dropped
+        q[r + _R_BAD] = self.bad
+        q[r + _R_NEXT] = self._next
+        q[r + _R_GEN] = g.gen
+        q[r + _R_ACTIVE] = 1
+        g.sleepers[self.index] = 0
+        g.followers[self.index] = 0
+        self._check_watcher_s = wake._CHECK_WATCHER_S
+
+    @property
+    def generation(self) -> int:
+        return self._g.gen
+
+    def _follow(self) -> None:
+        """The writer moved to a bigger generation: continue there."""
+        old = self._g
+        self._attach(_open_latest(self.base, newer_than=old.gen))
+        old.close()
+
+    def discard(self, n: int = 1) -> None:
+        """`n` bags this reader took off the ring never reached the node (a `newest` bag
+        replaced by a newer one before the node read it, or a backlog left at exit): count
+        them as dropped, not read, so the counters say what the node saw."""
+        self.read_count -= n
+        self.dropped += n
+        q, r = self._q, self._r
+        q[r + _R_READ] = self.read_count
+        q[r + _R_DROPPED] = self.dropped
+
+    def unread(self, n: int) -> None:
+        """The last `n` bags read never reached the node (it is closing with them still
+        queued): give them back, so a reader resuming this record reads them again, or
+        counts them dropped if they were overwritten meanwhile. Bags behind a skip cannot
+        be given back one by one, so those count as dropped now."""
+        back = min(n, self._next - self._run_start)
+        if n > back:
+            self.discard(n - back)
+        self._next -= back
+        self._last_seq = min(self._last_seq, self._next - 1)  # the busy-link gap counts from bags still read
+        self.read_count -= back
+        q, r = self._q, self._r
+        q[r + _R_READ] = self.read_count
+        q[r + _R_NEXT] = self._next
+
+    def count_dropped(self) -> None:
+        """The last bag read named a frame already gone (its surface reused): dropped, not read."""
+        self.read_count -= 1
+        self.dropped += 1
+        q, r = self._q, self._r
+        q[r + _R_READ] = self.read_count
+        q[r + _R_DROPPED] = self.dropped
+
+    def count_bad(self) -> None:
+        """The last bag read did not decode: it counts as bad, not read."""
+        self.read_count -= 1
+        self.bad += 1
+        q, r = self._q, self._r
+        q[r + _R_READ] = self.read_count
+        q[r + _R_BAD] = self.bad
+
+    def has_new(self) -> bool:
+        q = self._q
+        return q[_WRITE_SEQ] >= self._next or q[_MOVED] != 0
+
+    def _headroom(self, target: int) -> int:
+        # After losing a race with the writer, retry half a ring ahead of the oldest slot:
+        # retrying at the oldest would race the writer for the same slot again and again
+        # when it is faster than our copy (big bags).
+        return max(target + 1, self._q[_WRITE_SEQ] - self._count // 2 + 1)
+
+    def read(self) -> tuple[bytes, int] | None:
+        """The next bag as (payload, publish_ns), or None when there is nothing new."""
+        return self._read(None)
+
+    def read_into(self, buffer) -> tuple[int, int] | None:
+        """Copy the next bag into `buffer` (any writable buffer: bytearray, numpy array,
+        mmap) and return (length, publish_ns), or None when there is nothing new.
+
+        For big bags: no new object per bag (a fresh 8 MB bytes costs its page faults
+        every time). The bag is checked after the copy, so `buffer[:length]` is never torn.
+        Raises ValueError, leaving the bag unread, when it does not fit."""
+        with memoryview(buffer) as mv, mv.cast("B") as dest:
+            return self._read(dest)
+
+
+    def read_many(self, limit: int = 64) -> list[tuple[bytes, int]]:
+        """Up to `limit` bags as (payload, publish_ns), oldest first; [] when nothing is new.
+
+        For "ordered" readers this takes every bag already published in one pass (one
+        counter update per call); "newest" gives at most one bag, as `read` does."""
+        if self._newest or limit < 1:
+            got = self._read(None)
+            return [] if got is None else [got]
+        out = []
+        while True:
+            q = self._q
+            nxt = self._next
+            last = q[_WRITE_SEQ]
+            room = limit - len(out)
+            if last - nxt >= room:
+                last = nxt + room - 1
+            run = self._run(nxt, last) if nxt <= last else []
+            out += run
+            s = nxt + len(run)
+            ts = run[-1][1] if run else 0
+            if s > nxt:
+                got = s - nxt
+                self.read_count += got
+                self._next = s
+                if got > 1:
+                    self._gap = (ts - out[-got][1]) // (got - 1)
+                else:
+                    self._gap = (ts - self._last_ts) // (s - 1 - self._last_seq)
+                self._last_ts, self._last_seq = ts, s - 1
+                r = self._r
+                q[r + _R_READ] = self.read_count
+                q[r + _R_NEXT] = s
+                q[r + _R_LAST_READ_NS] = time.monotonic_ns()
+            if len(out) >= limit or s > q[_WRITE_SEQ] and not q[_MOVED]:
+                return out
+            # lapped, torn, or the ring moved: the one-bag path sorts it out (and counts drops)
+            try:
+                got = self._read(None)
+            except RingError:
+                if out:
+                    return out  # hand over what was read whole; the next call raises again
+                raise
+            if got is None:
+                return out
+            out.append(got)
+            if len(out) >= limit:
+                return out
+
+    def _run(self, first: int, last: int) -> list[tuple[bytes, int]]:
+        """Bags first..last as (payload, publish_ns), up to the first that is not whole in its
+        slot (lapped, torn): _native.read_run where it was built, this loop where it was not."""
+        g = self._g
+        if self._compiled:
+            return _read_run(self._mv, g.slots_q, g.stride_q, self._count, self._slot_size, first, last,
+                             self._hist, self._block, self._origins)
+        slots, count, copy, views = self._slots, self._count, self._copy, self._views
+        out: list[Any] = []
+        now = time.monotonic_ns()
+        for s in range(first, last + 1):
+            got = copy(slots[(s - 1) % count], s, None)
+            if got is None:
+                break
+            if views is not None:
+                latency.note(views, self._block, now, *got[1:])
+            out.append(got if self._origins else got[:2])
+        return out
+
+    def _copy(self, h: int, s: int, dest: memoryview | None) -> tuple[Any, int, int, int] | None:
+        """Bag `s` out of the slot whose header is word `h`: (payload, publish_ns, origin_ns,
+        origin_id), or (length, ...) once copied into `dest`; None when the slot does not hold
+        it whole (not yet written, overwritten since, or lapped during the copy)."""
+        q = self._q
+        v = q[h]
+        if v != 2 * s:
+            return None
+        n = q[h + 1]
+        if n > self._slot_size:
+            return None
+        ts, o_ns, o_id = q[h + 2:h + 5]
+        off = (h << 3) + _SLOT_HEADER
+        if dest is None:
+            data = self._mv[off:off + n].tobytes()
+        else:
+            if n > dest.nbytes:
+                raise ValueError(
+                    f"a bag of {n:,} bytes does not fit the {dest.nbytes:,} byte buffer "
+                    f"given to read_into on {self.base}; pass a buffer of at least "
+                    f"{self._slot_size:,} bytes (the ring's slot size)"
+                )
+            dest[:n] = self._mv[off:off + n]
+            data = n
+        fence()
+        if q[h] != v:
+            return None
+        return data, ts, o_ns, o_id
+
+    def _damaged(self, ws: int, target: int, v: int) -> RingError:
+        return RingError(
+            f"the ring {self.base} makes no sense: its header says bag {ws:,} was written last, "
+            f"but the slot of bag {target:,} holds {'bag ' + format(v // 2, ',') if v else 'nothing'} "
+            f"after {_MAX_TRIES} tries; the ring file was damaged (or written by something other "
+            "than its node), so this reader gives up on it"
+        )
+
+
+    def _read(self, dest: memoryview | None) -> tuple[bytes, int] | tuple[int, int] | None:
+        """One bag (the next, or for "newest" the latest) through `_copy`, with the counters."""
+        q = self._q
+        floor = self._next
+        tries = 0
+        while True:
+            tries += 1
+            ws = q[_WRITE_SEQ]
+            if floor > ws:
+                if self._next > ws:
+                    if q[_MOVED]:
+                        self._follow()
+                        q = self._q
+                        floor = self._next
+                        continue
+                    return None
+                floor = ws  # lapped while looking; take the newest
+            target = ws if self._newest else floor
+            oldest = ws - self._count + 1
+            if oldest < self._first:
+                oldest = self._first
+            if target < oldest:
+                target = oldest
+            if target > ws:
+                self._skip_to_first()
+                return None
+            h = self._slots[(target - 1) % self._count]
+            got = self._copy(h, target, dest)
+            if got is None:
+                # overwritten since write_seq was read, or torn: the writer is on this slot right now
+                if tries >= _MAX_TRIES:
+                    raise self._damaged(ws, target, q[h])
+                floor = self._headroom(target)
+                continue
+            nxt = self._next
+            if target > nxt:
+                self.dropped += target - nxt
+                q[self._r + _R_DROPPED] = self.dropped
+                self._run_start = target
+            ts = got[1]
+            self.read_count += 1
+            self._next = target + 1
+            self._gap = (ts - self._last_ts) // (target - self._last_seq)
+            self._last_ts, self._last_seq = ts, target
+            r = self._r
+            q[r + _R_READ] = self.read_count
+            q[r + _R_NEXT] = target + 1
+            q[r + _R_LAST_READ_NS] = now = time.monotonic_ns()
+            if self._note_in is not None:
+                self._note(self._note_in, self._block, now, ts, got[2], got[3])
+            return got if self._origins else got[:2]
+
+    def _skip_to_first(self) -> None:
+        """A generation with no bag in it yet, reached past one that is gone: what that one
+        held (this reader never mapped it) is lost to it."""
+        if self._next < self._first:
+            self.dropped += self._first - self._next
+            self._next = self._run_start = self._first
+            self._q[self._r + _R_DROPPED] = self.dropped
+            self._q[self._r + _R_NEXT] = self._next
+
+    def wait(self, timeout_s: float | None) -> bool:
+        """Sleep until the writer publishes (or moves the ring), at most `timeout_s`.
+
+        Returns False on timeout, True when new data may exist (also after a signal,
+        so a node's stop handler gets to run). How: wake.py."""
+        return wake.wait(self, timeout_s)
+
+    def interrupt(self) -> None:
+        """Wake whoever waits on this ring now (any thread): a stop request must not wait
+        for the next bag, which may never come once the node upstream has stopped."""
+        g = self._g
+        if g is not None and g.word is not None:
+            wake.bump_and_wake(g)
+
+    def close(self) -> None:
+        """Detach; the record keeps its totals and position so a restarted reader resumes."""
+        if self._g is not None:
+            self._q[self._r + _R_ACTIVE] = 0
+            self._q = self._mv = None
+            self._g.close()
+            self._g = None
+        if self._stats is not None:
+            self._views[1].release()
+            self._hist = self._views = self._note_in = None
+            self._stats.close()
+            self._stats = None
+
+

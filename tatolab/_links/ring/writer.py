@@ -1,0 +1,327 @@
+"""The one writer of a ring: publishing a bag into its slot, growing and shrinking the ring.
+
+Publishing (a seqlock): bag s goes into slot (s - 1) % slot_count. The slot's seq word is
+set to 2*s - 1, then its length, publish_ns and payload are stored, then the word is set to
+2*s, then the header's write_seq and the futex word (reader.py reads in the opposite order
+and checks the word again after its copy). Each of those stores must become visible to
+other CPUs in that order: the C publisher (_native.c) orders them with release stores and
+fences; the Python publish below relies on the machine keeping stores in program order
+(x86-64's total store order, see futex.py), which is why it has no fence() calls.
+
+RingWriter.write is the C publisher of _native.c where it was built (the same stores in the
+same order, a real fence, the wake syscall made directly: ~60 ns against ~1 us in Python),
+and the Python write below where it was not (no compiler at install, Python 3.10). Both
+write the same bytes; tests run both.
+
+After the futex word, a writer loads the sleepers line and makes the wake syscall only when a
+reader may be asleep (the handshake is in wake.py). A bag that does not fit the slot moves the
+ring to a bigger generation (layout.py); once big bags stop it moves back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import time
+from array import array
+from typing import Any
+
+from .. import latency
+from ..futex import NEEDS_FENCE, futex_wake
+from ..shm import RingError
+from .layout import (
+    _FUTEX_Q,
+    _MIB,
+    _MOVED,
+    _NO_SLEEPERS,
+    _R_ACTIVE,
+    _R_GEN,
+    _R_PID,
+    _SLOT_HEADER,
+    _SLOTS_OFF,
+    _TABLE_BYTES,
+    _TABLE_OFF,
+    _WORD_MASK,
+    _WRITE_SEQ,
+    LINK_MEMORY_ENV,
+    MAX_BAG_BYTES,
+    MAX_READERS,
+    _alive,
+    _Gen,
+    _gen_path,
+    _last_publish_ns,
+    _make_generation,
+    _open_latest,
+    _round_up,
+    _unlink_quietly,
+)
+from .wake import bump_and_wake
+
+# RingWriter.write leaves out the fence() calls (no-ops on x86-64, the only machine futex.py
+# accepts): ~30 ns each on a path that costs a few hundred.
+assert not NEEDS_FENCE, "RingWriter.write needs fences on this machine"
+
+try:  # the publish in C (see _native.c); without it RingWriter.write publishes in Python
+    from .._native import Publisher as _Publisher
+except ImportError:
+    _Publisher = None
+
+_GROWN_FILE_BUDGET = 128 * _MIB
+_MIN_GROWN_SLOTS = 4
+# A grown ring goes back to its normal size at the first small bag after this many small
+# bags in a row, or this long after the last big one.
+_SHRINK_AFTER = 128
+_SHRINK_AFTER_S = 1.0
+_SHRINK_CHECK_NS = 50_000_000  # while a reader lags in an older generation, look again this often
+# Whether new RingWriters publish in C (tests set it False to check the Python publish).
+COMPILED_PUBLISH = _Publisher is not None
+_clock = time.monotonic_ns
+_NO_ORIGIN = array("Q", [0, 0])  # a writer outside process(): every bag is its own origin
+
+
+class BagTooLarge(ValueError):
+    """A bag is bigger than a link can carry."""
+
+
+class RingWriter:
+    """The one writer of a ring. Never waits for, or looks at, its readers.
+
+    Threads may share it: each write holds the writer's lock for the few hundred
+    nanoseconds of the copy (never while waiting for anything)."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self._lock = threading.Lock()
+        self._acquire = self._lock.acquire
+        self._release = self._lock.release
+        self._wakes = 0
+        # Where a bag's origin comes from (../latency.py): the node host's cell while process()
+        # runs, else the bag originates here.
+        self._origin_id = latency.origin_id(base)
+        self._cell: Any = _NO_ORIGIN
+        self._publisher = _Publisher(self._write_slow) if COMPILED_PUBLISH else None
+        if self._publisher is not None:
+            self._publisher.set_origin(None, self._origin_id)
+        if self._publisher is not None:
+            # The hot path is the C publisher's own method: no Python frame per bag. Bags it
+            # cannot take (too big, ring grown, a move under way) come back to _write_slow.
+            self.write = self._publisher.write
+        self._attach(_open_latest(base))
+        try:
+            stats = latency.LatencyFile(base)
+        except (OSError, RingError):
+            pass  # a ring made without one (an older runtime): nothing to restart
+        else:
+            stats.writer_started()  # its readers' windows start again
+            stats.close()
+
+    def set_origin(self, cell: Any) -> None:
+        """Bags written while `cell[0]` (an array('Q', [origin_ns, origin_id])) is not 0 carry that
+        origin; the others originate when written. The node host shares one cell among its outputs."""
+        self._cell = _NO_ORIGIN if cell is None else cell
+        if self._publisher is not None:
+            self._publisher.set_origin(cell, self._origin_id)
+
+    def _attach(self, g: _Gen) -> None:
+        self._g = g
+        self._q = g.q
+        self._mv = g.mv
+        self._mm = g.mm
+        self._slot_size = g.slot_size
+        self._count = g.count
+        self._seq = g.q[_WRITE_SEQ]
+        # Each slot's header words (seq, length, publish_ns) and payload offset, in the order
+        # the writer fills them from the next bag on: the write path does no arithmetic.
+        slots = []
+        for i in range(g.count):
+            h = g.slots_q + i * g.stride_q
+            slots.append((h, h + 1, h + 2, h + 3, h + 4, (h << 3) + _SLOT_HEADER))
+        start = self._seq % g.count
+        self._slots = itertools.cycle(slots[start:] + slots[:start])
+        self._word = g.word
+        self._addr = g.addr
+        self._sleepers = g.sleepers_q
+        # While the ring is grown every bag takes the slow path (`_fits` = -1), which counts
+        # the small ones and moves back to the normal size; otherwise only bags that do not fit.
+        self._grown = (g.slot_size, g.count) != g.normal
+        self._fits = -1 if self._grown else g.slot_size
+        self._last_big_seq = self._seq
+        self._last_big_ns = time.monotonic_ns()
+        self._next_shrink_check_ns = 0
+        if self._publisher is not None:
+            self._publisher.attach(g.mm, g.slots_q * 8, g.stride_q * 8, g.count, g.slot_size, self._seq, self._fits)
+
+    @property
+    def seq(self) -> int:
+        """Sequence number of the last bag written (0 before the first)."""
+        return self._seq if self._publisher is None else self._publisher.seq
+
+    @property
+    def wakes(self) -> int:
+        """How many writes found a reader that may be asleep, and so paid for a wake syscall."""
+        return self._wakes if self._publisher is None else self._publisher.wakes
+
+    @property
+    def compiled(self) -> bool:
+        """True when bags are published by the C publisher (_native.c)."""
+        return self._publisher is not None
+
+    @property
+    def generation(self) -> int:
+        return self._g.gen
+
+    def write(self, payload: bytes) -> int:
+        """Publish one bag and wake every sleeping reader; returns its sequence number."""
+        # Every line here costs: each memoryview store is ~300 instructions, so the futex
+        # word is stored through the same view (see _word_for) rather than bumped by ctypes.
+        self._acquire()
+        try:
+            n = len(payload)
+            if n > self._fits:
+                payload, n = self._resize_for(payload)
+            s = self._seq + 1
+            q = self._q
+            h, h_len, h_ns, h_on, h_oid, off = next(self._slots)
+            q[h] = s + s - 1  # (no fence() calls here: see the import)
+            q[h_len] = n
+            q[h_ns] = t = _clock()
+            cell = self._cell
+            if cell[0]:
+                q[h_on], q[h_oid] = cell
+            else:
+                q[h_on], q[h_oid] = t, self._origin_id
+            self._mm[off:off + n] = payload  # (the mmap's own slice store: cheaper than the memoryview's)
+            q[h] = s + s
+            q[_WRITE_SEQ] = s  # (last_write_ns is the slot's publish_ns: see read_counters)
+            q[_FUTEX_Q] = s & _WORD_MASK
+            self._seq = s
+        finally:
+            self._release()  # also the barrier between the word store and the sleepers load
+        try:
+            if self._sleepers != _NO_SLEEPERS:
+                self._wakes += 1
+                futex_wake(self._addr)
+        except (ValueError, TypeError):
+            pass  # another thread moved or closed the ring meanwhile (and woke every reader of it)
+        return s
+
+    def _write_slow(self, payload) -> int:
+        """The C publisher's way back for a bag it does not take: under the lock, with every
+        other thread's writes sent here too (gate), resize or move the ring, then publish."""
+        with self._exclusive() as publisher:
+            if self._g is None:
+                raise RingError(f"the writer of {self.base} is closed")
+            n = len(payload) if type(payload) is bytes else memoryview(payload).nbytes
+            if n > self._fits:
+                payload, n = self._resize_for(payload)
+            return publisher.publish(payload)
+
+    @contextlib.contextmanager
+    def _exclusive(self):
+        """The writer to itself: no write from another thread until the block ends (the
+        Python publish takes the lock; the C one is sent to the lock by gate())."""
+        with self._lock:
+            publisher = self._publisher
+            if publisher is None:
+                yield None
+                return
+            publisher.gate()
+            self._seq = publisher.seq
+            try:
+                yield publisher
+            finally:
+                publisher.open(self._fits)
+
+    def _resize_for(self, payload):
+        """The slow path: a bag that may not fit, or any bag while the ring is grown."""
+        if type(payload) is not bytes:
+            payload = memoryview(payload).cast("B")
+        n = payload.nbytes if type(payload) is memoryview else len(payload)
+        normal_size, normal_count = self._g.normal
+        if n > normal_size:
+            if n > self._slot_size:
+                self._grow(n)
+            self._last_big_seq = self._seq + 1
+            self._last_big_ns = time.monotonic_ns()
+        elif self._grown and (
+            self._seq - self._last_big_seq >= _SHRINK_AFTER
+            or time.monotonic_ns() - self._last_big_ns >= _SHRINK_AFTER_S * 1e9
+        ):
+            self._shrink_if_safe()  # big bags stopped: give the memory back
+        return payload, n
+
+    def _shrink_if_safe(self) -> bool:
+        now = time.monotonic_ns()
+        if now < self._next_shrink_check_ns:
+            return False
+        self._next_shrink_check_ns = now + _SHRINK_CHECK_NS
+        if not self._readers_here():
+            return False
+        self._move(*self._g.normal)
+        return True
+
+    def _readers_here(self) -> bool:
+        """Is every live reader mapping this generation? One still in an older one would
+        follow straight to the newest and lose what this one holds."""
+        q, gen = self._q, self._g.gen
+        for i in range(MAX_READERS):
+            r = self._g.record_q(i)
+            if q[r + _R_ACTIVE] and q[r + _R_GEN] != gen and _alive(q[r + _R_PID]):
+                return False
+        return True
+
+    @property
+    def grown(self) -> bool:
+        """True while the ring is bigger than its normal size (after a big bag)."""
+        return self._grown
+
+    def relax(self) -> bool:
+        """Called while the writer is idle: a ring grown for big bags that stopped
+        (_SHRINK_AFTER_S ago) goes back to its normal size now, without waiting for the next
+        bag. True when it moved."""
+        if not self._grown or time.monotonic_ns() - self._last_big_ns < _SHRINK_AFTER_S * 1e9:
+            return False
+        with self._exclusive():
+            return self._grown and self._shrink_if_safe()
+
+    def _grow(self, n: int) -> None:
+        limit = self._g.max_bytes
+        slot_size = _round_up(n, _MIB)
+        stride = _SLOT_HEADER + slot_size
+        if n > MAX_BAG_BYTES or _SLOTS_OFF + 2 * stride > limit:
+            most = min(MAX_BAG_BYTES, (limit - _SLOTS_OFF) // 2 - _SLOT_HEADER) // _MIB * _MIB
+            raise BagTooLarge(
+                f"a bag of {n:,} bytes is larger than the {most:,} byte limit of a link "
+                f"(a link's ring holds at least 2 bags in at most {limit:,} bytes, "
+                f"{LINK_MEMORY_ENV}={limit // _MIB}); send a reference (a file or surface id) "
+                f"instead of the data, or start tatolabd with a larger {LINK_MEMORY_ENV}"
+            )
+        count = max(_MIN_GROWN_SLOTS, min(self._count, _GROWN_FILE_BUDGET // stride))
+        count = max(2, min(count, (limit - _SLOTS_OFF) // stride))
+        self._move(slot_size, count)
+
+    def _move(self, slot_size: int, count: int) -> None:
+        """Continue in a new generation with `count` slots of `slot_size` bytes; readers follow."""
+        old = self._g
+        table = bytes(old.mv[_TABLE_OFF:_TABLE_OFF + _TABLE_BYTES])
+        _make_generation(self.base, old.gen + 1, slot_size, count, seq=self._seq, table=table,
+                         normal=old.normal, max_bytes=old.max_bytes, last_ns=_last_publish_ns(old))
+        self._attach(_Gen(_gen_path(self.base, old.gen + 1)))
+        old.q[_MOVED] = 1
+        bump_and_wake(old)
+        # Readers still mapping the old file keep it alive; nobody new should open it.
+        _unlink_quietly(old.path)
+        old.close()
+
+    def close(self) -> None:
+        """Unmap the ring (the files stay: the runtime removes them)."""
+        with self._exclusive():
+            if self._publisher is not None:
+                self._publisher.detach()
+            if self._g is not None:
+                self._q = self._mv = self._mm = self._word = self._sleepers = self._slots = None
+                self._g.close()
+                self._g = None
+
+
