@@ -7,19 +7,23 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from tatolab._surfaces.frame import VideoFrame
 
 from tatolab._control.client import Client
 from tatolab._cli.arguments import seconds, whole_number
 from tatolab._cli.output import fail
-from tatolab._surfaces import png
-from tatolab._surfaces.exchange import NotVideo, frame_in, png_rows
-from tatolab._surfaces import pool as surfaces
-from tatolab._surfaces.frame import VideoFrame
 from tatolab._words import counted
 
 
 def save(frame: VideoFrame, path: Path) -> None:
+    from tatolab._surfaces import png
+    from tatolab._surfaces.exchange import png_rows
+
     data = png.encode(frame.width, frame.height, png_rows(frame, "saves"))
     partial = path.with_name(path.name + ".part")
     partial.write_bytes(data)
@@ -27,6 +31,9 @@ def save(frame: VideoFrame, path: Path) -> None:
 
 
 def _by_id(client: Client, surface_id: str, out: Path) -> int:
+    from tatolab._surfaces import pool as surfaces
+    from tatolab._surfaces.frame import VideoFrame
+
     answer = client.request("exchange", surface_id=surface_id)
     surfaces.configure(answer["pool"])
     try:
@@ -41,6 +48,9 @@ def _by_id(client: Client, surface_id: str, out: Path) -> int:
 
 def _from_output(client: Client, address: str, count: int, timeout: float | None, out: Path) -> int:
     # bags until --count frames are saved: one reused before it was read does not count
+    from tatolab._surfaces import pool as surfaces
+    from tatolab._surfaces.exchange import NotVideo, frame_in
+
     opened = client.request("exchange", address=address, count=None, timeout=timeout)
     name = opened["address"]
     surfaces.configure(opened["pool"])

@@ -11,15 +11,16 @@ import socket
 import struct
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncIterator, Iterator
 
 from tatolab import _settings as settings
 from tatolab._control import paths, protocol
 from tatolab._control.errors import ControlError
 from tatolab._safe_fs import owner_name
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
 if TYPE_CHECKING:
     import asyncio
+    from typing import Any, AsyncIterator, Iterator
 
 TIMEOUT_ENV = "TATOLAB_CLI_TIMEOUT_S"
 ANSWER_TIMEOUT_S = 60.0  # a request's answer (a load compiles the stream first)

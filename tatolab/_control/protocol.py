@@ -11,7 +11,10 @@ is unloaded). ``operations`` lists every operation with its JSON Schemas (operat
 from __future__ import annotations
 
 import json
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_LINE = 16 * 1024 * 1024  # the longest line either side reads (the server's and clients' limit)
 
