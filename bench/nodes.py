@@ -1,13 +1,15 @@
 """One-way latency through real node processes under a real tatolabd, beside the raw link.
 
-    .venv/bin/python bench/nodes.py [--runs N]
+    .venv/bin/python bench/nodes.py [--runs N] [--idle NODES]
 
 A source node writes a ~100-byte bag every millisecond with its send time; an `ordered`
 sink node computes ctx.time - sent. Both run as node processes from a project .venv under
 a tatolabd on temporary paths, so the figure includes the node host (decode, the
 reactive loop, ctx). The reference, in the same process tree: bench/links.py's ring and
 pyzmq latency at 1 kHz between two bare processes, interleaved with the node runs. Prints a
-table, then one JSON line with the ratios (nodes_vs_ring_p50, nodes_vs_ring_p99).
+table, then one JSON line with the ratios (nodes_vs_ring_p50, nodes_vs_ring_p99). Then the CPU
+that NODES (default 20; 0: skip) reactive nodes use together while asleep on an input nothing
+writes to (idle_nodes_cpu_pct).
 """
 
 from __future__ import annotations
@@ -78,6 +80,74 @@ def latency(stream_builder: StreamBuilder) -> None:
 """
 
 
+QUIET = """
+from tatolab.stream import node
+
+
+@node(execution="manual")
+class Quiet:
+    @node.output()
+    def bags(self) -> dict: ...
+
+
+@node
+class Idle:
+    @node.input(delivery_profile="ordered")
+    def bags(self) -> dict: ...
+
+    def process(self, ctx) -> None:
+        ctx.inputs.read("bags")
+"""
+
+IDLE_STREAM = """
+from tatolab.stream import StreamBuilder, stream
+from nodes.quiet import Idle, Quiet
+
+IDLE_NODES = {count}
+
+
+@stream
+def idle(stream_builder: StreamBuilder) -> None:
+    quiet = stream_builder.add(Quiet)
+    for index in range(IDLE_NODES):
+        stream_builder.connect(quiet.output("bags"), stream_builder.add(Idle, name=f"idle{{index}}").input("bags"))
+"""
+
+
+def idle_cpu(root: Path, env: dict, count: int, seconds: float) -> float:
+    """The CPU (% of one core) that `count` reactive nodes use together while no bag comes:
+    what sleeping on their inputs costs (each wakes every IDLE_WAKE_S to look at its control
+    messages), from the node processes' own CPU times over `seconds`."""
+    import psutil
+
+    project = root / "idle-project"
+    (project / "nodes").mkdir(parents=True, exist_ok=True)
+    if not (project / ".venv").exists():
+        (project / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+    for name, text in {"stream.py": IDLE_STREAM.format(count=count), "nodes/__init__.py": "",
+                       "nodes/quiet.py": QUIET}.items():
+        (project / name).write_text(textwrap.dedent(text))
+    tatolab = str(BIN / "tatolab")
+    subprocess.run([tatolab, "run", "-d"], cwd=project, env=env, check=True, capture_output=True, timeout=300)
+    try:
+        def pids() -> list[int]:
+            graph = json.loads(subprocess.run([tatolab, "graph", "--stream", "idle"], cwd=project, env=env,
+                                              capture_output=True, text=True, timeout=60).stdout)
+            found = [n["pid"] for s in graph["streams"] for n in s["nodes"]
+                     if n["name"].startswith("idle") and n.get("pid") and n.get("state") == "running"]
+            return found if len(found) == count else []
+
+        nodes = [psutil.Process(pid) for pid in wait_for(pids, 300, f"{count} idle nodes ready")]
+        time.sleep(1.0)  # settle: the start-up's work is not idling
+        before = [sum(p.cpu_times()[:2]) for p in nodes]
+        began = time.monotonic()
+        time.sleep(seconds)  # a benchmark's measuring window, not synchronisation
+        used = sum(sum(p.cpu_times()[:2]) - b for p, b in zip(nodes, before))
+        return 100 * used / (time.monotonic() - began)
+    finally:
+        subprocess.run([tatolab, "rm", "idle"], cwd=project, env=env, capture_output=True, timeout=120)
+
+
 def node_latency(root: Path, env: dict, seconds: float) -> tuple[float, float, int]:
     project = root / "project"
     (project / "nodes").mkdir(parents=True, exist_ok=True)
@@ -103,6 +173,7 @@ def node_latency(root: Path, env: dict, seconds: float) -> tuple[float, float, i
 
 def main() -> None:
     runs = int(sys.argv[sys.argv.index("--runs") + 1]) if "--runs" in sys.argv else 3
+    idle_nodes = int(sys.argv[sys.argv.index("--idle") + 1]) if "--idle" in sys.argv else 20
     nodes, ring, zmq = [], [], []
     with isolated_runtime("tatolab-bench-nodes-") as (root, env, _):
         try:
@@ -112,6 +183,7 @@ def main() -> None:
                 zmq.append(links.latency("pyzmq", 2000))
         finally:
             links.reap(links.PREFIX)
+        idle = [idle_cpu(root, env, idle_nodes, 5.0) for _ in range(runs)] if idle_nodes else []
     med = statistics.median
     rows = {
         "tatolab nodes (host, under tatolabd)": (med(r[0] for r in nodes), med(r[1] for r in nodes)),
@@ -122,6 +194,9 @@ def main() -> None:
     print(f"{'':40}{'p50 µs':>10}{'p99 µs':>10}")
     for name, (p50, p99) in rows.items():
         print(f"{name:40}{p50:10.1f}{p99:10.1f}")
+    if idle:
+        print(f"{idle_nodes} reactive nodes asleep on their inputs: {statistics.median(idle):.2f}% of one core "
+              f"together (median of {runs}: {', '.join(f'{x:.2f}' for x in idle)})")
     print(json.dumps({
         "nodes_p50_us": round(rows["tatolab nodes (host, under tatolabd)"][0], 1),
         "nodes_p99_us": round(rows["tatolab nodes (host, under tatolabd)"][1], 1),
@@ -132,6 +207,8 @@ def main() -> None:
         "nodes_vs_ring_p99": round(rows["tatolab nodes (host, under tatolabd)"][1]
                                    / rows["tatolab ring, bare processes"][1], 2),
         "load": round(os.getloadavg()[0], 2),
+        "idle_nodes": idle_nodes,
+        "idle_nodes_cpu_pct": round(statistics.median(idle), 2) if idle else None,
         "ring_p50_us": round(rows["tatolab ring, bare processes"][0], 1),
         "ring_p99_us": round(rows["tatolab ring, bare processes"][1], 1),
         "pyzmq_p50_us": round(rows["pyzmq ipc, bare processes"][0], 1),

@@ -22,6 +22,12 @@ from tatolab._control.client import NoRuntime, RequestFailed
 from tatolab._control.errors import ControlError
 from tatolab._cli.output import fail
 
+# argparse words its own texts ("show this help message and exit", "usage:") through gettext,
+# whose every lookup imports locale and stats catalogue files; Python ships no translation of
+# them, so the lookups only cost each command a tenth of its start. Used as they are written:
+setattr(argparse, "_", lambda text: text)
+setattr(argparse, "ngettext", lambda one, many, n: one if n == 1 else many)
+
 # module (under tatolab._cli) -> the commands it registers, in the order help lists them
 COMMAND_MODULES = {
     "streams": ("run", "streams", "stop"),
