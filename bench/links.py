@@ -552,7 +552,7 @@ def main() -> None:
     if "--write" in sys.argv:
         return write_only(1 if quick else 5)
     if "--fan-out" in sys.argv:
-        return fan_out_only(1 if quick else 5)
+        return fan_out_only(1 if quick else 3)
     repeats = 1 if quick else 3
     samples = 500 if quick else 2000
     kinds = ["ring", "pyzmq", "mpqueue"]

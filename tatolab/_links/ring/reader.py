@@ -221,7 +221,7 @@ class RingReader:
         q = self._q
         if q[_WRITE_SEQ] < self._next and not q[_MOVED]:
             return []  # nothing new (the node host asks once more before every wait)
-        out = []
+        out: list[Any] = []
         while True:
             q = self._q
             nxt = self._next
