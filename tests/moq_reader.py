@@ -4,7 +4,8 @@ process so a test can watch it, stop it, or run it in another network namespace.
     python moq_reader.py URL FINGERPRINT COUNT [--subscribe-after-s S] [--timeout S]
 
 It prints one JSON line per event: {"connected": ...}, {"bag": <decoded bag>, "bytes": n},
-{"received_before_subscribe": n} and, at the end, {"end": why, "got": n}.
+{"received_before_subscribe": n} and, at the end, {"end": why, "got": n}; a session the relay
+refuses for its token ends {"end": "refused: unauthorized"}.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 import urllib.parse
 
 import moq
+import moq.errors
 import msgspec
 
 
@@ -31,7 +33,19 @@ async def main(args: argparse.Namespace) -> str:
         if args.idle_s:
             await asyncio.sleep(args.idle_s)  # connected, subscribed to nothing: nothing may come
             say(received_before_subscribe=client.session.stats().bytes_received)
-        broadcast = await asyncio.wait_for(client.announced_broadcast(path), args.timeout)
+        # a relay that refuses the session (no token, or the wrong one) closes it: say so, never hang
+        closed = asyncio.ensure_future(client.session.closed())
+        announced = asyncio.ensure_future(client.announced_broadcast(path).available())
+        done, _ = await asyncio.wait({closed, announced}, timeout=args.timeout, return_when=asyncio.FIRST_COMPLETED)
+        if closed in done:
+            announced.cancel()
+            exc = closed.exception()
+            if exc is not None and moq.errors.is_auth(exc):
+                return "refused: unauthorized"
+            return f"closed: {exc}"
+        if not done:
+            raise TimeoutError
+        broadcast = announced.result()
         # every bag, in order (without a staleness allowance, a group that arrives late is skipped)
         track = await broadcast.subscribe_track("bags", moq.Subscription(max_age_us=10_000_000))
         say(subscribed=path)

@@ -45,6 +45,8 @@ async def main(args: argparse.Namespace) -> str:
             frame = await asyncio.wait_for(anext(media), args.timeout)
             got += 1
             say(frame=got, bytes=len(frame.payload), keyframe=frame.keyframe, ts_us=frame.timestamp_us)
+            if not frame.payload:
+                continue  # moq-py yields an empty frame where a group ends; FFmpeg reads one as end of stream
             for decoded in decoder.decode(av.Packet(frame.payload)):
                 picture = decoded.to_ndarray(format="rgb24")
         if picture is None:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from harness import Runtime, make_project, wait_for
@@ -167,7 +168,8 @@ def test_a_moq_client_reads_an_exposed_output_by_its_url(runtime, project_venv, 
     runtime.cli("run", "-d", cwd=source_project(tmp_path / "source", project_venv), check=True)
     url, fingerprint = url_of(runtime)
     machine = json.loads(runtime.cli("graph", check=True).stdout)["runtime"]["name"]
-    assert url == f"https://127.0.0.1:{runtime.env['TATOLAB_MOQ_PORT']}/{machine}/{ADDRESS}"
+    bare, _, token = url.partition("?jwt=")
+    assert bare == f"https://127.0.0.1:{runtime.env['TATOLAB_MOQ_PORT']}/{machine}/{ADDRESS}" and token
 
     # the certificate the URL is served with: made once in the state folder, the user's alone,
     # and the one a browser would pin
@@ -228,7 +230,7 @@ def test_a_video_output_is_h264_in_the_moq_dev_media_format_encoded_only_while_w
     # exposed, frames flowing, nobody watching: no encoder, nothing read
     network = output_entry(runtime, address)["network"]
     assert network["video"] == {"encoding": False, "encodes": 0, "frames_encoded": 0, "frames_skipped": 0,
-                                "encoder": None}, network
+                                "encoder": None, "pid": None, "restarts": 0, "last_error": None}, network
     assert network["reading"] is False
 
     # a MoQ client as moq-dev's players read it: the catalog, then the H.264 track it lists
@@ -618,9 +620,18 @@ def test_a_relay_that_cannot_listen_says_why_and_the_runtime_runs_on(project_ven
         runtime = started(tmp_path / "rt", TATOLAB_MOQ_PORT=str(taken.getsockname()[1]))
         runtime.cli("run", "-d", cwd=source_project(tmp_path / "source", project_venv), check=True)
         log = runtime.root / "state" / "tatolab" / "runtime.jsonl"
-        wait_for(lambda: "cannot listen on udp 127.0.0.1" in log.read_text(), what="the relay to say it cannot listen")
-        assert "Set TATOLAB_MOQ_PORT to a free port" in log.read_text()
+        wait_for(lambda: f"not serving: udp 127.0.0.1:{taken.getsockname()[1]} is held by another program or user"
+                 in log.read_text(), what="the relay to say it cannot listen")
+        assert "set TATOLAB_MOQ_PORT to a free port" in log.read_text()
         assert "source" in runtime.stream_names() and output_entry(runtime)["written"] > 0
+        # and it never hands out a URL it does not serve: `url` refuses, naming why and the setting
+        refused = runtime.cli("url", ADDRESS)
+        assert refused.returncode != 0 and not refused.stdout, refused
+        assert "not serving" in refused.stderr and "TATOLAB_MOQ_PORT" in refused.stderr, refused.stderr
+        listing = runtime.cli("streams", check=True).stdout
+        assert "relay: not serving" in listing and "TATOLAB_MOQ_PORT" in listing
+        graph = json.loads(runtime.cli("graph", check=True).stdout)
+        assert graph["runtime"]["relay"]["serving"] is False and "TATOLAB_MOQ_PORT" in graph["runtime"]["relay"]["why"]
     finally:
         taken.close()
 
@@ -710,3 +721,47 @@ def test_headless_chromium_plays_a_video_output_on_the_viewer_page(runtime, proj
     # the page closed: its player's subscription ends and so does the encode
     wait_for(lambda: output_entry(runtime, address)["network"]["video"]["encoding"] is False, timeout=45,
              what="the encoder to stop once the viewer page is gone")
+
+
+@pytest.mark.slow
+def test_a_killed_video_encoder_process_leaves_a_gap_its_readers_go_on_and_the_runtime_carries_on(
+        runtime, project_venv, tmp_path):
+    """The H.264 encode runs in a process of its own (a crash in FFmpeg or a driver ends only that
+    process); killed mid-stream, it is restarted, its readers see a gap and go on, and every stream
+    (and the runtime) carries on."""
+    runtime.cli("run", "-d", cwd=make_project(tmp_path / "bars", project_venv, {"stream.py": VIDEO_SOURCE}),
+                check=True)
+    other = source_project(tmp_path / "source", project_venv)
+    runtime.cli("run", "-d", cwd=other, check=True)
+    address = "bars/pattern/video"
+    url, fingerprint = url_of(runtime, address)
+    reader = video_reader(url, fingerprint, 150, "--timeout", "20")
+    try:
+        until(reader, "catalog")
+        video = wait_for(lambda: (v := output_entry(runtime, address)["network"]["video"])["pid"] and v["frames_encoded"]
+                         >= 10 and v, timeout=30, what="frames encoded in the encoder's process")
+        encoder = psutil.Process(video["pid"])  # a process of its own, the runtime's child
+        assert encoder.ppid() == runtime.process.pid and "tatolab._runtime.relay.encoder_main" in encoder.cmdline()
+        other_pid = node_pids_of(runtime, "source")
+        os.kill(video["pid"], 9)
+        again = wait_for(lambda: (v := output_entry(runtime, address)["network"]["video"])["restarts"] == 1 and v["pid"]
+                         and v["frames_encoded"] > video["frames_encoded"] + 10 and v, timeout=30,
+                         what="a new encoder process encoding")
+        assert again["pid"] != video["pid"] and again["last_error"] == (
+            f"the encoder process (pid {video['pid']}) was killed by SIGKILL")
+        out, err = reader.communicate(timeout=60)
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+            reader.communicate()
+    assert '"end": "count"' in out, (out, err)  # all 150 frames came, across the gap
+    assert node_pids_of(runtime, "source") == other_pid  # the other stream never noticed
+    assert runtime.process.poll() is None
+    log = (runtime.root / "state" / "tatolab" / "runtime.jsonl").read_text()
+    assert f"/bars/pattern/video: the encoder process (pid {video['pid']}) was killed by SIGKILL; readers see a gap" \
+        in log and "H.264 encoder process started" in log
+
+
+def node_pids_of(runtime: Runtime, stream: str) -> list[int]:
+    graph = json.loads(runtime.cli("graph", "--stream", stream, check=True).stdout)
+    return [n["pid"] for s in graph["streams"] for n in s["nodes"]]

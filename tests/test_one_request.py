@@ -74,7 +74,7 @@ def test_logs_is_one_request_and_prints_what_the_runtime_read(tmp_path):
         fake.close()
     assert result.returncode == 0, result.stderr
     assert fake.requests == [{"op": "logs", "args": {"stream": "cam", "node": None, "level": "info", "since": None,
-                                                      "tail": None, "follow": False}}]
+                                                      "tail": None, "follow": False}, "notices": True}]
     assert json.loads(result.stdout) == record
 
 

@@ -132,3 +132,33 @@ def test_python_c_runs_code_with_its_arguments_as_a_cold_python_c_would(kind, tm
     code_, out, err = run(go())
     assert code_ == 0, err
     assert json.loads(out) == ["", ["-c", "a", "b"], "__main__", "given"]
+
+
+def test_a_warm_child_that_ends_before_its_start_is_registered_is_still_seen_to_end(tmp_path, monkeypatch):
+    """On a busy runtime a compile can end before spawn() resumes after the warm interpreter's
+    answer: its exit must still be seen (it was dropped, and `run -d` hung until the CLI gave up)."""
+    from tatolab._runtime import starter as starter_module
+
+    real_reader = starter_module._reader
+    servers: list = []
+
+    async def late_reader(fd: int, limit: int):
+        # hold spawn() back until the warm interpreter has told of the child's exit
+        await wait_until(lambda: any(code is not None for s in servers for code in s._unclaimed.values()))
+        return await real_reader(fd, limit)
+
+    async def go():
+        starter = WarmStarter()
+        try:
+            first = await starter.start(PYTHON, "-c", ["pass"], cwd=tmp_path, env=dict(os.environ))
+            await asyncio.wait_for(first.wait(), 10)
+            servers.extend(starter.servers.values())
+            monkeypatch.setattr(starter_module, "_reader", late_reader)
+            child = await starter.start(PYTHON, "-c", ["raise SystemExit(3)"], cwd=tmp_path, env=dict(os.environ))
+            out, err = await asyncio.wait_for(child.communicate(), 10)
+            return child.returncode, err
+        finally:
+            await starter.close()
+
+    code, err = run(go())
+    assert code == 3, err

@@ -215,3 +215,26 @@ def test_reading_a_bag_that_names_no_frame_into_videoframe_says_so(pool_base):
         writer.close()
     finally:
         ring.reap(base)
+
+
+def test_a_process_past_the_pools_holders_is_refused_naming_the_setting_and_counted(pool_base):
+    small = pool_base + "-holders"
+    surfaces.create(small, slots=2, budget_bytes=1 << 20, holders=16)
+    handles = [surfaces.Pool(small) for _ in range(17)]  # each handle claims a place, as a process would
+    try:
+        for handle in handles[:16]:
+            handle.allocate(8, 8)
+            handle.release(0)
+        with pytest.raises(surfaces.PoolExhausted, match=r"all 16 places in the surface pool are held .*"
+                                                         r"set TATOLAB_SURFACE_HOLDERS higher"):
+            handles[16].allocate(8, 8)
+        assert handles[0].stats()["holders"] == 16 and handles[0].stats()["holders_refused"] == 1
+        assert handles[0].refused_pids() == {os.getpid()}
+        handles[3].close()  # a place given back is taken by the next
+        handles[16].allocate(8, 8)
+    finally:
+        for handle in handles:
+            handle.dispose()
+        for suffix in ("", "-0", "-1"):
+            if os.path.exists(small + suffix):
+                os.unlink(small + suffix)

@@ -84,6 +84,8 @@ def _from_output(client: Client, address: str, count: int, timeout: float | None
 
 
 def cmd_exchange(args: argparse.Namespace) -> int:
+    from tatolab._surfaces import pool as surfaces
+
     out = Path(args.out)
     if not out.is_dir():
         return fail(f"--out {out} is not a folder; make it first (mkdir -p {out})")
@@ -94,6 +96,8 @@ def cmd_exchange(args: argparse.Namespace) -> int:
         if "#" in args.target:
             return _by_id(client, args.target, out)
         return _from_output(client, args.target, args.count, args.timeout or None, out)
+    except surfaces.PoolExhausted as exc:  # no place left in the surface pool for this process
+        return fail(f"exchange cannot read frames: {exc}")
     except KeyboardInterrupt:
         return 130
     finally:

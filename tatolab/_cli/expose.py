@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 from tatolab._control.client import Client
+from tatolab._control.words import CAPABILITY, UNREACHABLE, expiry
 
 
 MEANING = {
@@ -25,6 +26,8 @@ def cmd_expose(args: argparse.Namespace) -> int:
     print(f"{result['address']} is {MEANING[level]}" + (" (recorded for the kept stream)" if result["kept"] else ""))
     if result["cut"]:
         print(f"cut readers: {', '.join(result['cut'])}")
+    if level == "public" and result.get("reachable") is False:
+        print(f"{result['address']}: {UNREACHABLE}")
     return 0
 
 
@@ -36,24 +39,47 @@ def register(commands: Any) -> None:
     level.add_argument("--remove", action="store_true",
                        help="make it internal again, cutting other streams' and network readers")
     expose.set_defaults(func=cmd_expose)
-    url = commands.add_parser("url", help="print an exposed output's MoQ URL and the certificate fingerprint")
-    url.add_argument("address", help="<stream>/<node>/<port>")
+    url = commands.add_parser("url", help="print an exposed output's MoQ URL (with its token) and the certificate "
+                              "fingerprint")
+    url.add_argument("address", help="<stream>/<node>/<port> (with --prefix: <stream> or <stream>/<node>)")
+    url.add_argument("--public", action="store_true",
+                     help="mint a new token for others to read this public output (revocable: tatolab token)")
+    url.add_argument("--expires", default="7d", metavar="WHEN",
+                     help="with --public: how long the token lasts: 1h, 7d (the default), 30m or never")
+    url.add_argument("--prefix", action="store_true",
+                     help="with --public: the token reads every public output at or under ADDRESS")
     url.add_argument("--open", action="store_true", help="open the viewer page showing it, in a browser")
     url.set_defaults(func=cmd_url)
+    token = commands.add_parser("token", help="the public tokens `url --public` minted: list, revoke one, rotate the key")
+    token_actions = token.add_subparsers(dest="action", metavar="ACTION")
+    token_actions.add_parser("list", help="list the public tokens (ids, what they read, expiry, state)")
+    revoke = token_actions.add_parser("revoke", help="void one token now, cutting its readers")
+    revoke.add_argument("id", help="the token's id (tatolab token list)")
+    token_actions.add_parser("rotate", help="a new key: every URL given so far stops working, readers are cut")
+    token.set_defaults(func=cmd_token, action=None)
     relay = commands.add_parser("relay", help="publish this machine's public outputs into a MoQ relay on the internet")
     actions = relay.add_subparsers(dest="action", metavar="ACTION")
     join = actions.add_parser("join", help="publish public outputs into the relay at URL (recorded)")
-    join.add_argument("url", help="https://<host>[:<port>]/[<path>][?<token>][#sha256=<fingerprint>]")
+    join.add_argument("url", help="https://<host>[:<port>]/[<path>][?jwt=<token>][#sha256=<fingerprint>]")
+    join.add_argument("--token", help="the relay's token (a JWT), if the URL has no ?jwt=")
     actions.add_parser("leave", help="stop publishing into the joined relay, and forget it")
     relay.set_defaults(func=cmd_relay, action=None)
 
 
 def cmd_url(args: argparse.Namespace) -> int:
-    result = Client().request("url", address=args.address)
+    result = Client().request("url", address=args.address, public=args.public, expires=args.expires,
+                              prefix=args.prefix)
     print(result["url"])
     print(f"fingerprint sha-256 {result['fingerprint']}")
     print(f"pinned, for stream_builder.remote_output(): {result['url']}#sha256={result['fingerprint']}")
     print(f"viewer: {result['viewer']}")
+    minted = result.get("token")
+    if minted:
+        print(f"token {minted['id']}: reads public outputs at {minted['root']}"
+              f"{' and under it' if args.prefix else ''}, {expiry(minted['expires'])}; "
+              f"`tatolab token revoke {minted['id']}` voids it. {CAPABILITY}")
+    elif result["level"] == "public":
+        print(f"this URL is yours (it never expires); for others: `tatolab url {args.address} --public`")
     if args.open:
         import webbrowser
 
@@ -62,9 +88,29 @@ def cmd_url(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_token(args: argparse.Namespace) -> int:
+    client = Client()
+    if args.action == "revoke":
+        record = client.request("token_revoke", id=args.id)
+        print(f"token {record['id']} revoked: URLs carrying it read nothing now")
+    elif args.action == "rotate":
+        rotated = client.request("token_rotate")
+        print(f"new token key {rotated['key']}: every URL given so far stopped working "
+              f"({rotated['revoked']} public token(s) voided); `tatolab url` gives new ones")
+    else:
+        tokens = client.request("token_list")["tokens"]
+        if not tokens:
+            print("no public tokens (`tatolab url ADDRESS --public` mints one)")
+        for t in tokens:
+            when = expiry(t["expires"]) if t["state"] == "valid" else t["state"]
+            print(f"{t['id']}  {t['root']}{'/*' if t.get('note') == 'prefix' else ''}  {t['state']}  {when}")
+    client.close()
+    return 0
+
+
 def cmd_relay(args: argparse.Namespace) -> int:
     if args.action == "join":
-        result = Client().request("relay_join", url=args.url)
+        result = Client().request("relay_join", url=args.url, token=args.token)
     elif args.action == "leave":
         result = Client().request("relay_leave")
     else:

@@ -38,7 +38,7 @@ COMMAND_MODULES = {
     "top": ("top",),
     "exchange": ("exchange",),
     "kept": ("start", "rm"),
-    "expose": ("expose", "url", "relay"),
+    "expose": ("expose", "url", "token", "relay"),
     "change": ("node", "link"),
     "service": ("service",),
     "mcp": ("mcp",),

@@ -100,6 +100,9 @@ def cmd_streams(args: argparse.Namespace) -> int:
         print()
         for line in write_failure_lines(unwritten):
             print(line)
+    if listing.get("relay"):
+        print()
+        print(f"relay: not serving exposed outputs: {listing['relay']}")
     return 0
 
 

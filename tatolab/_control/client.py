@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import sys
 import time
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from tatolab._safe_fs import owner_name
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
 if TYPE_CHECKING:
     import asyncio
-    from typing import Any, AsyncIterator, Iterator
+    from typing import Any, AsyncIterator, Callable, Iterator
 
 TIMEOUT_ENV = "TATOLAB_CLI_TIMEOUT_S"
 ANSWER_TIMEOUT_S = 60.0  # a request's answer (a load compiles the stream first)
@@ -76,6 +77,15 @@ class RuntimeGone(RequestFailed):
         )
 
 
+NOTICE_EVERY_S = 5.0  # the CLI says a load's place in line at most this often
+
+
+def waiting_words(notice: dict[str, Any]) -> str:
+    """``{"waiting": true, "place": 3, "in_line": 7, "at_once": 2}`` as a person reads it."""
+    return (f"waiting for its turn: {notice.get('place')} of {notice.get('in_line')} in line "
+            f"(the runtime compiles and starts {notice.get('at_once')} streams at once)")
+
+
 def answer_timeout_s() -> float:
     return settings.value(TIMEOUT_ENV)  # checked as the command started (_settings.py)
 
@@ -100,6 +110,17 @@ class Client:
             raise NotYourRuntime(self.path, pid, uid)
         self.sock.settimeout(None)
         self.file = self.sock.makefile("rb")
+        self._said_at = 0.0
+
+    def on_notice(self, notice: dict[str, Any]) -> None:
+        """A load waiting its turn: say its place on stderr (the first time, then at most every few seconds)."""
+        if not notice.get("waiting"):
+            return
+        now = time.monotonic()
+        if self._said_at and now - self._said_at < NOTICE_EVERY_S:
+            return
+        self._said_at = now
+        print(waiting_words(notice), file=sys.stderr, flush=True)
 
     def _connect(self, timeout_s: float) -> socket.socket:
         """A connection, or NoRuntime / NoAnswer. A runtime that accepts nothing (its backlog
@@ -126,21 +147,25 @@ class Client:
         self.sock.settimeout(self.timeout_s)
         unsent: OSError | None = None
         try:
-            self.sock.sendall(protocol.encode({"op": op, "args": args}))
+            self.sock.sendall(protocol.encode({"op": op, "args": args, "notices": True}))
         except socket.timeout:
             raise NoAnswer(self.path, self.timeout_s) from None
         except OSError as exc:
             unsent = exc  # it may have said why before closing (a refusal): read that first
-        try:
-            line = self.file.readline()
-        except socket.timeout:
-            raise NoAnswer(self.path, self.timeout_s) from None
-        except OSError as exc:
-            raise RuntimeGone(unsent or exc) from None
+        while True:  # notices first (a load waiting its turn): each restarts the wait for the answer
+            try:
+                line = self.file.readline()
+            except socket.timeout:
+                raise NoAnswer(self.path, self.timeout_s) from None
+            except OSError as exc:
+                raise RuntimeGone(unsent or exc) from None
+            if not line:
+                raise RuntimeGone(unsent)
+            answer = protocol.decode(line)
+            if "notice" not in answer:
+                break
+            self.on_notice(answer["notice"])
         self.sock.settimeout(None)
-        if not line:
-            raise RuntimeGone(unsent)
-        answer = protocol.decode(line)
         if not answer.get("ok"):
             raise Refused.from_wire(answer)  # the CLI renders its fixes (tatolab/_control/words.py)
         return answer.get("result")
@@ -178,6 +203,7 @@ class AsyncClient:
         self.path = path
         self.reader = reader
         self.writer = writer
+        self.on_notice: Callable[[dict[str, Any]], None] = lambda notice: None  # an MCP server may pass them on
 
     @classmethod
     async def connect(cls, path: Path | None = None) -> "AsyncClient":
@@ -196,10 +222,14 @@ class AsyncClient:
         return cls(path, reader, writer)
 
     async def request(self, op: str, **args: Any) -> Any:
-        """Send one request and return its answer; for an operation that talks, ``events()`` follows."""
-        self.writer.write(protocol.encode({"op": op, "args": args}))
+        """Send one request and return its answer; for an operation that talks, ``events()`` follows.
+        Notices before it (a load waiting its turn) go to ``on_notice``."""
+        self.writer.write(protocol.encode({"op": op, "args": args, "notices": True}))
         await self.writer.drain()
         answer = await self.next_message()
+        while answer is not None and "notice" in answer:
+            self.on_notice(answer["notice"])
+            answer = await self.next_message()
         if answer is None:
             raise RequestFailed("the runtime closed the connection before answering")
         if not answer.get("ok"):

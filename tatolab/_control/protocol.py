@@ -6,6 +6,11 @@ A request is ``{"op": NAME, "args": {...}}``. The runtime answers with one
 (an attached load, dev, tap, logs) keeps the connection open after its answer and sends
 ``{"event": ...}`` lines until it ends; closing the connection ends it (an attached stream
 is unloaded). ``operations`` lists every operation with its JSON Schemas (operations.py).
+
+A request that adds ``"notices": true`` may get ``{"notice": {...}}`` lines before its answer:
+``{"waiting": true, "place": 3, "in_line": 7, "at_once": 2, "what": "load"}`` while a load waits
+its turn (runtime/line.py), ``{"waiting": false, ...}`` when its turn came or while it still
+works; each says the runtime is on it, so a client waits on rather than time out.
 """
 
 from __future__ import annotations

@@ -55,6 +55,12 @@ def command(fix: Fix) -> str:
         return " ".join(FLAGS.get(arg, f"--{arg}") for arg in fix.args)
     if fix.op in CHANGE_VERBS:
         return "`" + CHANGE_VERBS[fix.op](fix.args) + "`"
+    if fix.op == "expose":  # its level is a flag
+        level = fix.args.get("level")
+        flag = {"public": " --public", "internal": " --remove"}.get(str(level), "")
+        return f"`tatolab expose {as_argument(str(fix.args['address']))}{flag}`"
+    if fix.op.startswith("token_"):  # token_list -> tatolab token list
+        return "`" + " ".join(["tatolab token", fix.op[6:]] + [as_argument(str(v)) for v in fix.args.values()]) + "`"
     if fix.op == "logs":  # its arguments are options
         return "`" + " ".join(["tatolab logs"] + [f"--{k} {as_argument(str(v))}" for k, v in fix.args.items()]) + "`"
     words = ["tatolab", fix.op] + [as_argument(str(v)) for v in fix.args.values() if v is not None]
@@ -196,3 +202,22 @@ def reason_words(entry: dict[str, Any]) -> str | None:
     """An answer's reason in words: its structured ``why`` (a Reason) when it has one, else its text."""
     why = entry.get("why")
     return render(Reason.from_wire(why)) if why else entry.get("reason")
+
+
+# --- sharing outputs by URL (tatolab url, token, expose, relay) ----------------------------------
+
+UNREACHABLE = ("nothing outside this machine can reach it yet: it has no public address. Join a tailnet "
+               "(`tailscale up`), set TATOLAB_MOQ_PUBLIC to this machine's address and restart tatolabd, "
+               "or publish into a relay on the internet with `tatolab relay join URL`")
+CAPABILITY = "whoever holds this URL can read it: share it like a password"
+
+
+def expiry(expires: int | None) -> str:
+    """When a token expires, in words (UTC)."""
+    import datetime
+
+    if expires is None:
+        return "never expires"
+    at = datetime.datetime.fromtimestamp(expires, datetime.timezone.utc)
+    return f"expires {at:%Y-%m-%d %H:%M} UTC"
+

@@ -31,6 +31,7 @@ from tatolab._mcp import images, prompts
 from tatolab._mcp.calls import in_words, tool_call, tool_calls
 from tatolab._mcp.resources import GRAPH_TEMPLATE, Resources
 from tatolab._mcp.tools import BY_NAME, TOOLS, Tool, description, input_schema
+from tatolab._surfaces.pool import PoolExhausted
 
 INSTRUCTIONS = (
     "Tatolab runs live streams on this machine; these tools talk to its runtime (tatolabd) over its "
@@ -183,6 +184,8 @@ async def _exchange(args: dict[str, Any]) -> list[dict[str, Any]]:
             return await images.from_output(client, opened, frames, args["timeout"])
     except images.NoFrame as exc:
         raise Failed(str(exc)) from None
+    except PoolExhausted as exc:  # no place left in the surface pool for this process: say so, with the fix
+        raise Failed(f"error: exchange cannot read frames: {exc}") from None
     except TimeoutError:
         raise Failed(f"error: the runtime went away during the exchange of {opened.get('address')}") from None
     finally:

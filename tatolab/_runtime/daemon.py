@@ -20,6 +20,7 @@ from tatolab._runtime import groups, namespaces, unwritten
 from tatolab._runtime.kept import KeptStreams
 from tatolab._runtime.reaper import Reaper
 from tatolab._runtime.runtime import Runtime
+from tatolab._runtime.starter import WarmStarter
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.relay.config import ConfigError
 from tatolab._runtime.relay.relay import Relay
@@ -106,6 +107,8 @@ async def serve(lock: MachineLock) -> None:
 
     kept = KeptStreams(state, say)
     runtime = Runtime(kept)
+    if isinstance(runtime.starter, WarmStarter):
+        runtime.starter.say = say  # it says when a new SDK in a project's .venv was picked up
     try:
         runtime.use_relay(Relay(state, say, machine_name()))
     except ConfigError as exc:  # a refused start: before the marker says this run is running

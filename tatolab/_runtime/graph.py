@@ -17,7 +17,7 @@ from tatolab._runtime.rules.exposure import exposure_levels
 from tatolab._runtime.rules.health import NodeState
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.streams import LoadedStream, link_key
-from tatolab._runtime.surfaces import is_builtin, pool_stats
+from tatolab._runtime.surfaces import is_builtin, pool_stats, refusal_words, refused_pids
 from tatolab._runtime.supervisor import NodeProcess
 from tatolab._runtime.timing import Topology, add_link_latency, stream_paths
 
@@ -88,8 +88,11 @@ def stream_entry(
         link_readers.setdefault(wiring.base, set()).add(wiring.reader_index)
 
     nodes = []
+    refused = refused_pids()
     for node in stream.graph["nodes"]:
         entry = node_entry(node, stream.nodes.get(node["name"]))
+        if entry["pid"] is not None and entry["pid"] in refused:
+            entry["surfaces"] = refusal_words()  # its frames are dropped: say so where an agent looks
         # read/dropped/bad: totals over the port's wired links (filled in below), so a
         # reading node's own entry shows what it lost, as the docs promise
         entry["inputs"] = [

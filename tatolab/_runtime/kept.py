@@ -208,7 +208,7 @@ class KeptStreams:
     def rows(self, loaded: set[str]) -> list[dict[str, Any]]:
         """`tatolab streams` rows for the records not loaded right now."""
         rows = []
-        for record in self.store.read_all():
+        for record in self.store.read_all(shared=True):
             if record.name in loaded:
                 continue
             if isinstance(record, DamagedRecord):

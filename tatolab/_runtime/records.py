@@ -4,6 +4,7 @@ one, fsync the folder."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -224,22 +225,34 @@ class RecordStore:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        # name -> (the file's stat, the record read from it): `streams` and every rewire list the
+        # records, so a file is parsed again only when it changed (many kept streams, many requests)
+        self._read: dict[str, tuple[tuple[int, int, int], KeptRecord]] = {}
 
     def path(self, name: str) -> Path:
         if not is_stream_name(name):  # a name from a request must never reach outside the folder
             raise ValueError(f"{name!r} is not a stream name")
         return self.folder / f"{name}.json"
 
-    def read(self, name: str) -> KeptRecord | DamagedRecord | None:
+    def read(self, name: str, *, shared: bool = False) -> KeptRecord | DamagedRecord | None:
+        """The record ``name``; ``shared``: the one kept in memory, which the caller must not change."""
         if not is_stream_name(name):
             return None  # no stream can have it: the caller says "no stream named ..."
         path = self.path(name)
         try:
-            raw = path.read_bytes()
+            with open(path, "rb") as file:
+                st = os.fstat(file.fileno())
+                stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+                known = self._read.get(name)
+                if known is not None and known[0] == stamp:
+                    return known[1] if shared else copy.deepcopy(known[1])  # callers may change theirs
+                raw = file.read()
         except FileNotFoundError:
+            self._read.pop(name, None)
             return None
         except OSError as exc:
             return DamagedRecord(name, path, f"reading it failed: {exc.strerror}", None)
+        self._read.pop(name, None)
         try:
             record = KeptRecord.from_json(json.loads(raw))
         except ValueError as exc:
@@ -250,7 +263,8 @@ class RecordStore:
             return DamagedRecord(name, path, problem, project)
         if record.name != name:
             return DamagedRecord(name, path, f"it names the stream {record.name!r}", record.project)
-        return record
+        self._read[name] = (stamp, record)
+        return record if shared else copy.deepcopy(record)
 
     def names(self) -> list[str]:
         try:
@@ -264,12 +278,19 @@ class RecordStore:
         """Files named like records whose name no stream can have (a hand-made ``Cam.json``)."""
         return [self.folder / f"{name}.json" for name in self.names() if not is_stream_name(name)]
 
-    def read_all(self) -> list[KeptRecord | DamagedRecord]:
-        records = [self.read(name) for name in self.names()]
+    def read_all(self, *, shared: bool = False) -> list[KeptRecord | DamagedRecord]:
+        records = [self.read(name, shared=shared) for name in self.names()]
         return [r for r in records if r is not None]
 
     def save(self, record: KeptRecord) -> None:
-        write_json_atomically(self.path(record.name), record.to_json())
+        path = self.path(record.name)
+        self._read.pop(record.name, None)
+        write_json_atomically(path, record.to_json())
+        try:
+            st = os.stat(path)
+        except OSError:
+            return
+        self._read[record.name] = ((st.st_ino, st.st_mtime_ns, st.st_size), copy.deepcopy(record))
 
     def remove(self, name: str) -> None:
         if not is_stream_name(name):

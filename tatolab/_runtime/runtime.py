@@ -15,11 +15,12 @@ from tatolab._links import ring
 from tatolab._control import paths
 from tatolab._runtime.compiler import compile_stream, project_python
 from tatolab._runtime.environment import command_env
+from tatolab._runtime.line import Line
 from tatolab._runtime.kept import KeptLoadFailed, KeptStreams, preflight, strip_reason
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.nodes import restart_nodes, start_nodes, stop_nodes
 from tatolab._runtime.records import DamagedRecord, KeptRecord
-from tatolab._runtime.rules import cameras, names
+from tatolab._runtime.rules import cameras, caps, names
 from tatolab._runtime.snapshots import SnapshotError
 from tatolab._runtime.starter import ProcessStarter
 from tatolab._runtime.starter import shared as shared_starter
@@ -114,6 +115,7 @@ class Runtime:
         self._unloading: set[asyncio.Task] = set()
         self.closing = False  # set by shutdown: no stream starts after it
         self.relay: Relay | None = None  # the MoQ relay serving exposed outputs (tatolabd sets it: use_relay)
+        self.line = Line()  # loads compiled and started at once; the others wait in it (line.py)
 
     # -- starting ------------------------------------------------------------------------------
 
@@ -140,6 +142,7 @@ class Runtime:
                 if old is None and held is not None and held.mode == "kept" and held.project == start.keeping_from:
                     old = held
                 self.check_name_free(name, replacing=old, keeping_from=start.keeping_from)
+                self.check_node_caps(name, len(start.stream.graph["nodes"]), replacing=old)
                 self.check_cameras(name, start.stream.graph, replacing=old, missing_ok=start.devices_may_come)
                 if start.prepare is not None:
                     await start.prepare()
@@ -179,11 +182,12 @@ class Runtime:
         """Compile and start a stream; ``env`` is the loading command's environment (environment.py)."""
         project, python = open_project(source.project)
         source = replace(source, project=project)
-        graph = await compile_stream(source, env=env, starter=self.starter)  # or CompileError
-        if mode == "kept":
-            return await self._keep(source, python, graph, env)
-        stream = LoadedStream(name=graph["stream"], project=project, graph=graph, mode=mode, env=env)
-        started = await self.start_stream(StreamStart(stream, python))
+        async with self.line.turn("load"):  # many at once wait their turn, each told its place
+            graph = await compile_stream(source, env=env, starter=self.starter)  # or CompileError
+            if mode == "kept":
+                return await self._keep(source, python, graph, env)
+            stream = LoadedStream(name=graph["stream"], project=project, graph=graph, mode=mode, env=env)
+            started = await self.start_stream(StreamStart(stream, python))
         assert started is not None
         return started
 
@@ -359,6 +363,15 @@ class Runtime:
             loaded=None if holder is None or holder is replacing else names.Loaded(str(holder.project), holder.mode),
             keeping_from=str(keeping_from) if keeping_from is not None else None,
         )
+        if refused is not None:
+            raise refused
+
+    def check_node_caps(self, stream_name: str, nodes: int, *, replacing: LoadedStream | None = None,
+                        adding: str | None = None) -> None:
+        """Refuse a stream (or a node added live) past the node caps (rules/caps.py)."""
+        others = sum(len(s.graph["nodes"]) for s in self.streams.values()
+                     if s is not replacing and s.name != stream_name)
+        refused = caps.refusal(stream_name, nodes, others, adding=adding)
         if refused is not None:
             raise refused
 

@@ -11,6 +11,7 @@ from typing import Any
 from tatolab import _settings as settings
 from tatolab._control import protocol
 from tatolab._control.errors import ControlError
+from tatolab._runtime import line as load_line
 from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.ops import OPS, load_all
 
@@ -116,6 +117,9 @@ class ControlServer:
             args = request.get("args") or {}
             if not isinstance(args, dict):
                 raise protocol.ProtocolError("args must be a JSON object")
+            # a client that reads notices before the answer (its place in line) asks for them
+            load_line.notice.set((lambda what: writer.write(protocol.encode({"notice": what})))
+                            if request.get("notices") is True else None)
             result = await operation.function(self.runtime, **operation.check(args))
         except ControlError as exc:
             await _send(writer, {"ok": False, **exc.to_wire()})

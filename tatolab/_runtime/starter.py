@@ -24,7 +24,7 @@ import signal
 import socket
 import time
 from pathlib import Path
-from typing import Mapping, Protocol
+from typing import Callable, Mapping, Protocol
 
 from tatolab import _settings as settings
 from tatolab._host.orphans import die_with_parent
@@ -191,10 +191,28 @@ class WarmServer:
         self.children: dict[int, WarmProcess] = {}
         self._pending: dict[int, asyncio.Future] = {}
         self._ids = 0
+        # children whose start was answered but not yet registered by spawn(), and their exit code
+        # if it came first (a compile can end before spawn() resumes on a busy runtime)
+        self._unclaimed: dict[int, int | None] = {}
         self._out: collections.deque[tuple[bytes, list[int]]] = collections.deque()
         self._writing = False
         self._ready: asyncio.Future | None = None
         self._drain: asyncio.Task | None = None
+        self.retiring = False  # replaced (its files changed): it starts nothing more, and ends with its last child
+        self._closing: asyncio.Future | None = None
+        self._ended_retired: Callable[[], None] = lambda: None
+
+    def retire(self, ended: Callable[[], None]) -> None:
+        """Start nothing more; end once no child of it runs (never kill them: other streams' nodes),
+        then call ``ended``."""
+        self.retiring = True
+        self._ended_retired = ended
+        self._retire_if_done()
+
+    def _retire_if_done(self) -> None:
+        if self.retiring and not self.children and not self._unclaimed and not self._pending and self._closing is None:
+            self._closing = asyncio.ensure_future(self.close())
+            self._closing.add_done_callback(lambda _: self._ended_retired())
 
     async def open(self) -> None:
         loop = asyncio.get_running_loop()
@@ -251,10 +269,18 @@ class WarmServer:
                 child = self.children.pop(message["exit"], None)
                 if child is not None:
                     child._ended(message["code"])
+                    self._retire_if_done()
+                elif message["exit"] in self._unclaimed:
+                    # it ended before its spawn() got as far as registering it: kept for spawn() to find
+                    self._unclaimed[message["exit"]] = message["code"]
             else:
                 future = self._pending.pop(message.get("id"), None)
                 if future is not None and not future.done():
+                    if "pid" in message:
+                        self._unclaimed[message["pid"]] = None
                     future.set_result((message, fds))
+                    if "pid" not in message:
+                        self._retire_if_done()
                 else:  # its asker gave up (cancelled): the child must not run untracked
                     for fd in fds:
                         if "pid" in message:
@@ -287,6 +313,7 @@ class WarmServer:
             for fd in fds:
                 os.close(fd)
         self._out.clear()
+        self._retire_if_done()
 
     def _send(self, data: bytes, fds: list[int]) -> None:
         self._out.append((data, fds))
@@ -316,7 +343,7 @@ class WarmServer:
 
     async def spawn(self, module: str, args: list[str], *, cwd: Path, env: Mapping[str, str], log_fd: int | None,
                     stdin: bool, limit: int) -> WarmProcess:
-        if not self.alive:
+        if not self.alive or self.retiring:
             raise OSError("the warm interpreter ended")
         self.last_used = time.monotonic()
         loop = asyncio.get_running_loop()
@@ -350,11 +377,28 @@ class WarmServer:
             if "stale" in message:
                 raise _Stale(message["stale"])
             raise OSError(message["error"])
-        stdout = await _reader(out_r, limit)
-        stderr = await _reader(err_r, limit)
-        writer = await _writer(in_w) if stdin else None
-        child = WarmProcess(message["pid"], fds[0], writer, stdout, stderr)
-        self.children[child.pid] = child
+        pid = message["pid"]
+        try:
+            stdout = await _reader(out_r, limit)
+            stderr = await _reader(err_r, limit)
+            writer = await _writer(in_w) if stdin else None
+            child = WarmProcess(pid, fds[0], writer, stdout, stderr)
+        except BaseException:  # cancelled half-way: the child must not run untracked
+            self._unclaimed.pop(pid, None)
+            try:
+                signal.pidfd_send_signal(fds[0], signal.SIGKILL)
+            except OSError:
+                pass
+            os.close(fds[0])
+            raise
+        code = self._unclaimed.pop(pid, None)
+        if code is not None:
+            child._ended(code)
+            self._retire_if_done()
+        elif self.alive:
+            self.children[pid] = child
+        else:
+            child._ended(-signal.SIGKILL)  # the warm interpreter ended meanwhile, and its children with it
         return child
 
     async def close(self) -> None:
@@ -392,10 +436,16 @@ def start_vars(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k.startswith(("PYTHON", "LC_", "TATOLAB_NODE_OF")) or k in _START_VARS}
 
 
+def _quiet(level: str, message: str, **fields: object) -> None:
+    pass
+
+
 class WarmStarter:
     def __init__(self, cold: ColdStarter | None = None) -> None:
         self.cold = cold or ColdStarter()
         self.servers: dict[tuple, WarmServer] = {}
+        self.retired: set[WarmServer] = set()  # replaced, still parent of running nodes
+        self.say = _quiet  # the runtime's log (tatolabd sets it)
         self._opening: dict[tuple, asyncio.Future] = {}
         self._failed: dict[str, float] = {}  # venv -> when its warm interpreter failed
 
@@ -411,13 +461,26 @@ class WarmStarter:
                 try:
                     return await server.spawn(module, args, cwd=cwd, env=env, log_fd=log_fd, stdin=stdin,
                                               limit=limit)
-                except _Stale:
+                except _Stale as stale:
                     self._forget(venv, env, server)
-                    await server.close()
+                    self._retire(server, venv, str(stale))
                 except OSError:
                     self._forget(venv, env, server)
                     break
         return await self.cold.start(python, module, args, cwd=cwd, env=env, log_fd=log_fd, stdin=stdin, limit=limit)
+
+    def _retire(self, server: WarmServer, venv: str, why: str) -> None:
+        """A new SDK (or package) in ``venv``: the next start uses a fresh interpreter; this one stays
+        the parent of the nodes it started, which run on, and ends with the last of them."""
+        if server in self.retired:
+            return
+        running = len(server.children)
+        self.say("info", f"a new SDK or package in {venv} was picked up ({why}): nodes start from a fresh warm "
+                 f"interpreter now; the one before it (pid {server.pid}) ends once the "
+                 f"{running} node{'' if running == 1 else 's'} it started end{'s' if running == 1 else ''}",
+                 venv=venv, old_pid=server.pid, running=running)
+        self.retired.add(server)
+        server.retire(lambda: self.retired.discard(server))
 
     def _forget(self, venv: str, env: Mapping[str, str], server: WarmServer) -> None:
         key = self._key(venv, env)
@@ -460,7 +523,8 @@ class WarmStarter:
                 asyncio.ensure_future(server.close())
 
     async def close(self) -> None:
-        servers, self.servers = list(self.servers.values()), {}
+        servers, self.servers = [*self.servers.values(), *self.retired], {}
+        self.retired = set()
         await asyncio.gather(*(server.close() for server in servers), return_exceptions=True)
 
 

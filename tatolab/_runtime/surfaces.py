@@ -23,8 +23,9 @@ def acquire() -> None:
     if _users == 0:
         slots = settings.value("TATOLAB_SURFACE_SLOTS")  # checked as tatolabd started (_settings.py)
         budget = settings.value("TATOLAB_SURFACE_BUDGET_MB") << 20
+        holders = settings.value(pool.HOLDERS_SETTING)
         ring.reap(paths.surface_pool())  # one left by a runtime that died
-        pool.create(paths.surface_pool(), slots=slots, budget_bytes=budget)
+        pool.create(paths.surface_pool(), slots=slots, budget_bytes=budget, holders=holders)
     _users += 1
 
 
@@ -46,6 +47,25 @@ def pool_stats() -> dict[str, Any] | None:
         return handle.stats()
     finally:
         handle.dispose()
+
+
+def refused_pids() -> set[int]:
+    """Processes the pool refused a place (all its holders taken): their nodes get no frames."""
+    try:
+        handle = pool.Pool(paths.surface_pool())
+    except (OSError, pool.SurfaceError):
+        return set()
+    try:
+        return handle.refused_pids()
+    finally:
+        handle.dispose()
+
+
+def refusal_words(holders: int | None = None) -> str:
+    """What a node's graph entry says when the pool refused it, with the fix."""
+    limit = holders if holders is not None else settings.value(pool.HOLDERS_SETTING)
+    return (f"it cannot use frames: all {limit} places in the surface pool are taken; set "
+            f"{pool.HOLDERS_SETTING} higher for tatolabd and restart it, or run fewer nodes that handle frames")
 
 
 def is_builtin(node: dict[str, Any]) -> bool:

@@ -33,7 +33,8 @@ from tatolab._safe_fs import create_private_file, open_own_file
 
 MAGIC = int.from_bytes(b"TATOSRF1", "little")
 VERSION = 1
-MAX_HOLDERS = 128
+DEFAULT_HOLDERS = 1024  # processes that may hold surfaces at once (TATOLAB_SURFACE_HOLDERS)
+HOLDERS_SETTING = "TATOLAB_SURFACE_HOLDERS"
 DEFAULT_SLOTS = 32
 DEFAULT_BUDGET_BYTES = 2 << 30  # 2 GiB of /dev/shm at most
 FORMATS = {"rgba8": 4}  # bytes per pixel; NV12 and others follow with their own plane layout
@@ -43,7 +44,9 @@ _HOLDER_BYTES = 16  # pid u32, pad, start time u64
 _SLOT_BYTES = 64  # generation u64, capacity u64, width u32, height u32, format u32, pad, used_ns u64
 _H = struct.Struct("<QIIIIQ")  # magic, version, slots, holders, pad, budget
 _EXHAUSTED_OFF = 40  # u64, counted under the allocation lock
-_NO_LEASES = bytes(MAX_HOLDERS * 4)
+_REFUSED_OFF = 48  # u64: processes refused a holder's place, counted under the table lock
+_REFUSED_PIDS_OFF = 56  # u64 x _REFUSED_KEPT: the last pids refused one (a ring, by the count above)
+_REFUSED_KEPT = 32
 
 
 class SurfaceError(ValueError):
@@ -70,24 +73,25 @@ def parse_id(surface_id: Any) -> tuple[int, int]:
     raise SurfaceError(f"{surface_id!r} is not a surface id; one looks like '3#17' (slot#generation)")
 
 
-def _layout(slots: int) -> tuple[int, int, int, int]:
+def _layout(slots: int, holders: int) -> tuple[int, int, int, int]:
     holders_off = _HEADER
-    slots_off = holders_off + MAX_HOLDERS * _HOLDER_BYTES
+    slots_off = holders_off + holders * _HOLDER_BYTES
     leases_off = slots_off + slots * _SLOT_BYTES
-    size = leases_off + slots * MAX_HOLDERS * 4
+    size = leases_off + slots * holders * 4
     return holders_off, slots_off, leases_off, size
 
 
-def create(base: str, *, slots: int = DEFAULT_SLOTS, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> int:
+def create(base: str, *, slots: int = DEFAULT_SLOTS, budget_bytes: int = DEFAULT_BUDGET_BYTES,
+           holders: int = DEFAULT_HOLDERS) -> int:
     """Make an empty pool at ``base``; returns its byte budget, at most half the free shared memory
     (a container's /dev/shm may hold only 64 MiB)."""
-    _, _, _, size = _layout(slots)
+    _, _, _, size = _layout(slots, holders)
     disk = os.statvfs(os.path.dirname(base) or ".")
     budget_bytes = max(0, min(budget_bytes, disk.f_bavail * disk.f_frsize // 2))
     fd = create_private_file(base, "the surface pool's control file")
     try:
         os.ftruncate(fd, size)
-        os.pwrite(fd, _H.pack(MAGIC, VERSION, slots, MAX_HOLDERS, 0, budget_bytes), 0)
+        os.pwrite(fd, _H.pack(MAGIC, VERSION, slots, holders, 0, budget_bytes), 0)
     finally:
         os.close(fd)
     return budget_bytes
@@ -130,8 +134,10 @@ class Pool:
             os.close(self.fd)
             raise SurfaceError(f"{base} is not a surface pool this Tatolab reads (version {version})")
         self.slots = slots
+        self.holders = holders
         self.budget = budget
-        self._holders_off, self._slots_off, self._leases_off, size = _layout(slots)
+        self._no_leases = bytes(holders * 4)
+        self._holders_off, self._slots_off, self._leases_off, size = _layout(slots, holders)
         self.mm = mmap.mmap(self.fd, size)
         self.words = memoryview(self.mm).cast("B")
         self.q = memoryview(self.mm).cast("Q")  # 8-byte words
@@ -148,7 +154,7 @@ class Pool:
         return (self._slots_off + slot * _SLOT_BYTES) // 8 + field
 
     def _lease_i(self, slot: int, holder: int) -> int:
-        return (self._leases_off + (slot * MAX_HOLDERS + holder) * 4) // 4
+        return (self._leases_off + (slot * self.holders + holder) * 4) // 4
 
     def info(self, slot: int) -> SlotInfo:
         gen, cap = self.q[self._slot_q(slot, 0)], self.q[self._slot_q(slot, 1)]
@@ -158,7 +164,8 @@ class Pool:
                         self.q[self._slot_q(slot, 4)])
 
     def holders_of(self, slot: int) -> list[int]:
-        return [h for h in range(MAX_HOLDERS) if self.i[self._lease_i(slot, h)]]
+        start = self._lease_i(slot, 0)
+        return [h for h, count in enumerate(self.i[start:start + self.holders]) if count]
 
     def _holder_pid(self, holder: int) -> tuple[int, int]:
         off = (self._holders_off + holder * _HOLDER_BYTES) // 8
@@ -204,7 +211,7 @@ class Pool:
         with self._locked():
             if self.holder is not None and self._pid == os.getpid():
                 return self.holder  # another thread claimed it meanwhile
-            for holder in range(MAX_HOLDERS):
+            for holder in range(self.holders):
                 pid, _ = self._holder_pid(holder)
                 if pid == 0 or not self._holder_alive(holder):
                     self._clear_holder(holder)
@@ -214,7 +221,18 @@ class Pool:
                     self.holder, self._pid = holder, os.getpid()
                     atexit.register(self.close)
                     return holder
-        raise PoolExhausted(f"{MAX_HOLDERS} processes already hold surfaces in {self.base}")
+            refused = self.q[_REFUSED_OFF // 8]
+            self.q[_REFUSED_PIDS_OFF // 8 + refused % _REFUSED_KEPT] = os.getpid()
+            self.q[_REFUSED_OFF // 8] = refused + 1
+        raise PoolExhausted(
+            f"this process cannot use frames: all {self.holders} places in the surface pool are held by other "
+            f"running processes (the limit is {HOLDERS_SETTING}={self.holders}); set {HOLDERS_SETTING} higher "
+            "for tatolabd and restart it, or run fewer nodes that handle frames")
+
+    def refused_pids(self) -> set[int]:
+        """The last processes refused a place in the holder table (for their nodes' graph entries)."""
+        refused = self.q[_REFUSED_OFF // 8]
+        return {self.q[_REFUSED_PIDS_OFF // 8 + i] for i in range(min(refused, _REFUSED_KEPT))}
 
     # -- leases ---------------------------------------------------------------------------
 
@@ -268,7 +286,7 @@ class Pool:
 
     def _free(self, slot: int) -> bool:
         start = self._lease_i(slot, 0) * 4
-        return self.words[start:start + MAX_HOLDERS * 4] == _NO_LEASES
+        return self.words[start:start + self.holders * 4] == self._no_leases
 
     def _take(self, need: int, width: int, height: int, format: str, me: int) -> SlotInfo | None:
         free = [self.info(s) for s in range(self.slots) if self._free(s)]
@@ -298,7 +316,7 @@ class Pool:
 
     def _reclaim_dead(self) -> int:
         reclaimed = 0
-        for holder in range(MAX_HOLDERS):
+        for holder in range(self.holders):
             pid, _ = self._holder_pid(holder)
             if pid and not self._holder_alive(holder):
                 self._clear_holder(holder)
@@ -360,6 +378,8 @@ class Pool:
             "bytes": sum(self.q[self._slot_q(s, 1)] for s in range(self.slots)),
             "budget_bytes": self.budget,
             "exhausted": self.q[_EXHAUSTED_OFF // 8],
+            "holders": self.holders,  # processes that may hold surfaces at once (TATOLAB_SURFACE_HOLDERS)
+            "holders_refused": self.q[_REFUSED_OFF // 8],  # processes refused a place: no frames for them
         }
 
     def dispose(self) -> None:

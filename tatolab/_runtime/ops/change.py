@@ -87,10 +87,12 @@ async def add_node(runtime: Runtime, stream: str, name: str, node_class: str,
     asked_ns = time.monotonic_ns()
     loaded = runtime.running(stream)
     changes.checked_name(stream, loaded.graph, name, node_class)
+    runtime.check_node_caps(stream, len(loaded.graph["nodes"]) + 1, adding=name)  # before describing it
     entry = await describe_node(loaded, name, node_class, config)  # in the project's .venv, before the lock
 
     async def change(target: LoadedStream) -> tuple[LoadedStream, NodeProcess]:
         graph = changes.add_node(stream, target.graph, entry)  # checked again: the graph may have changed meanwhile
+        runtime.check_node_caps(stream, len(graph["nodes"]), adding=name)  # and the caps, under the lock
         runtime.check_cameras(stream, graph, replacing=target)  # a camera another stream holds is refused
         try:
             process = live.start_node(target, entry, project_python(target.project))

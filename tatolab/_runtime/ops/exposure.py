@@ -7,6 +7,7 @@ from typing import Literal, TypedDict
 from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.rules.exposure import set_level
 from tatolab._runtime.wiring import remote_links
+from tatolab._control.words import UNREACHABLE
 from tatolab._runtime.ops import op
 from tatolab._runtime.ops.addresses import local_address, no_output
 from tatolab._runtime.records import KeptRecord
@@ -19,6 +20,7 @@ class Exposed(TypedDict):
     level: str
     kept: bool  # recorded in the kept stream's record too
     cut: list[str]  # streams whose links to it were cut
+    reachable: bool  # public: whether anything outside this machine can reach it (a public address or joined relay)
 
 
 @op("expose")
@@ -50,7 +52,10 @@ async def expose(runtime: Runtime, address: str, level: Literal["internal", "pri
     cut = sorted(before - _readers_of(runtime, short))
     if stream is not None and stream.log is not None:
         stream.log.say(f"{short} is now {level}" + (f"; cut: {', '.join(cut)}" if cut else ""))
-    return {"address": short, "level": level, "kept": recorded, "cut": cut}
+    reachable = runtime.relay is not None and runtime.relay.reachable()
+    if level == "public" and not reachable and stream is not None and stream.log is not None:
+        stream.log.say(f"{short}: {UNREACHABLE}", level="warning")
+    return {"address": short, "level": level, "kept": recorded, "cut": cut, "reachable": reachable}
 
 
 def _outputs(graph: dict) -> set[tuple[str, str]]:

@@ -62,6 +62,8 @@ def add_network(graph: dict[str, Any], relay: Relay) -> None:
     """Each exposed output's network readers and what was sent to them; the relay's own reader
     record is the network's, not a tap."""
     machine = graph["runtime"]["name"]
+    problem = relay.problem
+    graph["runtime"]["relay"] = {"serving": problem is None, **({"why": problem} if problem else {})}
     for entry in graph["streams"]:
         for node in entry["nodes"]:
             for port in node.get("outputs", []):

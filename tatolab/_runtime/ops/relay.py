@@ -7,6 +7,7 @@ from typing import TypedDict
 from tatolab._control.errors import ControlError
 from tatolab._runtime.ops import op
 from tatolab._runtime.relay import upstream
+from tatolab._runtime.relay.tokens import redact, with_token
 from tatolab._runtime.runtime import Runtime
 
 
@@ -23,16 +24,17 @@ def _relay(runtime: Runtime):  # noqa: ANN202
 
 def _state(runtime: Runtime) -> RelayState:
     relay = _relay(runtime)
-    return {"url": relay.upstream, "state": relay.upstream_state if relay.upstream else "not joined"}
+    return {"url": redact(relay.upstream) if relay.upstream else None, "state": relay.upstream_state if relay.upstream else "not joined"}
 
 
 @op("relay_join")
-async def relay_join(runtime: Runtime, url: str) -> RelayState:
-    """Publish this machine's public outputs into the MoQ relay at ``url`` (its own access rules,
-    such as a token in the URL, decide who reads); recorded, so it holds across restarts."""
+async def relay_join(runtime: Runtime, url: str, token: str | None = None) -> RelayState:
+    """Publish this machine's public outputs into the MoQ relay at ``url`` (its own access rules
+    decide who reads), sending ``token`` (a JWT, moq-dev's format; or ``?jwt=`` in the URL) to it;
+    recorded, so it holds across restarts. A relay that refuses the token is reported as refused."""
     relay = _relay(runtime)
     try:
-        url = upstream.check(url)
+        url = upstream.check(with_token(url, token) if token else url)
     except upstream.BadRelayUrl as exc:
         raise ControlError(str(exc), code="bad_value", details={"argument": "url"}) from None
     upstream.save(relay.state, url)

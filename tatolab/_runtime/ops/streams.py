@@ -83,6 +83,7 @@ class Listing(TypedDict):
     streams: list[StreamRow]
     troubled: list[TroubledNode]  # nodes that crashed, restarted or hang
     unwritten: list[WriteFailure]  # files the runtime could not write (a full disk, no descriptor left)
+    relay: str | None  # why the MoQ relay is not serving exposed outputs (a port it cannot bind); None: it is
 
 
 class Stopped(TypedDict):
@@ -165,7 +166,7 @@ async def streams(runtime: Runtime) -> Listing:
                 troubled.append({"stream": stream.name, **{k: entry[k] for k in  # type: ignore[typeddict-item]
                                  ("name", "state", "restarts", "last_error", "hung")}})
     return {"streams": runtime.list_streams(), "troubled": troubled,  # type: ignore[typeddict-item]
-            "unwritten": unwritten.report()}
+            "unwritten": unwritten.report(), "relay": runtime.relay.problem if runtime.relay is not None else None}
 
 
 @op("stop")

@@ -13,6 +13,7 @@ from tatolab._control import paths
 from tatolab._control.errors import Reason
 from tatolab._links import ring
 from tatolab._runtime.nodes import claim_reader, release_reader
+from tatolab._runtime.relay.tokens import redact
 from tatolab._runtime.streams import LinkWiring, LoadedStream, OutputRing
 from tatolab._runtime.wiring import bind_remote, unbind_remote, url_links
 
@@ -66,7 +67,7 @@ def set_state(streams: Mapping[str, LoadedStream], pull: Pull, waiting: str | No
     if waiting is None:
         if bound is None:
             bind_remote(stream, key, LinkWiring(out.base, claim_reader(out)))
-            _say(stream, f"link {key} wired to {pull.url}")
+            _say(stream, f"link {key} wired to {redact(pull.url)}")
         return
     why = Reason(waiting)
     if bound is not None:

@@ -1,51 +1,105 @@
 """The viewer page: served by the relay over HTTP on loopback, on the relay's port number (TCP),
-while the relay listens. It lists the exposed outputs and shows one live, bags as a table, reading
-it over WebTransport from the relay with the certificate pinned (viewer/index.html)."""
+while the relay listens. It lists the outputs its token may read and shows one live, bags as a
+table, reading it over WebTransport from the relay with the certificate pinned (viewer/index.html).
+
+The page and ``outputs.json`` need the same token as the relay (the page: ``?jwt=`` in the URL it
+is opened with; ``outputs.json``: ``Authorization: Bearer``); the static client (``moq-viewer.js``)
+does not. A request whose ``Host`` is not a name this relay serves on loopback is refused (DNS
+rebinding: a web page of elsewhere resolving its own name to 127.0.0.1). Nothing is logged per
+request, and every answer says ``Referrer-Policy: no-referrer``.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import html
 import json
+import urllib.parse
 from pathlib import Path
 from typing import Callable
+
+from tatolab._runtime.relay.tokens import Grant, Keeper, Refused, token_of
 
 FOLDER = Path(__file__).with_name("viewer")
 MAX_REQUEST = 8192
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-         ".json": "application/json"}
+         ".json": "application/json", ".txt": "text/plain; charset=utf-8"}
 NOT_BUILT = ("<!doctype html><meta charset=utf-8><title>tatolab viewer</title><p>The viewer page's MoQ client "
              "is not built in this install. Run <code>scripts/build-viewer</code> in tatolab's source folder "
              "(it needs npm), then reload this page.</p>")
+INCOMPLETE = ("<!doctype html><meta charset=utf-8><meta name=referrer content=no-referrer>"
+              "<title>tatolab viewer: link incomplete</title><h1>This link is incomplete</h1>"
+              "<p id=why>{why}</p><p>A viewer link carries a token (<code>?jwt=...</code>) that says which outputs "
+              "it may show. Ask the output's owner for its link: <code>tatolab url &lt;stream&gt;/&lt;node&gt;/"
+              "&lt;port&gt;</code> prints it.</p>")
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
+           421: "Misdirected Request"}
+
+Answer = tuple[int, str, bytes]
 
 
-def page(path: str, outputs: Callable[[], dict]) -> tuple[int, str, bytes]:
-    """(status, content type, body) for GET ``path``."""
-    path = path.split("?", 1)[0].split("#", 1)[0]
+def host_ok(host: str | None, port: int) -> bool:
+    """Whether ``host`` (a request's Host header) names this page: a loopback name with our port."""
+    if not host:
+        return False
+    return host.strip().lower() in {f"{name}:{port}" for name in LOOPBACK_NAMES}
+
+
+def page(target: str, headers: dict[str, str], port: int, outputs: Callable[[Grant], dict],
+         keeper: Keeper) -> Answer:
+    """(status, content type, body) for GET ``target`` with ``headers`` (lower-case names)."""
+    if not host_ok(headers.get("host"), port):
+        return 421, TYPES[".txt"], (f"this page answers only as 127.0.0.1:{port} or localhost:{port}\n").encode()
+    parts = urllib.parse.urlsplit(target)
+    path = parts.path
     bundle = FOLDER / "moq-viewer.js"
+    if path == "/moq-viewer.js" and bundle.exists():
+        return 200, TYPES[".js"], bundle.read_bytes()
     if path in ("/", "/index.html"):
+        try:
+            keeper.check(token_of(parts.query), "")
+        except Refused as refused:
+            return 401, TYPES[".html"], INCOMPLETE.format(why=html.escape(refused.reason)).encode()
         if not bundle.exists():
             return 200, TYPES[".html"], NOT_BUILT.encode()
         return 200, TYPES[".html"], (FOLDER / "index.html").read_bytes()
-    if path == "/moq-viewer.js" and bundle.exists():
-        return 200, TYPES[".js"], bundle.read_bytes()
     if path == "/outputs.json":
-        return 200, TYPES[".json"], json.dumps(outputs()).encode()
-    return 404, "text/plain; charset=utf-8", b"not found\n"
+        auth = headers.get("authorization", "")
+        token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
+        try:
+            grant = keeper.check(token, "")
+        except Refused as refused:
+            return 401, TYPES[".json"], json.dumps({"error": refused.reason}).encode()
+        return 200, TYPES[".json"], json.dumps(outputs(grant)).encode()
+    return 404, TYPES[".txt"], b"not found\n"
 
 
-async def serve(host: str, port: int, outputs: Callable[[], dict]) -> asyncio.base_events.Server:
+def parse(head: bytes) -> tuple[str, str, dict[str, str]]:
+    """(method, target, headers) of an HTTP/1 request head."""
+    lines = head.decode("latin-1").split("\r\n")
+    method, _, rest = lines[0].partition(" ")
+    headers = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if sep:
+            headers[name.strip().lower()] = value.strip()
+    return method, rest.split(" ", 1)[0], headers
+
+
+async def serve(host: str, port: int, outputs: Callable[[Grant], dict], keeper: Keeper) -> asyncio.base_events.Server:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-            method, _, rest = head[:MAX_REQUEST].decode("latin-1").partition(" ")
-            target = rest.split(" ", 1)[0]
+            method, target, headers = parse(head[:MAX_REQUEST])
             if method != "GET":
-                status, kind, body = 405, "text/plain; charset=utf-8", b"only GET\n"
+                status, kind, body = 405, TYPES[".txt"], b"only GET\n"
             else:
-                status, kind, body = page(target, outputs)
-            reason = {200: "OK", 404: "Not Found", 405: "Method Not Allowed"}[status]
-            writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n"
-                         "Cache-Control: no-store\r\nConnection: close\r\n\r\n".encode() + body)
+                status, kind, body = page(target, headers, port, outputs, keeper)
+            writer.write(f"HTTP/1.1 {status} {REASONS[status]}\r\nContent-Type: {kind}\r\n"
+                         f"Content-Length: {len(body)}\r\nCache-Control: no-store\r\n"
+                         "Referrer-Policy: no-referrer\r\nX-Content-Type-Options: nosniff\r\n"
+                         "Connection: close\r\n\r\n".encode() + body)
             await writer.drain()
         except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             pass
