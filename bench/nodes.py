@@ -114,10 +114,10 @@ def idle(stream_builder: StreamBuilder) -> None:
 """
 
 
-def idle_cpu(root: Path, env: dict, count: int, seconds: float) -> float:
+def idle_cpu(root: Path, env: dict, count: int, seconds: float, windows: int) -> list[float]:
     """The CPU (% of one core) that `count` reactive nodes use together while no bag comes:
     what sleeping on their inputs costs (each wakes every IDLE_WAKE_S to look at its control
-    messages), from the node processes' own CPU times over `seconds`."""
+    messages), from the node processes' own CPU times over `windows` windows of `seconds`."""
     import psutil
 
     project = root / "idle-project"
@@ -139,11 +139,14 @@ def idle_cpu(root: Path, env: dict, count: int, seconds: float) -> float:
 
         nodes = [psutil.Process(pid) for pid in wait_for(pids, 300, f"{count} idle nodes ready")]
         time.sleep(1.0)  # settle: the start-up's work is not idling
-        before = [sum(p.cpu_times()[:2]) for p in nodes]
-        began = time.monotonic()
-        time.sleep(seconds)  # a benchmark's measuring window, not synchronisation
-        used = sum(sum(p.cpu_times()[:2]) - b for p, b in zip(nodes, before))
-        return 100 * used / (time.monotonic() - began)
+        figures = []
+        for _ in range(windows):
+            before = [sum(p.cpu_times()[:2]) for p in nodes]
+            began = time.monotonic()
+            time.sleep(seconds)  # a benchmark's measuring window, not synchronisation
+            used = sum(sum(p.cpu_times()[:2]) - b for p, b in zip(nodes, before))
+            figures.append(100 * used / (time.monotonic() - began))
+        return figures
     finally:
         subprocess.run([tatolab, "rm", "idle"], cwd=project, env=env, capture_output=True, timeout=120)
 
@@ -183,7 +186,7 @@ def main() -> None:
                 zmq.append(links.latency("pyzmq", 2000))
         finally:
             links.reap(links.PREFIX)
-        idle = [idle_cpu(root, env, idle_nodes, 5.0) for _ in range(runs)] if idle_nodes else []
+        idle = idle_cpu(root, env, idle_nodes, 3.0, max(3, runs)) if idle_nodes else []
     med = statistics.median
     rows = {
         "tatolab nodes (host, under tatolabd)": (med(r[0] for r in nodes), med(r[1] for r in nodes)),
@@ -196,7 +199,7 @@ def main() -> None:
         print(f"{name:40}{p50:10.1f}{p99:10.1f}")
     if idle:
         print(f"{idle_nodes} reactive nodes asleep on their inputs: {statistics.median(idle):.2f}% of one core "
-              f"together (median of {runs}: {', '.join(f'{x:.2f}' for x in idle)})")
+              f"together (median of {len(idle)} windows of 3 s: {', '.join(f'{x:.2f}' for x in idle)})")
     print(json.dumps({
         "nodes_p50_us": round(rows["tatolab nodes (host, under tatolabd)"][0], 1),
         "nodes_p99_us": round(rows["tatolab nodes (host, under tatolabd)"][1], 1),
