@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from array import array
 
 import pytest
 
@@ -91,7 +90,7 @@ def test_a_node_reading_two_inputs_writes_with_the_older_origin(prefix):
     wa.write(_bag(1))  # the older
     time.sleep(0.001)
     wb.write(_bag(2))
-    cell = array("Q", [0, 0])  # as the node host wires it (runner.py)
+    cell = [0, 0]  # as the node host wires it (runner.py)
     ports = {}
     for name in ("a", "b"):
         ports[name] = InputPort(name, "ordered")
@@ -115,6 +114,23 @@ def test_a_node_reading_two_inputs_writes_with_the_older_origin(prefix):
     assert (alone_origin_ns, alone_origin) == (alone_ns, latency.origin_id(bases["mix+out"]))
     path = latency.read(bases["mix+out"], [0])[0]["paths"]
     assert set(path) == {latency.origin_id(bases["a+out"]), latency.origin_id(bases["mix+out"])}
+
+
+def test_bags_given_back_unread_are_counted_again_when_read_again(prefix):
+    base = prefix + "src+out"
+    create_ring(base, slot_size=256, slot_count=16)
+    w = RingWriter(base)
+    r = RingReader(base, 0, "ordered", origins=True)
+    for n in range(4):
+        w.write(_bag(n))
+    assert len(r.read_many()) == 4
+    r.unread(2)  # the node stopped with two still queued
+    again = r.read_many()
+    assert [payload for payload, *_ in again] == [_bag(2), _bag(3)]
+    record = latency.read(base, [0])[0]
+    assert record["total"][1] == 6 and latency.summary(record["window"])["bags"] == 6
+    r.close()
+    w.close()
 
 
 def test_a_writer_restart_starts_the_window_again_and_is_counted(prefix):
@@ -236,7 +252,7 @@ def _path(entry: dict, to: str) -> dict | None:
 
 @pytest.mark.slow
 def test_a_slow_node_shows_on_its_path_not_on_its_links_across_two_streams_and_in_top(
-        path, runtime, project_venv, tmp_path):
+        path, runtime, project_venv, tmp_path, monkeypatch):
     import json
 
     from harness import make_project, wait_for
@@ -289,6 +305,14 @@ def test_a_slow_node_shows_on_its_path_not_on_its_links_across_two_streams_and_i
     assert len(slowest["paths"]) == 1
     bad = runtime.cli("top", "--once", "--stream", "nope")
     assert bad.returncode == 1 and "no stream named nope" in bad.stderr
+    # the operation behind the MCP tool slowest_paths: what is late, and where
+    from tatolab._control.client import Client
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", runtime.env["XDG_RUNTIME_DIR"])
+    late = Client().request("slowest_paths", limit=5)["paths"]
+    assert {(p["stream"], p["to"]) for p in late} == {("camera", "sink/rows"), ("recorder", "recorder/rows")}
+    camera_path = next(p for p in late if p["stream"] == "camera")
+    assert camera_path["slowest_link"]["key"] in {link["key"] for link in here["links"]}
 
 
 def test_slowest_paths_names_the_slowest_link_along_each_path():

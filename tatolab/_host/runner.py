@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from array import array
 from typing import Any
 
 from tatolab._host.status import open_for_node
@@ -38,7 +37,7 @@ class NodeRunner:
         # The origin of what process() writes: the oldest origin of the bags it read in that call
         # (zeroed before each call; see tatolab/_links/latency.py). A manual node writes from its
         # own threads, outside any call: its bags originate when written.
-        self.origin = array("Q", [0, 0]) if self.execution != "manual" else None
+        self.origin = [0, 0] if self.execution != "manual" else None  # [origin_ns, origin_id]
         self._bad_logged: dict[str, tuple[float, int, int]] = {}  # link key -> (when logged, unlogged, logged)
         for port, port_spec in spec.get("inputs", {}).items():
             if port_spec.get("audio"):

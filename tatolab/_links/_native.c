@@ -52,8 +52,7 @@ typedef struct {
     uint64_t wakes;        /* FUTEX_WAKE calls made (a reader may have been asleep) */
     Py_ssize_t fits;       /* bags up to this size take the fast path; -1: none do */
     PyObject *slow;        /* called with the payload when the fast path cannot publish it */
-    Py_buffer cell_view;   /* the node's origin cell (set_origin): u64 origin_ns, u64 origin id */
-    const uint64_t *cell;  /* NULL: every bag is its own origin */
+    PyObject *cell;        /* the node's origin cell (set_origin): a list [origin_ns, origin_id], or NULL */
     uint64_t own_id;       /* the id stamped on bags this writer originates */
 } Publisher;
 
@@ -86,19 +85,18 @@ static int Publisher_init(Publisher *self, PyObject *args, PyObject *kwds) {
 static int Publisher_traverse(Publisher *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE((PyObject *)self));
     Py_VISIT(self->slow);
+    Py_VISIT(self->cell);
     return 0;
 }
 
 static int Publisher_clear(Publisher *self) {
     Py_CLEAR(self->slow);
+    Py_CLEAR(self->cell);
     return 0;
 }
 
 static void release_cell(Publisher *self) {
-    if (self->cell != NULL) {
-        PyBuffer_Release(&self->cell_view);
-        self->cell = NULL;
-    }
+    Py_CLEAR(self->cell);
 }
 
 static void Publisher_dealloc(Publisher *self) {
@@ -144,31 +142,37 @@ static PyObject *Publisher_attach(Publisher *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* set_origin(cell, own_id): bags published while cell[0] (u64) is not 0 carry (cell[0], cell[1])
- * as their origin; the others originate here, at their publish time, with own_id. cell is a
- * writable buffer of at least 16 bytes (the node host's array('Q', [0, 0])), or None. */
+/* set_origin(cell, own_id): bags published while cell[0] is not 0 carry (cell[0], cell[1]) as
+ * their origin; the others originate here, at their publish time, with own_id. cell is a list
+ * of two ints (the node host's [origin_ns, origin_id]: a list, because storing into one costs
+ * the interpreter ~20 instructions where an array('Q') costs ~400), or None. */
 static PyObject *Publisher_set_origin(Publisher *self, PyObject *args) {
     PyObject *cell;
     unsigned long long own_id;
     if (!PyArg_ParseTuple(args, "OK:set_origin", &cell, &own_id))
         return NULL;
-    Py_buffer view;
-    if (cell != Py_None) {
-        if (PyObject_GetBuffer(cell, &view, PyBUF_WRITABLE) < 0)
-            return NULL;
-        if (view.len < 16 || ((uintptr_t)view.buf) % 8) {
-            PyBuffer_Release(&view);
-            PyErr_SetString(PyExc_ValueError, "set_origin: the cell must be 16 aligned bytes (array('Q', [0, 0]))");
-            return NULL;
-        }
+    if (cell != Py_None && (!PyList_Check(cell) || PyList_Size(cell) != 2)) {
+        PyErr_SetString(PyExc_TypeError, "set_origin: the cell must be a list [origin_ns, origin_id]");
+        return NULL;
     }
     release_cell(self);
-    if (cell != Py_None) {
-        self->cell_view = view;
-        self->cell = (const uint64_t *)view.buf;
-    }
+    if (cell != Py_None)
+        self->cell = Py_NewRef(cell);
     self->own_id = own_id;
     Py_RETURN_NONE;
+}
+
+/* The origin the cell holds now (0 when none, or when the cell holds something else). */
+static inline void cell_origin(PyObject *cell, uint64_t *origin_ns, uint64_t *origin) {
+    *origin_ns = 0;
+    if (cell == NULL || PyList_Size(cell) != 2)
+        return;
+    *origin_ns = PyLong_AsUnsignedLongLongMask(PyList_GetItem(cell, 0));
+    *origin = PyLong_AsUnsignedLongLongMask(PyList_GetItem(cell, 1));
+    if (*origin_ns == (uint64_t)-1 && PyErr_Occurred()) {
+        PyErr_Clear(); /* not an int: the bag originates here */
+        *origin_ns = 0;
+    }
 }
 
 static PyObject *Publisher_detach(Publisher *self, PyObject *unused) {
@@ -180,6 +184,8 @@ static PyObject *Publisher_detach(Publisher *self, PyObject *unused) {
  * sleep. The sequence words follow the ring's seqlock (ring/writer.py): odd while the payload is written,
  * even once it is whole. */
 static uint64_t publish(Publisher *self, const char *data, Py_ssize_t n) {
+    uint64_t origin_ns, origin;
+    cell_origin(self->cell, &origin_ns, &origin);
     uint64_t s = self->seq + 1;
     uint64_t *q = self->q;
     uint64_t *h = q + self->slots_q + self->next_index * self->stride_q;
@@ -189,10 +195,9 @@ static uint64_t publish(Publisher *self, const char *data, Py_ssize_t n) {
     h[1] = (uint64_t)n;
     uint64_t t = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
     h[2] = t;
-    const uint64_t *cell = self->cell;
-    if (cell != NULL && cell[0]) { /* written inside process(): the oldest origin read in that call */
-        h[3] = cell[0];
-        h[4] = cell[1];
+    if (origin_ns) { /* written inside process(): the oldest origin read in that call */
+        h[3] = origin_ns;
+        h[4] = origin;
     } else { /* a source's bag originates now */
         h[3] = t;
         h[4] = self->own_id;
@@ -308,130 +313,7 @@ static PyObject *compare_exchange(PyObject *module, PyObject *const *args, Py_ss
 }
 
 
-/* Latency histograms (tatolab/_links/latency.py holds the layout and the same code in Python).
- * Each reader writes only its own block, so plain stores do; the runtime reads them racily,
- * which costs it at most a bag's worth of accuracy. */
-#define LAT_BUCKETS 112
-#define LAT_WINDOW 12
-#define LAT_SETS 9
-#define LAT_SET_BYTES 6528
-#define LAT_BLOCK_BYTES (LAT_SETS * LAT_SET_BYTES)
-#define LAT_HEADER_BYTES 4096
-#define LAT_FILE_BYTES (LAT_HEADER_BYTES + 64 * LAT_BLOCK_BYTES)
-#define LAT_STARTS_Q 2
-#define LAT_SECS_Q 8
-#define LAT_MAXS_Q 20
-#define LAT_TOTAL_Q 32
-#define LAT_WIN_OFF 1152
-
-static inline int lat_bucket(uint64_t ns) {
-    if (ns < 1024)
-        return 0;
-    int e = 63 - __builtin_clzll(ns);
-    int i = (e - 10) * 4 + (int)((ns >> (e - 2)) & 3) + 1;
-    return i < LAT_BUCKETS ? i : LAT_BUCKETS - 1;
-}
-
-static void lat_record_set(char *set, uint64_t age, uint64_t sec) {
-    uint64_t *h = (uint64_t *)set;
-    h[1]++;
-    if (age > h[2])
-        h[2] = age;
-    int slot = (int)(sec % LAT_WINDOW);
-    uint32_t *win = (uint32_t *)(set + LAT_WIN_OFF) + slot * LAT_BUCKETS;
-    if (h[LAT_SECS_Q + slot] != sec) { /* a new second: this slot counts it from zero */
-        memset(win, 0, LAT_BUCKETS * sizeof(uint32_t));
-        h[LAT_MAXS_Q + slot] = 0;
-        h[LAT_SECS_Q + slot] = sec;
-    }
-    int b = lat_bucket(age);
-    h[LAT_TOTAL_Q + b]++;
-    win[b]++;
-    if (age > h[LAT_MAXS_Q + slot])
-        h[LAT_MAXS_Q + slot] = age;
-}
-
-/* One bag read at `now`: its age on the link, and its age since its origin on the path from
- * output `origin` (0: no origin known, as in a ring an older writer filled). */
-static void lat_note(char *file, Py_ssize_t block_off, uint64_t now, uint64_t ts, uint64_t origin_ns, uint64_t origin) {
-    char *block = file + block_off;
-    uint64_t *lh = (uint64_t *)block;
-    uint64_t starts = ((uint64_t *)file)[LAT_STARTS_Q];
-    if (lh[3] != starts) {
-        if (lh[3]) { /* the writer restarted: the windows start again */
-            for (int k = 0; k < LAT_SETS; k++)
-                memset(block + k * LAT_SET_BYTES + LAT_SECS_Q * 8, 0, LAT_WINDOW * 8);
-            lh[4]++;
-        }
-        lh[3] = starts;
-    }
-    uint64_t sec = now / 1000000000ull;
-    lat_record_set(block, now > ts ? now - ts : 0, sec);
-    if (!origin)
-        return;
-    for (int k = 1; k < LAT_SETS; k++) {
-        char *set = block + k * LAT_SET_BYTES;
-        uint64_t have = ((uint64_t *)set)[0];
-        if (have == origin || !have) {
-            if (!have)
-                ((uint64_t *)set)[0] = origin;
-            lat_record_set(set, now > origin_ns ? now - origin_ns : 0, sec);
-            return;
-        }
-    }
-    lh[5]++;
-}
-
-static uint64_t monotonic_ns(void) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-}
-
-/* The latency file and block a reader records into, from read_run's or note's arguments;
- * 0 with file NULL when there is none (None), -1 with an exception set when they do not fit. */
-static int lat_block(PyObject *hist, PyObject *off_obj, Py_buffer *view, char **file, Py_ssize_t *off) {
-    *file = NULL;
-    if (hist == Py_None)
-        return 0;
-    *off = PyLong_AsSsize_t(off_obj);
-    if (*off == -1 && PyErr_Occurred())
-        return -1;
-    if (PyObject_GetBuffer(hist, view, PyBUF_WRITABLE) < 0)
-        return -1;
-    if (view->len < LAT_FILE_BYTES || *off < LAT_HEADER_BYTES || (*off - LAT_HEADER_BYTES) % LAT_BLOCK_BYTES ||
-        *off + LAT_BLOCK_BYTES > view->len || ((uintptr_t)view->buf) % 8) {
-        PyBuffer_Release(view);
-        PyErr_SetString(PyExc_ValueError, "the latency block does not fit its file");
-        return -1;
-    }
-    *file = (char *)view->buf;
-    return 0;
-}
-
-/* note(hist, block_off, now, publish_ns, origin_ns, origin): record one bag (the Python read path's). */
-static PyObject *note(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "note(hist, block_off, now, publish_ns, origin_ns, origin)");
-        return NULL;
-    }
-    unsigned long long now = PyLong_AsUnsignedLongLong(args[2]);
-    unsigned long long ts = PyLong_AsUnsignedLongLong(args[3]);
-    unsigned long long origin_ns = PyLong_AsUnsignedLongLong(args[4]);
-    unsigned long long origin = PyLong_AsUnsignedLongLong(args[5]);
-    if (PyErr_Occurred())
-        return NULL;
-    Py_buffer view;
-    char *file;
-    Py_ssize_t off;
-    if (lat_block(args[0], args[1], &view, &file, &off) < 0)
-        return NULL;
-    if (file != NULL) {
-        lat_note(file, off, now, ts, origin_ns, origin);
-        PyBuffer_Release(&view);
-    }
-    Py_RETURN_NONE;
-}
+#include "_latency.h"
 
 /* read_run(mapping, slots_q, stride_q, count, slot_size, first, last, hist, block_off, origins)
  * -> [(bytes, publish_ns)], or [(bytes, publish_ns, origin_ns, origin)] when `origins`:
@@ -474,7 +356,9 @@ static PyObject *read_run(PyObject *module, PyObject *const *args, Py_ssize_t na
         PyBuffer_Release(&view);
         return NULL;
     }
-    uint64_t now = file != NULL ? monotonic_ns() : 0;
+    LatNote note;
+    if (file != NULL)
+        lat_begin(&note, file, block_off, monotonic_ns());
     PyObject *out = PyList_New(0);
     const uint64_t *q = (const uint64_t *)view.buf;
     for (unsigned long long s = first; out != NULL && s <= last; s++) {
@@ -499,7 +383,7 @@ static PyObject *read_run(PyObject *module, PyObject *const *args, Py_ssize_t na
             break;
         }
         if (file != NULL)
-            lat_note(file, block_off, now, ts, origin_ns, origin);
+            lat_add(&note, ts, origin_ns, origin);
         PyObject *stamp = PyLong_FromUnsignedLongLong(ts);
         PyObject *o_ns = origins && stamp != NULL ? PyLong_FromUnsignedLongLong(origin_ns) : NULL;
         PyObject *o_id = o_ns != NULL ? PyLong_FromUnsignedLongLong(origin) : NULL;
@@ -579,9 +463,6 @@ static PyMethodDef module_methods[] = {
     {"read_run", (PyCFunction)(void (*)(void))read_run, METH_FASTCALL,
      "read_run(mapping, slots_q, stride_q, count, slot_size, first, last) -> [(bytes, publish_ns)]: "
      "the whole bags first..last, in order, up to the first that is not whole."},
-    {"note", (PyCFunction)(void (*)(void))note, METH_FASTCALL,
-     "note(hist, block_off, now, publish_ns, origin_ns, origin): record one bag's ages in a reader's "
-     "latency block (see latency.py)."},
     {"compare_exchange", (PyCFunction)(void (*)(void))compare_exchange, METH_FASTCALL,
      "compare_exchange(addr, expected, new) -> bool: atomically set the u32 at addr to new if it "
      "holds expected (a full barrier either way)."},
@@ -642,6 +523,14 @@ static int module_exec(PyObject *module) {
         return -1;
     }
     Py_DECREF(type);
+    PyObject *recorder = PyType_FromSpec(&Recorder_spec);
+    if (recorder == NULL)
+        return -1;
+    if (PyModule_AddObjectRef(module, "Recorder", recorder) < 0) {
+        Py_DECREF(recorder);
+        return -1;
+    }
+    Py_DECREF(recorder);
     PyObject *layout = Py_BuildValue("{s:i,s:i,s:i,s:i,s:i}", "write_seq_q", WRITE_SEQ_Q, "futex_off", FUTEX_OFF,
                                      "sleepers_off", SLEEPERS_OFF, "slot_header", 64,
                                      "latency_file_bytes", LAT_FILE_BYTES);

@@ -24,8 +24,8 @@ edge of its bucket (never below the true value), capped by the max seen.
 
 The link set counts read time minus the bag's publish time; a path set counts read time minus
 the bag's origin time (ring.py: the slot header carries it), one set per origin output. The
-recording itself is _native.c's `note` and `read_run` where the C module was built, and
-`note` below where it was not: both write the same words.
+recording itself is _native.c's `Recorder` and `read_run` where the C module was built, and
+`Recorder` and `note` below where it was not: both write the same words.
 """
 
 from __future__ import annotations
@@ -92,7 +92,9 @@ def upper_ns(i: int) -> int:
 
 
 def create(base: str) -> None:
-    """Make (afresh) the latency file of the ring at `base`."""
+    """Make (afresh) the latency file of the ring at `base` (in a folder only this user can write:
+    checked first, as for the ring's own files)."""
+    shm.check_folder(os.path.dirname(base) or ".")
     path = path_of(base)
     try:
         os.unlink(path)
@@ -203,6 +205,22 @@ def note(views: tuple[Any, Any], block: int, now: int, publish_ns: int, origin_n
 
 
 _ZERO_SECS = memoryview(bytes(WINDOW * 8)).cast("Q")
+
+
+class Recorder:
+    """What _native.Recorder does, in Python: reader block `block` of a mapped latency file
+    (`views`: it as u64 and u32 words); `note` records one bag read now."""
+
+    def __init__(self, views: tuple[Any, Any], block: int) -> None:
+        self._views: tuple[Any, Any] | None = views
+        self._block = block
+
+    def note(self, publish_ns: int, origin_ns: int, origin: int) -> None:
+        if self._views is not None:
+            note(self._views, self._block, time.monotonic_ns(), publish_ns, origin_ns, origin)
+
+    def close(self) -> None:
+        self._views = None
 
 
 # -- reading (the runtime) ----------------------------------------------------------------------

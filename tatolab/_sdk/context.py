@@ -56,7 +56,7 @@ class _Link:
         self.reader = reader
         # (payload, publish_ns), or from the node host's readers (payload, publish_ns, origin_ns, origin_id)
         self.pending: tuple | None = None
-        self.pending_bag: tuple = ()  # a shaped audio input's bag being cut into windows
+        self.pending_bag: tuple | None = None  # a shaped audio input's bag being cut into windows
         self.backlog: deque[tuple[bytes, int]] = deque()
 
 
@@ -78,8 +78,7 @@ class InputPort:
         self._each: tuple[_Link, ...] = ()  # the links, as fill and take walk them (per bag: no list made)
         self.stale = 0  # video bags whose surface was already reused when read
         self.last_link: str | None = None  # the key of the link the last bag taken came by
-        # The node's origin cell (array('Q', [origin_ns, origin_id]), shared with its outputs'
-        # writers): each bag handed over makes it the older of the two; the host zeroes it before
+        # The node's origin cell ([origin_ns, origin_id], shared with its outputs' writers): each bag handed over makes it the older of the two; the host zeroes it before
         # every process() call, so what process() writes inherits the oldest origin it read
         # (tatolab/_links/latency.py). None: origins are not followed (a manual node).
         self.origin: Any = None
@@ -137,10 +136,11 @@ class InputPort:
             return [link.reader for link in self._each]
         return [link.reader for link in self._each if link.pending is None and not link.backlog]
 
-    def _inherit(self, bag: tuple) -> None:
+    def _inherit(self, bag: tuple | None) -> None:
         cell = self.origin
-        if cell is not None and len(bag) > 3 and bag[2] and (not cell[0] or bag[2] < cell[0]):
-            cell[0], cell[1] = bag[2], bag[3]
+        if cell is not None and bag is not None and len(bag) > 3 and bag[2] and (not cell[0] or bag[2] < cell[0]):
+            cell[0] = bag[2]
+            cell[1] = bag[3]
 
     def take(self, inherit: bool = True) -> tuple[bytes, _Link] | None:
         """The bag to hand to the node and the link it came by, or None. ``inherit``: its origin
@@ -177,9 +177,13 @@ class InputPort:
             return payload, chosen
         # ordered: the earliest publish time across links is the arrival order
         chosen = min(candidates, key=lambda link: link.pending[1])  # type: ignore[index]
-        payload = chosen.pending[0]  # type: ignore[index]
-        if inherit:
-            self._inherit(chosen.pending)  # type: ignore[arg-type]
+        bag: Any = chosen.pending
+        payload = bag[0]
+        cell = self.origin
+        # (inline: the per-bag path) its origin counts for what the node writes next, if older
+        if inherit and cell is not None and len(bag) > 3 and (not cell[0] or bag[2] < cell[0]):
+            cell[0] = bag[2]
+            cell[1] = bag[3]
         chosen.pending = None
         self.last_link = chosen.key
         return payload, chosen
@@ -222,7 +226,7 @@ class ShapedInputPort(InputPort):
         super().__init__(name, profile, on_broken=on_broken, on_bad=on_bad)
         self.shape = shape
         self.shapers: dict[str, Any] = {}
-        self.blocks: deque[tuple[AudioBlock, str, tuple]] = deque()  # with the link each came by and its bag
+        self.blocks: deque[tuple[AudioBlock, str, tuple | None]] = deque()  # with the link each came by and its bag
         self._offered = False
         self._on_audio = on_audio
 

@@ -270,8 +270,8 @@ def create_ring(
         raise ValueError(f"slot_size {slot_size} is larger than the {MAX_BAG_BYTES} byte bag limit")
     for gen in _generations(base):
         _unlink_quietly(_gen_path(base, gen))
-    latency.create(base)
     _make_generation(base, 0, slot_size, slot_count, seq=0, table=None, max_bytes=max_bytes)
+    latency.create(base)
 
 
 def _unlink_quietly(path: str) -> bool:

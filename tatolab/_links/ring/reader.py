@@ -46,10 +46,10 @@ from .layout import (
 )
 
 try:  # an ordered reader's run of whole bags, copied in C, and the ages recorded (see _native.c)
-    from .._native import note as _c_note
+    from .._native import Recorder as _Recorder
     from .._native import read_run as _read_run
 except ImportError:
-    _read_run = _c_note = None
+    _read_run = _Recorder = None
 
 # Consecutive failed attempts at one bag before a reader calls the ring damaged. A healthy
 # ring fails an attempt only when the writer laps the copy, and each retry jumps half a
@@ -99,8 +99,10 @@ class RingReader:
         self._origins = origins
         self._compiled = _read_run is not None  # (tests set it None to check the Python read)
         self._stats: latency.LatencyFile | None = None
-        self._hist: Any = None  # the latency file as C's note takes it (None: ages are not recorded)
-        self._views: Any = None  # ... and as latency.note takes it
+        self._hist: Any = None  # the latency file, for read_run (None: ages are not recorded)
+        self._views: Any = None  # ... as u64 and u32 words, for latency.note
+        self._recorder: Any = None
+        self._note: Any = None  # records one bag (the one-bag path); None: not recorded
         self._block = latency.block_offset(reader_index)
         try:
             self._stats = latency.LatencyFile(base)
@@ -109,8 +111,11 @@ class RingReader:
         else:
             self._hist = self._stats.mm
             self._views = (self._stats.q, self._stats.mv.cast("I"))
-        self._note = _c_note if self._compiled and _c_note is not None else latency.note
-        self._note_in = self._hist if self._note is _c_note else self._views
+            if self._compiled and _Recorder is not None:
+                self._recorder = _Recorder(self._hist, self._block)
+            else:
+                self._recorder = latency.Recorder(self._views, self._block)
+            self._note = self._recorder.note
         self._attach(g)
 
     def _attach(self, g: _Gen) -> None:
@@ -278,22 +283,20 @@ class RingReader:
         if self._compiled:
             return _read_run(self._mv, g.slots_q, g.stride_q, self._count, self._slot_size, first, last,
                              self._hist, self._block, self._origins)
-        slots, count, copy, views = self._slots, self._count, self._copy, self._views
+        slots, count, copy = self._slots, self._count, self._copy
         out: list[Any] = []
-        now = time.monotonic_ns()
         for s in range(first, last + 1):
             got = copy(slots[(s - 1) % count], s, None)
             if got is None:
                 break
-            if views is not None:
-                latency.note(views, self._block, now, *got[1:])
-            out.append(got if self._origins else got[:2])
+            out.append(got)
         return out
 
-    def _copy(self, h: int, s: int, dest: memoryview | None) -> tuple[Any, int, int, int] | None:
-        """Bag `s` out of the slot whose header is word `h`: (payload, publish_ns, origin_ns,
-        origin_id), or (length, ...) once copied into `dest`; None when the slot does not hold
-        it whole (not yet written, overwritten since, or lapped during the copy)."""
+    def _copy(self, h: int, s: int, dest: memoryview | None) -> tuple | None:
+        """Bag `s` out of the slot whose header is word `h`, recorded as read: (payload,
+        publish_ns) (with `origins`, also origin_ns, origin_id), or (length, ...) once copied
+        into `dest`; None when the slot does not hold it whole (not yet written, overwritten
+        since, or lapped during the copy)."""
         q = self._q
         v = q[h]
         if v != 2 * s:
@@ -301,7 +304,9 @@ class RingReader:
         n = q[h + 1]
         if n > self._slot_size:
             return None
-        ts, o_ns, o_id = q[h + 2:h + 5]
+        ts = q[h + 2]
+        o_ns = q[h + 3]
+        o_id = q[h + 4]
         off = (h << 3) + _SLOT_HEADER
         if dest is None:
             data = self._mv[off:off + n].tobytes()
@@ -317,7 +322,10 @@ class RingReader:
         fence()
         if q[h] != v:
             return None
-        return data, ts, o_ns, o_id
+        note = self._note
+        if note is not None:
+            note(ts, o_ns, o_id)
+        return (data, ts, o_ns, o_id) if self._origins else (data, ts)
 
     def _damaged(self, ws: int, target: int, v: int) -> RingError:
         return RingError(
@@ -375,10 +383,8 @@ class RingReader:
             r = self._r
             q[r + _R_READ] = self.read_count
             q[r + _R_NEXT] = target + 1
-            q[r + _R_LAST_READ_NS] = now = time.monotonic_ns()
-            if self._note_in is not None:
-                self._note(self._note_in, self._block, now, ts, got[2], got[3])
-            return got if self._origins else got[:2]
+            q[r + _R_LAST_READ_NS] = time.monotonic_ns()
+            return got
 
     def _skip_to_first(self) -> None:
         """A generation with no bag in it yet, reached past one that is gone: what that one
@@ -411,8 +417,9 @@ class RingReader:
             self._g.close()
             self._g = None
         if self._stats is not None:
+            self._recorder.close()
             self._views[1].release()
-            self._hist = self._views = self._note_in = None
+            self._hist = self._views = self._recorder = self._note = None
             self._stats.close()
             self._stats = None
 

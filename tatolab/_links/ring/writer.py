@@ -24,7 +24,6 @@ import contextlib
 import itertools
 import threading
 import time
-from array import array
 from typing import Any
 
 from .. import latency
@@ -77,7 +76,7 @@ _SHRINK_CHECK_NS = 50_000_000  # while a reader lags in an older generation, loo
 # Whether new RingWriters publish in C (tests set it False to check the Python publish).
 COMPILED_PUBLISH = _Publisher is not None
 _clock = time.monotonic_ns
-_NO_ORIGIN = array("Q", [0, 0])  # a writer outside process(): every bag is its own origin
+_NO_ORIGIN = [0, 0]  # a writer outside process(): every bag is its own origin (never changed)
 
 
 class BagTooLarge(ValueError):
@@ -117,8 +116,8 @@ class RingWriter:
             stats.close()
 
     def set_origin(self, cell: Any) -> None:
-        """Bags written while `cell[0]` (an array('Q', [origin_ns, origin_id])) is not 0 carry that
-        origin; the others originate when written. The node host shares one cell among its outputs."""
+        """Bags written while `cell[0]` (a list [origin_ns, origin_id]) is not 0 carry that origin;
+        the others originate when written. The node host shares one cell among its outputs."""
         self._cell = _NO_ORIGIN if cell is None else cell
         if self._publisher is not None:
             self._publisher.set_origin(cell, self._origin_id)
@@ -188,7 +187,8 @@ class RingWriter:
             q[h_ns] = t = _clock()
             cell = self._cell
             if cell[0]:
-                q[h_on], q[h_oid] = cell
+                q[h_on] = cell[0]
+                q[h_oid] = cell[1]
             else:
                 q[h_on], q[h_oid] = t, self._origin_id
             self._mm[off:off + n] = payload  # (the mmap's own slice store: cheaper than the memoryview's)
