@@ -152,12 +152,15 @@ class InputPort:
                 self.fill()  # nothing delivered and waiting: look at the ring now
                 if chosen.pending is None:
                     return None
-            bag = chosen.pending
-            if inherit:
-                self._inherit(bag)
+            got: Any = chosen.pending
+            cell = self.origin
+            # (inline: the per-bag path) its origin counts for what the node writes next, if older
+            if inherit and cell is not None and len(got) > 3 and got[2] and (not cell[0] or got[2] < cell[0]):
+                cell[0] = got[2]
+                cell[1] = got[3]
             chosen.pending = None
             self.last_link = chosen.key
-            return bag[0], chosen
+            return got[0], chosen
         candidates = [link for link in each if link.pending is not None]
         if not candidates:
             self.fill()  # nothing delivered and waiting: look at the rings now
