@@ -151,7 +151,13 @@ def idle_cpu(root: Path, env: dict, count: int, seconds: float, windows: int) ->
         subprocess.run([tatolab, "rm", "idle"], cwd=project, env=env, capture_output=True, timeout=120)
 
 
-def node_latency(root: Path, env: dict, seconds: float) -> tuple[float, float, int]:
+def node_pid(project: Path, env: dict, stream: str, node: str) -> int | None:
+    graph = json.loads(subprocess.run([str(BIN / "tatolab"), "graph", "--stream", stream], cwd=project, env=env,
+                                      capture_output=True, text=True, timeout=60).stdout or "{}")
+    return next((n.get("pid") for s in graph.get("streams", []) for n in s["nodes"] if n["name"] == node), None)
+
+
+def node_latency(root: Path, env: dict, seconds: float) -> tuple[float, float, int, float]:
     project = root / "project"
     (project / "nodes").mkdir(parents=True, exist_ok=True)
     if not (project / ".venv").exists():
@@ -165,13 +171,18 @@ def node_latency(root: Path, env: dict, seconds: float) -> tuple[float, float, i
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for(lambda: out.exists() and out.read_text().count("\n") >= 200, 120, "the sink's first 200 bags")
+        import psutil
+
+        sink = psutil.Process(wait_for(lambda: node_pid(project, env, "latency", "sink"), 60, "the sink's pid"))
         started = out.read_text().count("\n")  # the start-up is left out
+        cpu0, wall0 = sum(sink.cpu_times()[:2]), time.monotonic()
         time.sleep(seconds)  # a benchmark's measuring window, not synchronisation
+        sink_cpu = 100 * (sum(sink.cpu_times()[:2]) - cpu0) / (time.monotonic() - wall0)
     finally:
         run.send_signal(signal.SIGINT)
         run.wait(timeout=20)
     samples = sorted(int(line) for line in out.read_text().split()[started:])
-    return samples[len(samples) // 2] / 1e3, samples[int(len(samples) * 0.99)] / 1e3, len(samples)
+    return samples[len(samples) // 2] / 1e3, samples[int(len(samples) * 0.99)] / 1e3, len(samples), sink_cpu
 
 
 def main() -> None:
@@ -197,6 +208,7 @@ def main() -> None:
     print(f"{'':40}{'p50 µs':>10}{'p99 µs':>10}")
     for name, (p50, p99) in rows.items():
         print(f"{name:40}{p50:10.1f}{p99:10.1f}")
+    print(f"the sink node's CPU at 1 kHz: {statistics.median(r[3] for r in nodes):.1f}% of one core")
     if idle:
         print(f"{idle_nodes} reactive nodes asleep on their inputs: {statistics.median(idle):.2f}% of one core "
               f"together (median of {len(idle)} windows of 3 s: {', '.join(f'{x:.2f}' for x in idle)})")
@@ -204,6 +216,7 @@ def main() -> None:
         "nodes_p50_us": round(rows["tatolab nodes (host, under tatolabd)"][0], 1),
         "nodes_p99_us": round(rows["tatolab nodes (host, under tatolabd)"][1], 1),
         "nodes_samples": [r[2] for r in nodes],
+        "sink_cpu_pct": round(statistics.median(r[3] for r in nodes), 1),  # the 1 kHz sink node's own CPU
         # the goal (issue 28): p50 within 1.2x the bare ring, p99 no worse than it was
         "nodes_vs_ring_p50": round(rows["tatolab nodes (host, under tatolabd)"][0]
                                    / rows["tatolab ring, bare processes"][0], 2),
