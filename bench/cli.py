@@ -6,7 +6,10 @@ Starts a real tatolabd on temporary paths (bench/_runtime.py) with one stream of
 running, then times `tatolab streams`, `tatolab --help` and `tatolab graph` against
 `python -c pass`, interleaved (one of each in turn, so a load that comes and goes falls on
 all of them alike). The figure is each command's median wall time over the runs and its
-ratio to the median `python -c pass` (the goal: streams and --help within 1.5x).
+ratio to the median `python -c pass` (the goal: streams and --help within 1.5x). Here tatolab
+is an editable install, whose import finder every start pays (`python -c pass` too), so the
+same is also timed without site (-S, the package found from its folder) against `python -S -c
+pass`: what a plain install's start costs, less its site-packages.
 --python runs the commands with another environment's interpreter (a copy of an older
 checkout, for a before/after in the same run); the runtime is always this one's.
 Prints a table, then one JSON line.
@@ -55,11 +58,18 @@ def ticking(stream_builder: StreamBuilder) -> None:
 
 def commands(python: Path) -> dict[str, list[str]]:
     cli = [str(python.parent / "tatolab")]  # the installed entry point, as a user runs it
+    # -S: no site, so no editable install's import finder (which every start pays here, the
+    # bare `python -c pass` included); the package from its folder, as an installed one is found
+    bare = [str(python), "-S", "-c", "import sys; sys.path.insert(0, sys.argv.pop(1)); sys.argv[0] = 'tatolab'; "
+            "from tatolab._cli.main import main; main()", str(python.parents[2])]
     return {
         "python -c pass": [str(python), "-c", "pass"],
         "tatolab streams": [*cli, "streams"],
         "tatolab --help": [*cli, "--help"],
         "tatolab graph": [*cli, "graph", "--stream", "ticking"],
+        "python -S -c pass": [str(python), "-S", "-c", "pass"],
+        "tatolab streams (-S)": [*bare, "streams"],
+        "tatolab --help (-S)": [*bare, "--help"],
     }
 
 
@@ -112,11 +122,14 @@ def main() -> None:
         base = medians["python -c pass"]
         print(f"{label} ({pythons[label]})")
         for name, ms in medians.items():
-            print(f"  {name:<20}{ms:8.1f} ms{ms / base:7.2f}x")
+            ref = medians["python -S -c pass"] if "-S" in name else base
+            print(f"  {name:<22}{ms:8.1f} ms{ms / ref:7.2f}x")
         result[label] = {**{f"{name} ms": round(ms, 1) for name, ms in medians.items()},
                          "streams_ratio": round(medians["tatolab streams"] / base, 2),
                          "help_ratio": round(medians["tatolab --help"] / base, 2),
-                         "graph_ratio": round(medians["tatolab graph"] / base, 2)}
+                         "graph_ratio": round(medians["tatolab graph"] / base, 2),
+                         "streams_ratio_no_site": round(medians["tatolab streams (-S)"] / medians["python -S -c pass"], 2),
+                         "help_ratio_no_site": round(medians["tatolab --help (-S)"] / medians["python -S -c pass"], 2)}
     print(json.dumps({"bench": "cli", "runs": args.runs, "load": round(load, 2), **result}))
 
 
