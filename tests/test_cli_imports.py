@@ -9,7 +9,7 @@ import pytest
 
 HEAVY = ("asyncio", "psutil", "watchfiles", "msgspec", "zipfile", "tatolab._runtime.logs", "tatolab._cli.dev",
          # each of these costs a command a tenth to a fifth of Python's own start (issue 28)
-         "typing", "dataclasses", "inspect", "shutil", "datetime", "subprocess", "unicodedata")
+         "typing", "dataclasses", "inspect", "shutil", "datetime", "subprocess", "unicodedata", "socket", "selectors")
 # --help loads every command's module (for its line of help), and nothing any command needs only as it runs
 HELP_HEAVY = tuple(m for m in HEAVY if m != "tatolab._cli.dev") + (
     "tatolab._cli.wheels", "tatolab._surfaces", "tatolab._builtins", "importlib.metadata", "venv", "tempfile")

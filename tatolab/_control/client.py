@@ -6,8 +6,8 @@ a message and fixes as data) for a refusal; how it reads is the caller's (the CL
 
 from __future__ import annotations
 
+import _socket as socket  # the C module: socket.py (selectors, its enums) cost a command ~15% of its start
 import os
-import socket
 import struct
 import sys
 import time
@@ -98,6 +98,32 @@ class NotYourRuntime(RequestFailed):
         )
 
 
+class _Lines:
+    """The answers' lines off the socket: what socket.makefile("rb").readline() gave, without
+    socket.py (the C socket has no makefile). The socket's timeout applies to each recv."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._buffer = bytearray()
+
+    def readline(self) -> bytes:
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buffer[:end + 1])
+                del self._buffer[:end + 1]
+                return line
+            chunk = self._sock.recv(1 << 16)
+            if not chunk:  # closed: what is left (b"" at a line's end), as readline does
+                line = bytes(self._buffer)
+                self._buffer.clear()
+                return line
+            self._buffer += chunk
+
+    def close(self) -> None:
+        self._buffer.clear()
+
+
 class Client:
     def __init__(self, path: Path | None = None) -> None:
         self.path, self._looked = _socket(path)
@@ -109,7 +135,7 @@ class Client:
             self.sock.close()
             raise NotYourRuntime(self.path, pid, uid)
         self.sock.settimeout(None)
-        self.file = self.sock.makefile("rb")
+        self.file = _Lines(self.sock)
         self._said_at = 0.0
 
     def on_notice(self, notice: dict[str, Any]) -> None:
