@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
@@ -18,6 +17,8 @@ from tatolab._words import counted
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    import signal
+
     client = Client()  # first: with no runtime, every command says so before anything else
     load = load_request(args)
     problem = project_problem(load, "run")
