@@ -1,6 +1,6 @@
 """Links side by side: the Tatolab ring, pyzmq over ipc, multiprocessing.Queue.
 
-    .venv/bin/python bench/links.py [--quick] [--write]
+    .venv/bin/python bench/links.py [--quick] [--write] [--fan-out]
 
 Measures, between two Python processes (spawned), for ~100-byte msgpack bags:
 one-way latency p50/p99 at 1 kHz, bags/s with the writer flat out (as received by the
@@ -10,7 +10,8 @@ ring (published, and copied out with read_into and with read), ring writer cost 
 1 vs 4 readers (asleep between bags at 2 kHz, and keeping up with a busy 25 kHz link),
 and the CPU an idle ring reader uses; and what a node's write costs, encode included
 (ctx.outputs.write against pyzmq's send(encode(bag)), both flat out). Prints a table,
-then one JSON line. --write measures only the write path's figures (and latency).
+then one JSON line. --write measures only the write path's figures (and latency); --fan-out
+only the writer's cost with 4 readers against 1 (asleep and busy; fan_out_ratios).
 Instruction counts of the write path against pyzmq's: bench/write_cost.py.
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import resource
 import statistics
 import sys
 import time
@@ -258,9 +260,11 @@ def _waiting_reader(base: str, index: int, ctl, watcher: bool = True, profile: s
 
 
 def _writer_run(readers: int, writes: int, period_s: float, busy: bool, cpu: bool, watcher: bool,
-                profile: str = "newest"):
+                profile: str = "newest", switched: list[bool] | None = None):
     """Write `writes` bags, one every `period_s`, to `readers` reader processes: (each write's
-    cost, the writer's wake count, every bag's latency as its readers saw it)."""
+    cost, the writer's wake count, every bag's latency as its readers saw it). With `switched`,
+    also whether the kernel took the writer's core for another process during each write
+    (its involuntary context switches, getrusage's ru_nivcsw, changed), appended there."""
     base = _make_link("ring")
     procs = []
     for index in range(readers):
@@ -279,10 +283,15 @@ def _writer_run(readers: int, writes: int, period_s: float, busy: bool, cpu: boo
     costs = []
     period = int(period_s * 1e9)
     due = pace()
+    switches = (lambda: resource.getrusage(resource.RUSAGE_THREAD).ru_nivcsw) if switched is not None else None
     for _ in range(writes):
+        if switches is not None:
+            before = switches()
         t0 = clock()
         w.write(payload)
         costs.append(clock() - t0 - empty)
+        if switches is not None:
+            switched.append(switches() != before)  # type: ignore[union-attr]
         if busy:
             due += period
             while pace() < due:
@@ -314,6 +323,62 @@ def writer_cost(readers: int, writes: int, period_s: float = 0.0005, busy: bool 
     median never sees it. `watcher=False`: readers without the C claim, for comparison."""
     costs, wakes, _ = _writer_run(readers, writes, period_s, busy, cpu, watcher)
     return statistics.mean(costs), wakes / writes
+
+
+def writer_costs(readers: int, writes: int, period_s: float, busy: bool) -> dict[str, float]:
+    """One run's figures for the fan-out ratio: the writer's mean wall time per write, its
+    thread's mean CPU per write (two runs: each clock read inside the other's window would
+    count), the share of writes during which the kernel gave the writer's core to another
+    process, and the mean wall time of the writes it did not (what the write itself costs)."""
+    switched: list[bool] = []
+    wall, wakes, _ = _writer_run(readers, writes, period_s, busy, False, True, switched=switched)
+    cpu, _, _ = _writer_run(readers, writes, period_s, busy, True, True)
+    kept = [c for c, s in zip(wall, switched) if not s]
+    return {"wall": statistics.mean(wall), "cpu": statistics.mean(cpu), "switched": sum(switched) / writes,
+            "wall_unswitched": statistics.mean(kept) if kept else float("nan"), "wakes": wakes / writes}
+
+
+def fan_out_ratios(repeats: int) -> dict:
+    """The writer's cost with 4 readers against 1, asleep between bags (2 kHz) and on a busy
+    link (25 kHz), 1- and 4-reader runs interleaved so that both see the same load, median
+    of `repeats` runs each: wall time (the figure issue 28 names), the writer thread's CPU,
+    and wall time over the writes the kernel did not switch away from the writer during."""
+    out: dict = {"fan_out_runs": repeats}
+    for label, writes, period, busy in (("asleep", 2000, 0.0005, False), ("busy", 20000, BUSY_PERIOD_S, True)):
+        runs: dict[int, list[dict[str, float]]] = {1: [], 4: []}
+        for _ in range(repeats):
+            for readers in (1, 4):
+                runs[readers].append(writer_costs(readers, writes, period, busy))
+        med = {n: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for n, rs in runs.items()}
+        for key in ("wall", "cpu", "wall_unswitched"):
+            out[f"{label}_{key}_1_reader_ns"] = round(med[1][key])
+            out[f"{label}_{key}_4_readers_ns"] = round(med[4][key])
+            out[f"{label}_{key}_ratio_4_vs_1"] = round(med[4][key] / med[1][key], 2)
+        for n in (1, 4):
+            out[f"{label}_switched_pct_{n}"] = round(100 * med[n]["switched"], 2)
+            out[f"{label}_wakes_pct_{n}"] = round(100 * med[n]["wakes"], 2)
+    return out
+
+
+def _print_fan_out_ratios(f: dict) -> None:
+    for label in ("asleep", "busy"):
+        print(f"writer cost 4 readers vs 1, {label}, median of {f['fan_out_runs']} interleaved runs: wall "
+              f"{f[f'{label}_wall_1_reader_ns']:,} -> {f[f'{label}_wall_4_readers_ns']:,} ns "
+              f"(ratio {f[f'{label}_wall_ratio_4_vs_1']:.2f}); the writer's CPU ratio "
+              f"{f[f'{label}_cpu_ratio_4_vs_1']:.2f}; writes the kernel switched the writer out during: "
+              f"{f[f'{label}_switched_pct_1']}% / {f[f'{label}_switched_pct_4']}%; wall over the others "
+              f"{f[f'{label}_wall_unswitched_1_reader_ns']:,} -> {f[f'{label}_wall_unswitched_4_readers_ns']:,} ns "
+              f"(ratio {f[f'{label}_wall_unswitched_ratio_4_vs_1']:.2f})")
+
+
+def fan_out_only(repeats: int) -> None:
+    """`--fan-out`: only the writer's fan-out ratios (issue 28), each a median of interleaved runs."""
+    try:
+        f = fan_out_ratios(repeats)
+    finally:
+        reap(PREFIX)
+    _print_fan_out_ratios(f)
+    print(json.dumps({"bench": "links --fan-out", "load_average": round(os.getloadavg()[0], 2), **f}))
 
 
 def fan_out_latency(readers: int, samples: int, watcher: bool = True) -> tuple[float, float]:
@@ -486,6 +551,8 @@ def main() -> None:
     quick = "--quick" in sys.argv
     if "--write" in sys.argv:
         return write_only(1 if quick else 5)
+    if "--fan-out" in sys.argv:
+        return fan_out_only(1 if quick else 3)
     repeats = 1 if quick else 3
     samples = 500 if quick else 2000
     kinds = ["ring", "pyzmq", "mpqueue"]

@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime, timezone
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 LEVELS = ("debug", "info", "warning", "error", "critical")
-
 
 
 def make_record(

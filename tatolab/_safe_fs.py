@@ -13,7 +13,10 @@ import os
 import pwd
 import stat
 from pathlib import Path
-from typing import Sequence
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
+if TYPE_CHECKING:
+    from typing import Sequence
 
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600

@@ -9,13 +9,13 @@ lists the same rows (a test compares them). A new setting is one more ``Setting`
 
 from __future__ import annotations
 
-import difflib
-import ipaddress
 import os
 import re
 import sys
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: every command starts here
+if TYPE_CHECKING:
+    from typing import Any, Callable, Mapping
 
 RUNTIME, CLI = "tatolabd", "tatolab"  # who reads a setting
 
@@ -24,16 +24,22 @@ class SettingError(ValueError):
     """A setting's value that is not allowed, named with what is."""
 
 
-@dataclass(frozen=True)
 class Setting:
-    name: str
-    parse: Callable[[str], Any]  # the text to its value; ValueError when not allowed
-    default: Any
-    allowed: str  # what the value may be, in words ("a whole number from 1 to 1024")
-    default_text: str  # the default, in words
-    readers: tuple[str, ...]  # RUNTIME, CLI, or both
-    what: str  # what it sets, one line
-    empty_is_unset: bool = True  # TATOLAB_MOQ_PUBLIC= (empty) means "none", not the default
+    """One setting (a plain class, not a dataclass: `tatolab` reads this table as it starts,
+    and importing dataclasses would cost every command a fifth of its start)."""
+
+    __slots__ = ("name", "parse", "default", "allowed", "default_text", "readers", "what", "empty_is_unset")
+
+    def __init__(self, name: str, parse: Callable[[str], Any], default: Any, allowed: str, default_text: str,
+                 readers: tuple[str, ...], what: str, empty_is_unset: bool = True) -> None:
+        self.name = name
+        self.parse = parse  # the text to its value; ValueError when not allowed
+        self.default = default
+        self.allowed = allowed  # what the value may be, in words ("a whole number from 1 to 1024")
+        self.default_text = default_text  # the default, in words
+        self.readers = readers  # RUNTIME, CLI, or both
+        self.what = what  # what it sets, one line
+        self.empty_is_unset = empty_is_unset  # TATOLAB_MOQ_PUBLIC= (empty) means "none", not the default
 
 
 def whole(low: int, high: int) -> Callable[[str], int]:
@@ -77,6 +83,8 @@ def trusted(text: str) -> list[str]:
 
 
 def addresses(text: str) -> list[str]:
+    import ipaddress  # here: only the runtime reads this setting
+
     return [str(ipaddress.ip_address(part)) for part in filter(None, (p.strip() for p in text.split(",")))]
 
 
@@ -175,6 +183,8 @@ def problems(reader: str, environ: Mapping[str, str] | None = None) -> list[str]
 
 def unknown(environ: Mapping[str, str] | None = None) -> list[str]:
     """Each TATOLAB_* name that is no setting (a typo would otherwise be ignored without a word)."""
+    import difflib  # here: only the runtime warns of unknown names
+
     environ = os.environ if environ is None else environ
     found = []
     for name in sorted(environ):

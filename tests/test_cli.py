@@ -13,7 +13,7 @@ from tatolab import __version__
 
 from tatolab._cli.expose import MEANING
 from tatolab._cli.inspect import tap_summary, trouble_lines
-from tatolab._cli import sdk
+from tatolab._cli import wheels
 from tatolab._cli.sdk import keep_sdk_wheel, point_uv_at
 from tatolab._cli.wheels import LIMITED_API, tatolab_tag
 from tatolab._words import counted
@@ -85,7 +85,7 @@ def test_a_kept_sdk_wheel_is_never_rewritten_so_uv_locks_stay_true(tmp_path: Pat
     stamp = first.stat().st_mtime_ns, first.read_bytes()
     assert keep_sdk_wheel() == first and (first.stat().st_mtime_ns, first.read_bytes()) == stamp
 
-    packed = sdk.pack_tatolab
+    packed = wheels.pack_tatolab  # (sdk.py imports it as it packs)
 
     def edited(out_dir: Path) -> Path:  # the runtime's code changed, its version did not (a checkout)
         wheel = packed(out_dir)
@@ -97,7 +97,7 @@ def test_a_kept_sdk_wheel_is_never_rewritten_so_uv_locks_stay_true(tmp_path: Pat
                 archive.writestr(name, data)
         return wheel
 
-    monkeypatch.setattr(sdk, "pack_tatolab", edited)
+    monkeypatch.setattr(wheels, "pack_tatolab", edited)
     second = keep_sdk_wheel()
     assert second != first and second.name == first.name
     assert (first.stat().st_mtime_ns, first.read_bytes()) == stamp  # the first project's wheel, untouched

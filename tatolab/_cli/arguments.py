@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Callable
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
+if TYPE_CHECKING:
+    from typing import Callable
 
 
 def whole_number(low: int, allowed: str) -> Callable[[str], int]:

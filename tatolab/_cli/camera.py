@@ -6,19 +6,14 @@ the device; ``--print`` prints the commands instead of running them.
 from __future__ import annotations
 
 import argparse
-import getpass
-import grp
 import os
-import platform
-import shlex
-import shutil
-import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from tatolab._media import v4l2
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
+if TYPE_CHECKING:
+    from typing import Any
+
 from tatolab._cli.output import fail
 
 LABEL = "Tatolab"
@@ -30,13 +25,26 @@ INSTALL_HINT = ("install it, then run `tatolab enable-virtual-camera` again: `su
                 "`sudo pacman -S v4l2loopback-dkms` (Arch)")
 
 
-@dataclass(frozen=True)
 class Step:
-    argv: list[str]
-    does: str
-    stdin: str | None = None  # written to the command (tee)
+    """One command of the set-up, what it does, and what is written to it (tee). (A plain class:
+    `tatolab --help` imports this module, and dataclasses would cost it a fifth of its start.)"""
+
+    __slots__ = ("argv", "does", "stdin")
+
+    def __init__(self, argv: list[str], does: str, stdin: str | None = None) -> None:
+        self.argv = argv
+        self.does = does
+        self.stdin = stdin
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Step) and (self.argv, self.does, self.stdin) == (other.argv, other.does, other.stdin)
+
+    def __repr__(self) -> str:
+        return f"Step(argv={self.argv!r}, does={self.does!r}, stdin={self.stdin!r})"
 
     def shell(self, sudo: bool) -> str:
+        import shlex
+
         line = ("sudo " if sudo else "") + shlex.join(self.argv)
         if self.stdin is not None:
             line = f"printf '%s\\n' {shlex.quote(self.stdin.rstrip(chr(10)))} | {line} >/dev/null"
@@ -49,6 +57,8 @@ def options(video_nr: int) -> str:
 
 def free_number() -> int:
     """The first /dev/videoN from 10 that is free."""
+    from tatolab._media import v4l2
+
     n = FIRST_NUMBER
     while (v4l2.DEV / f"video{n}").exists():
         n += 1
@@ -57,6 +67,11 @@ def free_number() -> int:
 
 def module_available() -> bool:
     """Whether this kernel has v4l2loopback (loaded, or installed for it)."""
+    import platform
+    import shutil
+    import subprocess
+    from tatolab._media import v4l2
+
     if v4l2.loopback_module_loaded():
         return True
     if shutil.which("modinfo"):
@@ -66,6 +81,8 @@ def module_available() -> bool:
 
 
 def in_video_group(user: str) -> bool:
+    import grp
+
     try:
         group = grp.getgrnam("video")
     except KeyError:
@@ -98,10 +115,18 @@ def plan(user: str, video_nr: int, *, loaded: bool, in_group: bool) -> list[Step
 
 
 def _user() -> str:
+    import getpass
+
     return os.environ.get("SUDO_USER") or getpass.getuser()
 
 
 def cmd_enable(args: argparse.Namespace) -> int:
+    import platform
+    import shlex
+    import shutil
+    import subprocess
+    from tatolab._media import v4l2
+
     if not sys.platform.startswith("linux"):
         return fail("a virtual camera through v4l2loopback is Linux only")
     user, root = _user(), os.geteuid() == 0

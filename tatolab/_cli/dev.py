@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import signal
 import time
-from typing import Any
 
-from tatolab import _records
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
+if TYPE_CHECKING:
+    from typing import Any
+
 from tatolab._control.words import from_answer, reason_words
 from tatolab._control.errors import ControlError
 from tatolab._control.client import Client, NoRuntime, RequestFailed
@@ -29,6 +31,8 @@ class _RuntimeDown(Exception):
 
 def describe(event: dict[str, Any]) -> str | None:
     """What the terminal shows for one event from the runtime's dev operation."""
+    from tatolab import _records
+
     kind = event.get("event")
     if kind == "log":
         return _records.format_for_terminal(event["record"])

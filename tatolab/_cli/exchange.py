@@ -7,19 +7,23 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from tatolab._surfaces.frame import VideoFrame
 
 from tatolab._control.client import Client
 from tatolab._cli.arguments import seconds, whole_number
 from tatolab._cli.output import fail
-from tatolab._surfaces import png
-from tatolab._surfaces.exchange import NotVideo, frame_in, png_rows
-from tatolab._surfaces import pool as surfaces
-from tatolab._surfaces.frame import VideoFrame
 from tatolab._words import counted
 
 
 def save(frame: VideoFrame, path: Path) -> None:
+    from tatolab._surfaces import png
+    from tatolab._surfaces.exchange import png_rows
+
     if not path.parent.is_dir():
         # --out names a folder that is not there yet: made at the first frame, so a failed exchange leaves none
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -31,6 +35,9 @@ def save(frame: VideoFrame, path: Path) -> None:
 
 
 def _by_id(client: Client, surface_id: str, out: Path) -> int:
+    from tatolab._surfaces import pool as surfaces
+    from tatolab._surfaces.frame import VideoFrame
+
     answer = client.request("exchange", surface_id=surface_id)
     surfaces.configure(answer["pool"])
     try:
@@ -45,6 +52,9 @@ def _by_id(client: Client, surface_id: str, out: Path) -> int:
 
 def _from_output(client: Client, address: str, count: int, timeout: float | None, out: Path) -> int:
     # bags until --count frames are saved: one reused before it was read does not count
+    from tatolab._surfaces import pool as surfaces
+    from tatolab._surfaces.exchange import NotVideo, frame_in
+
     opened = client.request("exchange", address=address, count=None, timeout=timeout)
     name = opened["address"]
     surfaces.configure(opened["pool"])
@@ -78,6 +88,8 @@ def _from_output(client: Client, address: str, count: int, timeout: float | None
 
 
 def cmd_exchange(args: argparse.Namespace) -> int:
+    from tatolab._surfaces import pool as surfaces
+
     out = Path(args.out)
     blocking = next((part for part in (out, *out.parents) if part.exists() and not part.is_dir()), None)
     if blocking is not None:

@@ -8,9 +8,11 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator
 
-from tatolab import _records
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
+if TYPE_CHECKING:
+    from typing import Any, Iterator
+
 from tatolab._control.client import Client
 from tatolab._control.words import reason_words
 from tatolab._cli.arguments import seconds, whole_number
@@ -97,6 +99,8 @@ def tap_summary(address: str, end: dict[str, Any], count: int | None, seconds: f
 
 def cmd_logs(args: argparse.Namespace) -> int:
     """One ``logs`` request; with --dir, the same reading here, with no runtime asked."""
+    from tatolab import _records
+
     request = {"stream": args.stream, "node": args.node, "level": args.level, "since": args.since,
                "tail": args.tail, "follow": args.follow}
     client: Client | None = None

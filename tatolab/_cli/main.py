@@ -11,13 +11,22 @@ import importlib
 import os
 import re
 import sys
-from typing import Any, Iterator, NoReturn, Sequence
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
+if TYPE_CHECKING:
+    from typing import Any, Iterator, NoReturn, Sequence
 
 from tatolab import __version__
 from tatolab import _settings as settings
 from tatolab._control.client import NoRuntime, RequestFailed
 from tatolab._control.errors import ControlError
 from tatolab._cli.output import fail
+
+# argparse words its own texts ("show this help message and exit", "usage:") through gettext,
+# whose every lookup imports locale and stats catalogue files; Python ships no translation of
+# them, so the lookups only cost each command a tenth of its start. Used as they are written:
+setattr(argparse, "_", lambda text: text)
+setattr(argparse, "ngettext", lambda one, many, n: one if n == 1 else many)
 
 # module (under tatolab._cli) -> the commands it registers, in the order help lists them
 COMMAND_MODULES = {
@@ -39,8 +48,35 @@ COMMAND_MODULES = {
 }
 
 
+def _width() -> int:
+    """The terminal's width less 2, as argparse's HelpFormatter works it out, once a process.
+
+    argparse makes a formatter for every add_argument (to check its metavar), and each asks
+    shutil for the terminal's size: importing shutil (with bz2, lzma) costs a command more than
+    parsing does. COLUMNS first, then the terminal on stdout, else 80, as shutil does."""
+    global _WIDTH
+    if _WIDTH is None:
+        try:
+            columns = int(os.environ.get("COLUMNS", "0"))
+        except ValueError:
+            columns = 0
+        if columns <= 0:
+            try:
+                columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+            except (AttributeError, ValueError, OSError):
+                columns = 0
+        _WIDTH = (columns or 80) - 2
+    return _WIDTH
+
+
+_WIDTH: int | None = None
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with a suggestion for a mistyped command, and names that start with ``-``."""
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        return self.formatter_class(prog=self.prog, width=_width())  # type: ignore[call-arg]
 
     def _parse_optional(self, arg_string: str) -> Any:
         # A stream, node or port name may start with "-" (`tatolab stop -x`, `logs --stream -x`):
@@ -87,7 +123,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser for ``argv`` (only its command's module imported), or for every command."""
     parser = _Parser(prog="tatolab", description="Run live streams on this machine.")
     parser.add_argument("--version", action="version", version=f"tatolab {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # prog given: argparse would otherwise build a help formatter (and import shutil) to work it out
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", prog=parser.prog)
     for module in _modules_for(argv) if argv is not None else COMMAND_MODULES:
         importlib.import_module(f"tatolab._cli.{module}").register(commands)
     for sub in _subcommand_parsers(parser):

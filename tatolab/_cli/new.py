@@ -10,19 +10,17 @@ before writing anything.
 from __future__ import annotations
 
 import argparse
-import keyword
 import re
-import subprocess
 import sys
-import unicodedata
-from importlib import resources
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 from tatolab import __version__
 from tatolab._cli.output import fail
 from tatolab._cli.sdk import SOURCES_COMMENT, install_sdk, keep_sdk_wheel, uv_source_line
-from tatolab._cli.wheels import WheelError
 
 TEMPLATES = {
     # path in the project: template (under tatolab/_cli/templates/)
@@ -49,6 +47,9 @@ ALSO_INSTALLED = {"test_pattern": ("numpy",)}
 
 def function_name(folder: str) -> str:
     """A Python identifier for the stream function, from the project folder's name."""
+    import keyword
+    import unicodedata
+
     ascii_name = unicodedata.normalize("NFKD", folder).encode("ascii", "ignore").decode().lower()
     name = re.sub(r"[^a-z0-9_]+", "_", ascii_name).strip("_") or "my_stream"
     if name[0].isdigit() or keyword.iskeyword(name):
@@ -58,6 +59,8 @@ def function_name(folder: str) -> str:
 
 def render(kind: str, folder: str, sdk_wheel: Path = Path("tatolab.whl")) -> dict[str, str]:
     """The project's files, path -> text; pyproject.toml points uv at ``sdk_wheel``."""
+    from importlib import resources
+
     values = {
         "sources_comment": SOURCES_COMMENT,
         "tatolab_source": uv_source_line(sdk_wheel),
@@ -81,6 +84,9 @@ def collisions(target: Path, files: dict[str, str]) -> list[str]:
 
 
 def cmd_new(args: argparse.Namespace) -> int:
+    import subprocess
+    from tatolab._cli.wheels import WheelError
+
     target = Path(args.dir).expanduser().absolute()
     if target.exists() and not target.is_dir():
         return fail(f"{target} is a file; pick a folder name for the new project")

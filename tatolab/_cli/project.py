@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
 
-from tatolab._control.source import StreamSource
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def needed_file(load: dict[str, Any]) -> str | None:
@@ -57,6 +58,8 @@ class Hangup(Exception):
 
 def load_request(args: argparse.Namespace) -> dict[str, Any]:
     """The ``load``/``dev`` request's arguments for this command line."""
+    from tatolab._control.source import StreamSource  # (dataclasses) only for a command that loads
+
     source = StreamSource.of(os.path.abspath(args.dir or os.getcwd()), args.target, args.file, args.name)
     # the stream compiles and runs with this command's environment (`CAMERA=/dev/video2 tatolab run`)
     return {**source.args(), "env": dict(os.environ)}

@@ -11,21 +11,17 @@ install the runtime's SDK and never resolve ``tatolab`` from an index.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
-import subprocess
-import tempfile
-import venv
-import zipfile
-from importlib import metadata
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 from tatolab import __version__
 from tatolab._cli.output import fail
-from tatolab._cli.wheels import WheelError, pack_installed, pack_sdk, pack_tatolab
 from tatolab._control import paths
 
 SOURCES_HEADER = "[tool.uv.sources]"
@@ -38,6 +34,8 @@ def kept_wheel_dir() -> Path:
 
 def _record(wheel: Path) -> bytes:
     """The wheel's RECORD: every file's hash, so it names the contents (the zip's time stamps aside)."""
+    import zipfile
+
     with zipfile.ZipFile(wheel) as archive:
         return archive.read(f"tatolab-{__version__}.dist-info/RECORD")
 
@@ -49,6 +47,10 @@ def keep_sdk_wheel() -> Path:
     the wheel it was made with, and a runtime whose code changed without a new version (a
     source checkout) keeps its wheel beside the older ones.
     """
+    import hashlib
+    import tempfile
+    from tatolab._cli.wheels import pack_tatolab
+
     folder = kept_wheel_dir()
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".tatolab-wheel-", dir=folder) as scratch:
@@ -89,6 +91,8 @@ def point_uv_at(pyproject: Path, wheel: Path) -> str | None:
 
 
 def _has_pip(python: Path) -> bool:
+    import subprocess
+
     return subprocess.run([str(python), "-m", "pip", "--version"], stdin=subprocess.DEVNULL,
                           capture_output=True).returncode == 0
 
@@ -96,6 +100,12 @@ def _has_pip(python: Path) -> bool:
 def install_sdk(project: Path, also: tuple[str, ...] = ()) -> None:
     """``project/.venv`` (created if missing) holding this runtime's SDK, without a package index,
     and the distributions named in ``also`` (numpy for frame.cpu()) as the runtime has them."""
+    import subprocess
+    import tempfile
+    import venv
+    from importlib import metadata
+    from tatolab._cli.wheels import WheelError, pack_installed, pack_sdk
+
     venv_dir = project / ".venv"
     python = venv_dir / "bin" / "python"
     if not python.exists():
@@ -130,6 +140,8 @@ def install_sdk(project: Path, also: tuple[str, ...] = ()) -> None:
 
 
 def _has(python: Path, name: str) -> bool:
+    import subprocess
+
     return subprocess.run([str(python), "-c", f"import {name}"], stdin=subprocess.DEVNULL,
                           capture_output=True).returncode == 0
 
@@ -144,6 +156,9 @@ def wanted_by(pyproject: Path) -> tuple[str, ...]:
 
 
 def cmd_sdk(args: argparse.Namespace) -> int:
+    import subprocess
+    from tatolab._cli.wheels import WheelError
+
     project = Path(args.dir).expanduser().absolute()
     if not project.is_dir():
         return fail(f"{project} is not a folder; `tatolab new {args.dir}` makes a project there")

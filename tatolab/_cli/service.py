@@ -12,13 +12,13 @@ removes the unit, the symlink and the ``default.target.wants/`` folder once it i
 from __future__ import annotations
 
 import argparse
-import getpass
 import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 from tatolab import _settings as settings
 from tatolab._cli.output import fail
@@ -35,6 +35,8 @@ def unit_folder() -> Path:
 
 
 def find_tatolabd() -> Path | None:
+    import shutil
+
     beside = Path(sys.executable).parent / "tatolabd"  # the same environment as this CLI
     if beside.is_file() and os.access(beside, os.X_OK):
         return beside.absolute()
@@ -72,6 +74,9 @@ def unit_text(tatolabd: Path, env: dict[str, str]) -> str:
 
 def user_manager_problem() -> str | None:
     """Why ``systemctl --user`` cannot reach this user's systemd manager, or None when it can."""
+    import shutil
+    import subprocess
+
     if shutil.which("systemctl") is None:
         return "systemctl is not installed"
     try:
@@ -97,11 +102,15 @@ def instead_hint(user: str) -> str:
 
 
 def _systemctl(*args: str) -> tuple[bool, str]:
+    import subprocess
+
     result = subprocess.run(["systemctl", "--user", *args], capture_output=True, text=True, timeout=60)
     return result.returncode == 0, (result.stderr or result.stdout).strip()
 
 
 def linger_hint() -> str:
+    import getpass
+
     user = getpass.getuser()
     if Path("/var/lib/systemd/linger", user).exists():
         return f"Lingering is on for {user}: the runtime keeps running when nobody is logged in."
@@ -112,6 +121,8 @@ def linger_hint() -> str:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
+    import getpass
+
     if not sys.platform.startswith("linux"):
         return fail("`tatolab service` writes a systemd user unit, which only Linux has")
     tatolabd = find_tatolabd()

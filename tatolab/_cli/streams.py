@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-from typing import Any
 
-from tatolab import _records
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
+if TYPE_CHECKING:
+    from typing import Any
+
 from tatolab._control.client import Client
 from tatolab._control.words import reason_words
 from tatolab._cli.output import fail
@@ -16,6 +17,8 @@ from tatolab._words import counted
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    import signal
+
     client = Client()  # first: with no runtime, every command says so before anything else
     load = load_request(args)
     problem = project_problem(load, "run")
@@ -40,6 +43,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         name = result["name"]
         print(f"{name} running attached ({counted(result['nodes'], 'node')}, project {result['project']}); "
               "Ctrl-C stops it", flush=True)
+        from tatolab import _records  # (datetime) only where log records are shown
+
         for event in client.events():
             if event.get("event") == "log":
                 print(_records.format_for_terminal(event["record"]), flush=True)

@@ -11,7 +11,10 @@ import argparse
 import json
 import sys
 import time
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 from tatolab._cli.output import fail
 from tatolab._control.client import Client

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 from tatolab._control.client import Client
 

@@ -6,21 +6,22 @@ a message and fixes as data) for a refusal; how it reads is the caller's (the CL
 
 from __future__ import annotations
 
+import _socket as socket  # the C module: socket.py (selectors, its enums) cost a command ~15% of its start
 import os
-import socket
 import struct
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator
 
 from tatolab import _settings as settings
 from tatolab._control import paths, protocol
 from tatolab._control.errors import ControlError
 from tatolab._safe_fs import owner_name
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
 if TYPE_CHECKING:
     import asyncio
+    from typing import Any, AsyncIterator, Callable, Iterator
 
 TIMEOUT_ENV = "TATOLAB_CLI_TIMEOUT_S"
 ANSWER_TIMEOUT_S = 60.0  # a request's answer (a load compiles the stream first)
@@ -97,6 +98,32 @@ class NotYourRuntime(RequestFailed):
         )
 
 
+class _Lines:
+    """The answers' lines off the socket: what socket.makefile("rb").readline() gave, without
+    socket.py (the C socket has no makefile). The socket's timeout applies to each recv."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._buffer = bytearray()
+
+    def readline(self) -> bytes:
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buffer[:end + 1])
+                del self._buffer[:end + 1]
+                return line
+            chunk = self._sock.recv(1 << 16)
+            if not chunk:  # closed: what is left (b"" at a line's end), as readline does
+                line = bytes(self._buffer)
+                self._buffer.clear()
+                return line
+            self._buffer += chunk
+
+    def close(self) -> None:
+        self._buffer.clear()
+
+
 class Client:
     def __init__(self, path: Path | None = None) -> None:
         self.path, self._looked = _socket(path)
@@ -108,7 +135,7 @@ class Client:
             self.sock.close()
             raise NotYourRuntime(self.path, pid, uid)
         self.sock.settimeout(None)
-        self.file = self.sock.makefile("rb")
+        self.file = _Lines(self.sock)
         self._said_at = 0.0
 
     def on_notice(self, notice: dict[str, Any]) -> None:

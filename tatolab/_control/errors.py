@@ -7,27 +7,55 @@ flag (tatolab/_control/words.py), an MCP server as a tool call.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: the CLI's start (issue 28)
+if TYPE_CHECKING:
+    from typing import Any
 
 
-@dataclass(frozen=True)
-class Fix:
-    op: str  # the operation that fixes it
-    args: dict[str, Any] = field(default_factory=dict)  # a value of None: the caller chooses one
-    does: str = ""  # what doing it does, in words ("remove it first")
+class _Value:
+    """Equal by its fields, shown with them (a frozen dataclass's manners, without importing
+    dataclasses: every CLI command loads this module, and dataclasses costs it ~20% of its start)."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self._fields() == other._fields()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._fields())  # as a frozen dataclass's: fails for dict fields
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self.__slots__)})"
 
 
-@dataclass(frozen=True)
-class Reason:
+class Fix(_Value):
+    """An operation that fixes it (``op``), its arguments (a value of None: the caller chooses
+    one) and what doing it does, in words (``does``: "remove it first")."""
+
+    __slots__ = ("op", "args", "does")
+
+    def __init__(self, op: str, args: dict[str, Any] | None = None, does: str = "") -> None:
+        self.op = op
+        self.args: dict[str, Any] = {} if args is None else args
+        self.does = does
+
+
+class Reason(_Value):
     """Why something is as it is (a failed kept stream, a waiting link, an ended stream): plain
     words for any client, which case it is (``code``), the fixes, and the values a client needs
     to word it its own way (``details``). The CLI words it with tatolab/_control/words.py."""
 
-    text: str
-    code: str = ""
-    fixes: tuple[Fix, ...] = ()
-    details: dict[str, Any] = field(default_factory=dict)
+    __slots__ = ("text", "code", "fixes", "details")
+
+    def __init__(self, text: str, code: str = "", fixes: tuple[Fix, ...] = (),
+                 details: dict[str, Any] | None = None) -> None:
+        self.text = text
+        self.code = code
+        self.fixes = fixes
+        self.details: dict[str, Any] = {} if details is None else details
 
     def __str__(self) -> str:
         return self.text

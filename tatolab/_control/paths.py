@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import stat
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: every command starts here
+if TYPE_CHECKING:
+    from typing import Mapping
 
 from tatolab import _settings as settings
 from tatolab._links import shm
@@ -19,14 +21,24 @@ TMP = Path("/tmp")
 PLACES_FILE = "places.json"  # in the state folder: the private names used instead of taken ones
 
 
-@dataclass
 class Place:
     """Where a folder of the runtime's is, how it was chosen, and whether its usual name was taken."""
 
-    folder: Path
-    looked: list[str] = field(default_factory=list)  # each place looked at first, and why not there
-    usual: Path | None = None  # the usual name in a shared folder (/tmp, /dev/shm)
-    taken: str | None = None  # what another user made at ``usual``, when they did (words)
+    __slots__ = ("folder", "looked", "usual", "taken")
+
+    def __init__(self, folder: Path, looked: list[str] | None = None, usual: Path | None = None,
+                 taken: str | None = None) -> None:
+        self.folder = folder
+        self.looked: list[str] = [] if looked is None else looked  # each place looked at first, and why not there
+        self.usual = usual  # the usual name in a shared folder (/tmp, /dev/shm)
+        self.taken = taken  # what another user made at ``usual``, when they did (words)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Place) and (self.folder, self.looked, self.usual, self.taken) == (
+            other.folder, other.looked, other.usual, other.taken)
+
+    def __repr__(self) -> str:
+        return f"Place({self.folder!r}, looked={self.looked!r}, usual={self.usual!r}, taken={self.taken!r})"
 
 
 def _not_private(path: Path) -> str | None:

@@ -16,7 +16,10 @@ works; each says the runtime is on it, so a client waits on rather than time out
 from __future__ import annotations
 
 import json
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_LINE = 16 * 1024 * 1024  # the longest line either side reads (the server's and clients' limit)
 

@@ -9,10 +9,19 @@ reads the operations themselves.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 from tatolab._control.errors import ControlError, Fix, Reason
-from tatolab._sdk.naming import as_argument
+
+
+def as_argument(text: str) -> str:
+    """naming.as_argument, imported when a fix is worded (unicodedata: not on every command's path)."""
+    from tatolab._sdk.naming import as_argument as quoted
+
+    return quoted(text)
+
 
 # The flag that gives an argument of a loading operation (load, dev) on the command line.
 FLAGS = {"project": "--dir", "name": "--name", "count": "--count", "file": "--file"}

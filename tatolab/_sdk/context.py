@@ -13,6 +13,7 @@ from tatolab._sdk.audio import AudioBlock, AudioShape
 
 T = TypeVar("T")
 _encode = _bags.encode
+_decode = _bags.decode_bytes  # _bags.decode without its Python frame (read's hot path)
 
 
 class _Reader(Protocol):
@@ -67,10 +68,14 @@ class InputPort:
     exactly the bags the node got: a ``newest`` bag replaced before the node read it counts
     as dropped."""
 
+    shaped = False  # ShapedInputPort: True (Inputs.read asks this rather than isinstance, per bag)
+
     def __init__(self, name: str, profile: str, on_broken: LinkTrouble = _ignore, on_bad: LinkTrouble = _ignore) -> None:
         self.name = name
         self.profile = profile
+        self._newest = profile == "newest"
         self.links: dict[str, _Link] = {}
+        self._each: tuple[_Link, ...] = ()  # the links, as fill and take walk them (per bag: no list made)
         self.stale = 0  # video bags whose surface was already reused when read
         self.last_link: str | None = None  # the key of the link the last bag taken came by
         # The node's origin cell ([origin_ns, origin_id], shared with its outputs' writers): each bag handed over makes it the older of the two; the host zeroes it before
@@ -82,11 +87,13 @@ class InputPort:
 
     def add_link(self, key: str, reader: _Reader) -> None:
         self.links[key] = _Link(key, reader)
+        self._each = tuple(self.links.values())
 
     def remove_link(self, key: str) -> _Reader | None:
         link = self.links.pop(key, None)
         if link is None:
             return None
+        self._each = tuple(self.links.values())
         unseen = len(link.backlog) + (link.pending is not None)
         unread = getattr(link.reader, "unread", None)
         if unseen and unread is not None:
@@ -96,9 +103,10 @@ class InputPort:
     def fill(self) -> bool:
         """Pull from the rings; True when a bag arrived that the node has not been offered."""
         arrived = False
-        for link in list(self.links.values()):
+        newest = self._newest
+        for link in self._each:  # (a tuple: _broken may change the links meanwhile)
             try:
-                if self.profile == "newest":
+                if newest:
                     got = link.reader.read()
                     if got is not None:
                         if link.pending is not None:
@@ -117,15 +125,16 @@ class InputPort:
 
     def _broken(self, link: _Link, exc: RingError) -> None:
         self.links.pop(link.key, None)
+        self._each = tuple(self.links.values())
         self._on_broken(self.name, link.key, exc)
 
     def waiting_readers(self) -> list[_Reader]:
         """The readers whose next bag would be news to the node: every ``newest`` link, and
         an ``ordered`` link once the node has taken the bag it was given (the next one on
         that link cannot be delivered before)."""
-        if self.profile == "newest":
-            return [link.reader for link in self.links.values()]
-        return [link.reader for link in self.links.values() if link.pending is None and not link.backlog]
+        if self._newest:
+            return [link.reader for link in self._each]
+        return [link.reader for link in self._each if link.pending is None and not link.backlog]
 
     def _inherit(self, bag: tuple | None) -> None:
         cell = self.origin
@@ -136,13 +145,29 @@ class InputPort:
     def take(self, inherit: bool = True) -> tuple[bytes, _Link] | None:
         """The bag to hand to the node and the link it came by, or None. ``inherit``: its origin
         counts for what the node writes next (not for a bag dropped unused)."""
-        candidates = [link for link in self.links.values() if link.pending is not None]
+        each = self._each
+        if len(each) == 1:  # one link (most inputs): no choosing, nothing to discard
+            chosen = each[0]
+            if chosen.pending is None:
+                self.fill()  # nothing delivered and waiting: look at the ring now
+                if chosen.pending is None:
+                    return None
+            got: Any = chosen.pending
+            cell = self.origin
+            # (inline: the per-bag path) its origin counts for what the node writes next, if older
+            if inherit and cell is not None and len(got) > 3 and got[2] and (not cell[0] or got[2] < cell[0]):
+                cell[0] = got[2]
+                cell[1] = got[3]
+            chosen.pending = None
+            self.last_link = chosen.key
+            return got[0], chosen
+        candidates = [link for link in each if link.pending is not None]
         if not candidates:
             self.fill()  # nothing delivered and waiting: look at the rings now
-            candidates = [link for link in self.links.values() if link.pending is not None]
+            candidates = [link for link in self._each if link.pending is not None]
             if not candidates:
                 return None
-        if self.profile == "newest":
+        if self._newest:
             chosen = max(candidates, key=lambda link: link.pending[1])  # type: ignore[index]
             payload = chosen.pending[0]  # type: ignore[index]
             if inherit:
@@ -196,6 +221,8 @@ AudioTrouble = Callable[[str, str, str], None]
 class ShapedInputPort(InputPort):
     """An ``ordered`` input declared with ``audio={...}``: each link's audio bags go through an
     ``AudioShaper``, and the node is handed the shaped windows one at a time, in order."""
+
+    shaped = True
 
     def __init__(self, name: str, profile: str, shape: AudioShape, on_broken: LinkTrouble = _ignore,
                  on_bad: LinkTrouble = _ignore, on_audio: AudioTrouble = lambda port, key, what: None) -> None:
@@ -300,13 +327,22 @@ class Inputs:
 
         With ``into``, the bag is built into that dataclass, TypedDict or pydantic model.
         """
-        source = self._port(port)
-        if isinstance(source, ShapedInputPort):
-            block = source.take_block()
+        source = self._ports.get(port) or self._port(port)
+        if source.shaped:
+            block = source.take_block()  # type: ignore[attr-defined]
             if block is None or into is AudioBlock:
                 return block
             bag = block.bag()
             return bag if into is None else _bags.convert(bag, into, node=self._node, port=port)
+        if into is None:  # the hot path: one bag, decoded
+            while True:
+                got = source.take()
+                if got is None:
+                    return None
+                try:
+                    return _decode(got[0])
+                except (ValueError, RecursionError) as exc:  # garbage, not a dict, nested too deep
+                    source.bad(got[1], exc)  # skipped and counted; the node goes on with the next bag
         from_bag = getattr(into, "_tatolab_from_bag", None)
         while True:
             got = source.take()
@@ -314,12 +350,10 @@ class Inputs:
                 return None
             payload, link = got
             try:
-                bag = _bags.decode(payload)
+                bag = _decode(payload)
             except (ValueError, RecursionError) as exc:  # garbage, not a dict, nested too deep
                 source.bad(link, exc)
                 continue  # skipped and counted; the node goes on with the next bag
-            if into is None:
-                return bag
             if from_bag is None:
                 return _bags.convert(bag, into, node=self._node, port=port)
             try:

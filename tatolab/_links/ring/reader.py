@@ -228,7 +228,10 @@ class RingReader:
         if self._newest or limit < 1:
             got = self._read(None)
             return [] if got is None else [got]
-        out: list[tuple[bytes, int]] = []
+        q = self._q
+        if q[_WRITE_SEQ] < self._next and not q[_MOVED]:
+            return []  # nothing new (the node host asks once more before every wait)
+        out: list[Any] = []
         while True:
             q = self._q
             nxt = self._next
@@ -236,8 +239,18 @@ class RingReader:
             room = limit - len(out)
             if last - nxt >= room:
                 last = nxt + room - 1
-            run = self._run(nxt, last) if nxt <= last else []
-            out += run
+            if nxt > last:
+                run = []
+            elif self._compiled:  # (_run's C call, without its frame: the node host's per-bag read)
+                g = self._g
+                run = _read_run(self._mv, g.slots_q, g.stride_q, self._count, self._slot_size, nxt, last,
+                                self._hist, self._block, self._origins)
+            else:
+                run = self._run(nxt, last)
+            if out:
+                out += run
+            else:
+                out = run  # (a fresh list from _run: no copy)
             s = nxt + len(run)
             ts = run[-1][1] if run else 0
             if s > nxt:

@@ -10,7 +10,6 @@ import asyncio
 import json
 import os
 from pathlib import Path
-from dataclasses import replace
 from typing import Any, Callable
 
 from tatolab._graph import Graph
@@ -232,7 +231,7 @@ class KeptStreams:
 
 def strip_reason(reason: Reason | str) -> Reason:
     reason = reason if isinstance(reason, Reason) else Reason(reason)
-    return replace(reason, text=reason.text.strip().rstrip("."))
+    return Reason(reason.text.strip().rstrip("."), reason.code, reason.fixes, reason.details)
 
 
 async def preflight(record: KeptRecord, starter: ProcessStarter | None = None) -> Reason | None:
