@@ -130,7 +130,7 @@ def test_the_sdk_wheel_is_tagged_for_what_it_holds(tmp_path: Path):
     source = (Path(TATOLAB_INIT).parent / "_links" / "_native.c").read_text()
     assert "#define Py_LIMITED_API 0x030B0000" in source and LIMITED_API == "cp311"
 
-    wheel = sdk.pack_tatolab(tmp_path)
+    wheel = wheels.pack_tatolab(tmp_path)
     with zipfile.ZipFile(wheel) as archive:
         held = archive.namelist()
         info = archive.read(f"tatolab-{__version__}.dist-info/WHEEL").decode()

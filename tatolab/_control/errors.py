@@ -22,7 +22,7 @@ class _Value:
         return tuple(getattr(self, name) for name in self.__slots__)
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self._fields() == other._fields()  # type: ignore[attr-defined]
+        return type(other) is type(self) and self._fields() == other._fields()
 
     def __hash__(self) -> int:
         return hash(self._fields())  # as a frozen dataclass's: fails for dict fields

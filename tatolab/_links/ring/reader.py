@@ -239,10 +239,12 @@ class RingReader:
             room = limit - len(out)
             if last - nxt >= room:
                 last = nxt + room - 1
+            run: list[Any]
             if nxt > last:
                 run = []
             elif self._compiled:  # (_run's C call, without its frame: the node host's per-bag read)
                 g = self._g
+                assert _read_run is not None
                 run = _read_run(self._mv, g.slots_q, g.stride_q, self._count, self._slot_size, nxt, last,
                                 self._hist, self._block, self._origins)
             else:
