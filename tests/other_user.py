@@ -24,9 +24,10 @@ import psutil
 import pytest
 
 # What a tatolabd needs, imported before the drop; the rest of the standard library may be out of reach.
-# (hashlib: paths.py imports it only when asked for a digest, so that the CLI starts quicker)
+# (hashlib: paths.py imports it only when asked for a digest, so that the CLI starts quicker; difflib
+# and ipaddress likewise, in _settings.py)
 RUNTIME_MODULES = ("tatolab._runtime.daemon", "tatolab._runtime.entry", "asyncio.unix_events", "encodings.idna",
-                   "hashlib")
+                   "hashlib", "difflib", "ipaddress")  # (the last two: imported where used, for the CLI's start)
 
 
 @dataclass
