@@ -657,8 +657,6 @@ def test_headless_chromium_reads_bags_through_the_viewer_page_with_the_pinned_fi
     browser_path = _chromium()
     if browser_path is None:
         pytest.skip("no chromium here (.ci/run installs Debian's)")
-    if not (Path(__file__).resolve().parent.parent / "tatolab/_runtime/relay/viewer/moq-viewer.js").exists():
-        pytest.skip("the viewer's MoQ client is not built: scripts/build-viewer (.ci/run runs it)")
     runtime.cli("run", "-d", cwd=source_project(tmp_path / "source", project_venv), check=True)
     viewer = runtime.cli("url", ADDRESS, check=True).stdout.splitlines()[3].split()[-1]
     machine = json.loads(runtime.cli("graph", check=True).stdout)["runtime"]["name"]
@@ -700,8 +698,6 @@ def test_headless_chromium_plays_a_video_output_on_the_viewer_page(runtime, proj
     browser_path = _chromium()
     if browser_path is None:
         pytest.skip("no chromium here (.ci/run installs Debian's)")
-    if not (Path(__file__).resolve().parent.parent / "tatolab/_runtime/relay/viewer/moq-viewer.js").exists():
-        pytest.skip("the viewer's MoQ client is not built: scripts/build-viewer (.ci/run runs it)")
     runtime.cli("run", "-d", cwd=make_project(tmp_path / "bars", project_venv, {"stream.py": VIDEO_SOURCE}),
                 check=True)
     address = "bars/pattern/video"
