@@ -50,9 +50,14 @@ def _namespaced(script: str, env: dict[str, str], timeout: float = 120) -> str:
         pytest.skip("needs root and unshare to give a runtime stand-ins for /tmp, /dev/shm and /run/user")
     if subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0:
         pytest.skip("unshare -m is not allowed here (a container without CAP_SYS_ADMIN)")
+    # the checkout (its .venv runs the runtime) stays reachable when it lies in a folder replaced here
+    # (a clone under /tmp): held open before, bound back after (-c: the open folder, not its old name)
+    repo = Path(BIN).parent.parent
     prelude = (
-        "set -u\nmount --make-rprivate /\n"
+        f"set -u\nmount --make-rprivate /\nexec 9<{str(repo)!r}\n"
         "for d in /tmp /dev/shm /run/user; do mkdir -p $d && mount -t tmpfs -o mode=1777 tmpfs $d; done\n"
+        f"[ -d {str(BIN)!r} ] || {{ mkdir -p {str(repo)!r} && mount -c --bind /proc/self/fd/9 {str(repo)!r}; }}\n"
+        "exec 9<&-\n"
         "chmod 755 /run/user\nexport XDG_STATE_HOME=/tmp/state\nunset XDG_RUNTIME_DIR\n"
         f"BIN={str(BIN)!r}\n"
         "wait_answer() { for i in $(seq 600); do $BIN/tatolab streams >/dev/null 2>&1 && return 0; "
