@@ -1,10 +1,11 @@
 """A plain MoQ client (moq-rs, no tatolab code) that reads an output by its URL, run as its own
 process so a test can watch it, stop it, or run it in another network namespace.
 
-    python moq_reader.py URL FINGERPRINT COUNT [--subscribe-after-s S] [--timeout S]
+    python moq_reader.py URL FINGERPRINT COUNT [--idle-s S] [--hold-s S] [--timeout S]
 
 It prints one JSON line per event: {"connected": ...}, {"bag": <decoded bag>, "bytes": n},
-{"received_before_subscribe": n} and, at the end, {"end": why, "got": n}; a session the relay
+{"received_before_subscribe": n}, {"holding": n} (COUNT bags read, the session kept open for
+--hold-s) and, at the end, {"end": why, "got": n}; a session the relay
 refuses for its token ends {"end": "refused: unauthorized"}.
 """
 
@@ -56,6 +57,9 @@ async def main(args: argparse.Namespace) -> str:
                 return "track ended"
             got += 1
             say(bag=msgspec.msgpack.decode(frame.payload), bytes=len(frame.payload), ts_us=frame.timestamp_us)
+        if args.hold_s:
+            say(holding=got)
+            await asyncio.sleep(args.hold_s)
         return "count"
 
 
@@ -65,6 +69,7 @@ if __name__ == "__main__":
     parser.add_argument("fingerprint")
     parser.add_argument("count", type=int)
     parser.add_argument("--idle-s", type=float, default=0.0)
+    parser.add_argument("--hold-s", type=float, default=0.0)
     parser.add_argument("--timeout", type=float, default=15.0)
     args = parser.parse_args()
     try:

@@ -204,7 +204,7 @@ def test_nothing_is_read_or_sent_while_nobody_subscribes(runtime, project_venv, 
     url, fingerprint = url_of(runtime)
     # connected to the output's URL, subscribed to nothing for 8 s (the checks below must fit in it
     # on a loaded machine, where each `tatolab graph` may take a second), then subscribed
-    reader = readers(url, fingerprint, 3, "--idle-s", "8")
+    reader = readers(url, fingerprint, 3, "--idle-s", "8", "--hold-s", "8")
     reader.until("connected")
     wait_for(lambda: output_entry(runtime)["network"]["readers"] == 1, what="the relay to count the reader")
     written = output_entry(runtime)["written"]
@@ -215,8 +215,12 @@ def test_nothing_is_read_or_sent_while_nobody_subscribes(runtime, project_venv, 
 
     idle = reader.until("received_before_subscribe")["received_before_subscribe"]
     assert idle < 20_000, f"{idle} bytes came before any subscription (>= 500 KB of bags were written)"
+    reader.until("holding")  # 3 bags read, its session still open
+    wait_for(lambda: output_entry(runtime)["network"]["bytes_sent"] > 30_000, what="3 bags of 10 KB counted as sent")
     events = reader.finish()
     assert events[-1] == {"end": "count"} and sum("bag" in e for e in events) == 3, events
+    # the session is gone; what was sent to it still counts
+    wait_for(lambda: output_entry(runtime)["network"]["readers"] == 0, what="the relay to see the reader leave")
     assert output_entry(runtime)["network"]["bytes_sent"] > 30_000
 
 

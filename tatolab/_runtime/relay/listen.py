@@ -37,6 +37,9 @@ from tatolab._runtime.relay.tokens import Grant, Keeper, Refused, token_of
 CUT = 403  # the code network readers are cut with when an output stops being theirs to read
 UNAUTHORIZED = 401  # moq's unauthorized: a client gives up instead of dialling again
 LOG_EVERY_S = 10.0  # a refusal of the same path for the same reason is logged at most this often
+# a session's transport counters are gone once it closes, so they are read this often while it lives:
+# a closed session's count misses at most this much of its end
+SAMPLE_S = 0.25
 
 
 @dataclass
@@ -59,6 +62,7 @@ class Reader:
     bytes_sent: int = 0
 
     def sent(self) -> int:
+        """Bytes sent to this session so far (the last count read while it lived, once closed)."""
         try:
             stats = self.session.stats()
         except Exception:  # a closed session has nothing more to say
@@ -207,6 +211,12 @@ class Listeners:
             raise Refused("this output is not public", grant.scope)
         return grant
 
+    @staticmethod
+    async def _sample(reader: Reader) -> None:
+        while True:
+            await asyncio.sleep(SAMPLE_S)
+            reader.sent()
+
     async def _accept(self, listener: Listener) -> None:
         async def one(request: Any) -> None:
             path = request.path.strip("/")[:200]
@@ -235,11 +245,13 @@ class Listeners:
             if grant.expires is not None:  # moq-token's rule: exp holds for the whole session
                 delay = grant.expires - time.time()
                 ends = self.bridge.loop.call_later(max(0.0, delay), self._expire, reader)
+            sampler = self.bridge.loop.create_task(self._sample(reader))
             try:
                 await session.closed()
             except Exception:
                 pass  # how a reader left changes nothing here
             finally:
+                sampler.cancel()
                 if ends is not None:
                     ends.cancel()
                 self.scopes.release(view)
