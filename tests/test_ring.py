@@ -209,6 +209,41 @@ def test_reader_racing_a_flat_out_writer_never_sees_a_torn_bag(base, how):
     r.close()
 
 
+def test_a_writer_lapping_every_copy_is_no_damage_but_a_slot_from_the_future_is(base, monkeypatch):
+    # a flat-out writer on a small ring can lap a Python copy more than a thousand times in a row
+    # (CI saw it): the reader goes on, then gives its caller the loop back, never calls it damage
+    create_ring(base, slot_size=256, slot_count=4)
+    w = RingWriter(base)
+    r = RingReader(base, 0, "ordered")
+    for seq in range(1, 5):
+        w.write(_bag(seq))
+    copy = r._copy
+    laps = []
+
+    def lapped_each_time(h, target, dest):
+        while r._q[h] == 2 * target:  # the writer overtakes the copy, every time
+            w.write(_bag(w.seq + 1))
+        laps.append(target)
+        return None
+
+    monkeypatch.setattr(r, "_copy", lapped_each_time)
+    monkeypatch.setattr(ring.reader, "_LAPPED_FOR_S", 0.2)
+    assert r.read() is None and len(laps) > ring.reader._MAX_TRIES
+    monkeypatch.setattr(r, "_copy", copy)
+    payload, _ = r.read()  # the writer stopped: the next read gets the newest whole bags
+    assert _check(payload) > 4 and r.read_count + r.dropped == _check(payload)
+
+    # a slot holding a bag the header says was never written: something else wrote the file
+    h = r._slots[(r._next - 1) % r._count]
+    r._q[h] = 2 * (w.seq + 100)
+    monkeypatch.setattr(r, "_copy", lambda h, target, dest: None)
+    w.write(_bag(w.seq + 1))
+    with pytest.raises(shm.RingError, match="makes no sense"):
+        r.read()
+    r.close()
+    w.close()
+
+
 def test_publish_timestamps_are_monotonic(base):
     create_ring(base, slot_size=256, slot_count=8)
     w = RingWriter(base)

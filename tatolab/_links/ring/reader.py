@@ -10,8 +10,9 @@ with C11 acquire loads and fences (ring_protocol.h); the Python copy below relie
 machine keeping loads in program order on x86-64 (fence() is a no-op there, see futex.py) and
 calls the C module's acquire fences elsewhere. `read` and `read_into` share
 that one copy (`_copy`), and so does the Python loop of read_many. A reader that keeps
-failing (_MAX_TRIES in a row: the header was damaged, or something other than the writer
-wrote the file) raises RingError instead of trying forever.
+finding what no writer leaves (_MAX_TRIES in a row: the header was damaged, or something other
+than the writer wrote the file) raises RingError instead of trying forever; being lapped, however
+often, is no such thing.
 
 Each reader owns record `reader_index` of the ring's table (layout.py) and keeps its counters
 there: bags read, dropped (lapped or skipped) and bad, its next sequence number, its pid; and
@@ -60,6 +61,9 @@ except ImportError:
 # ring fails an attempt only when the writer laps the copy, and each retry jumps half a
 # ring ahead, so a handful is already rare.
 _MAX_TRIES = 1000
+# A reader the writer keeps lapping mid-copy (a later bag in the slot each time) returns None
+# after this long, so its caller can look at its stop flag, and reads again on its next call.
+_LAPPED_FOR_S = 0.05
 
 
 class RingReader:
@@ -352,6 +356,7 @@ class RingReader:
         q = self._q
         floor = self._next
         tries = 0
+        lapped_since: float | None = None
         while True:
             tries += 1
             ws = q[_WRITE_SEQ]
@@ -377,8 +382,18 @@ class RingReader:
             got = self._copy(h, target, dest)
             if got is None:
                 # overwritten since write_seq was read, or torn: the writer is on this slot right now
-                if tries >= _MAX_TRIES:
-                    raise self._damaged(ws, target, q[h])
+                v = q[h]
+                if target < (v + 1) // 2 <= q[_WRITE_SEQ] + 1:
+                    # a later bag, at most the one being written: the writer lapped this copy, which
+                    # is no sign of damage however often it happens (a flat-out writer on a small
+                    # ring outruns a copy in Python); past a while of it, give the caller its loop back
+                    tries -= 1
+                    if lapped_since is None:
+                        lapped_since = time.monotonic()
+                    elif time.monotonic() - lapped_since > _LAPPED_FOR_S:
+                        return None
+                elif tries >= _MAX_TRIES:
+                    raise self._damaged(ws, target, v)
                 floor = self._headroom(target)
                 continue
             nxt = self._next
