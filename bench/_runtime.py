@@ -23,6 +23,9 @@ def isolated_runtime(prefix: str) -> Iterator[tuple[Path, dict[str, str], Path]]
     """Yields (a scratch folder, the environment that points at this runtime, its socket)."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         runtime = Runtime(Path(tmp))
+        # as a user's machine runs: with .pyc files (where the environment says not to write them,
+        # every command and node would compile the package from source, which no install does)
+        runtime.env.pop("PYTHONDONTWRITEBYTECODE", None)
         quiet = None if os.environ.get("BENCH_RUNTIME_LOG") else subprocess.DEVNULL  # BENCH_RUNTIME_LOG=1 shows it
         runtime.start(output=quiet, timeout=20)
         try:
