@@ -14,6 +14,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI'
 if TYPE_CHECKING:
     from typing import Any
 
+from tatolab._cli.commands import add
 from tatolab._cli.output import fail
 
 LABEL = "Tatolab"
@@ -162,7 +163,6 @@ def cmd_enable(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    enable = commands.add_parser("enable-virtual-camera",
-                                 help="set up v4l2loopback once, for VirtualCameraSink (Linux)")
+    enable = add(commands, "enable-virtual-camera")
     enable.add_argument("--print", action="store_true", help="print the commands instead of running them")
     enable.set_defaults(func=cmd_enable)

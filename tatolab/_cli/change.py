@@ -9,6 +9,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI'
 if TYPE_CHECKING:
     from typing import Any
 
+from tatolab._cli.commands import add
 from tatolab._cli.output import fail
 from tatolab._control.client import Client
 from tatolab._control.words import reason_words
@@ -91,21 +92,21 @@ def cmd_link_rm(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    node = commands.add_parser("node", help="add a node to a running stream, or remove one (live)")
+    node = add(commands, "node")
     nodes = node.add_subparsers(dest="node_command", required=True, metavar="add|rm")
-    add = nodes.add_parser("add", help="add a node and start it in its own process, unlinked")
-    add.add_argument("stream")
-    add.add_argument("name", help="the node's name (URL-safe: part of its addresses)")
-    add.add_argument("node_class", metavar="class",
-                     help="a built-in's name (TestPatternSource) or module:Class from the project's .venv")
-    add.add_argument("--config", help="the node's config as a JSON object")
-    add.set_defaults(func=cmd_node_add)
+    adding = nodes.add_parser("add", help="add a node and start it in its own process, unlinked")
+    adding.add_argument("stream")
+    adding.add_argument("name", help="the node's name (URL-safe: part of its addresses)")
+    adding.add_argument("node_class", metavar="class",
+                        help="a built-in's name (TestPatternSource) or module:Class from the project's .venv")
+    adding.add_argument("--config", help="the node's config as a JSON object")
+    adding.set_defaults(func=cmd_node_add)
     rm = nodes.add_parser("rm", help="stop a node and remove it with its links")
     rm.add_argument("stream")
     rm.add_argument("name")
     rm.set_defaults(func=cmd_node_rm)
 
-    link = commands.add_parser("link", help="link an output to an input of a running stream, or unlink (live)")
+    link = add(commands, "link")
     links = link.add_subparsers(dest="link_command", required=True, metavar="add|rm")
     for verb, func, does in (("add", cmd_link_add, "link an output to an input, at once"),
                              ("rm", cmd_link_rm, "remove a link, at once")):

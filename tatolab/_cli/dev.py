@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 from tatolab._control.words import from_answer, reason_words
 from tatolab._control.errors import ControlError
 from tatolab._control.client import Client, NoRuntime, RequestFailed
+from tatolab._cli.commands import add
 from tatolab._cli.project import Hangup, add_load_arguments, load_request, project_problem
 from tatolab._control import protocol
 from tatolab._words import counted
@@ -147,8 +148,6 @@ def cmd_dev(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    dev = commands.add_parser(
-        "dev", help="load a stream attached, and again every time a .py file or pyproject.toml is saved"
-    )
+    dev = add(commands, "dev")
     add_load_arguments(dev)
     dev.set_defaults(func=cmd_dev)

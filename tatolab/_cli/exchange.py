@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from tatolab._surfaces.frame import VideoFrame
 
 from tatolab._control.client import Client
+from tatolab._cli.commands import add
 from tatolab._cli.arguments import seconds, whole_number
 from tatolab._cli.output import fail
 from tatolab._words import counted
@@ -110,8 +111,7 @@ def cmd_exchange(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    exchange = commands.add_parser(
-        "exchange", help="save the frames a video output carries as PNGs, with no window needed")
+    exchange = add(commands, "exchange")
     exchange.add_argument("target", help="<stream>/<node>/<port>, or a surface_id such as 3#17")
     exchange.add_argument("--out", default=".", help="the folder to write PNGs to, made if missing (default: here)")
     exchange.add_argument("--count", type=whole_number(1, "a whole number of frames, 1 or more"), default=1,

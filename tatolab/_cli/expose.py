@@ -8,6 +8,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI'
 if TYPE_CHECKING:
     from typing import Any
 
+from tatolab._cli.commands import add
 from tatolab._control.client import Client
 from tatolab._control.words import CAPABILITY, UNREACHABLE, expiry
 
@@ -32,15 +33,14 @@ def cmd_expose(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    expose = commands.add_parser("expose", help="change who may read an output: <stream>/<node>/<port>")
+    expose = add(commands, "expose")
     expose.add_argument("address", help="<stream>/<node>/<port> (or <machine>/<stream>/<node>/<port>)")
     level = expose.add_mutually_exclusive_group()
     level.add_argument("--public", action="store_true", help="readers on your other machines too, by URL")
     level.add_argument("--remove", action="store_true",
                        help="make it internal again, cutting other streams' and network readers")
     expose.set_defaults(func=cmd_expose)
-    url = commands.add_parser("url", help="print an exposed output's MoQ URL (with its token) and the certificate "
-                              "fingerprint")
+    url = add(commands, "url")
     url.add_argument("address", help="<stream>/<node>/<port> (with --prefix: <stream> or <stream>/<node>)")
     url.add_argument("--public", action="store_true",
                      help="mint a new token for others to read this public output (revocable: tatolab token)")
@@ -50,14 +50,14 @@ def register(commands: Any) -> None:
                      help="with --public: the token reads every public output at or under ADDRESS")
     url.add_argument("--open", action="store_true", help="open the viewer page showing it, in a browser")
     url.set_defaults(func=cmd_url)
-    token = commands.add_parser("token", help="the public tokens `url --public` minted: list, revoke one, rotate the key")
+    token = add(commands, "token")
     token_actions = token.add_subparsers(dest="action", metavar="ACTION")
     token_actions.add_parser("list", help="list the public tokens (ids, what they read, expiry, state)")
     revoke = token_actions.add_parser("revoke", help="void one token now, cutting its readers")
     revoke.add_argument("id", help="the token's id (tatolab token list)")
     token_actions.add_parser("rotate", help="a new key: every URL given so far stops working, readers are cut")
     token.set_defaults(func=cmd_token, action=None)
-    relay = commands.add_parser("relay", help="publish this machine's public outputs into a MoQ relay on the internet")
+    relay = add(commands, "relay")
     actions = relay.add_subparsers(dest="action", metavar="ACTION")
     join = actions.add_parser("join", help="publish public outputs into the relay at URL (recorded)")
     join.add_argument("url", help="https://<host>[:<port>]/[<path>][?jwt=<token>][#sha256=<fingerprint>]")

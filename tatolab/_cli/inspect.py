@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 from tatolab._control.client import Client
 from tatolab._control.words import reason_words
+from tatolab._cli.commands import add
 from tatolab._cli.arguments import seconds, whole_number
 from tatolab._cli.output import fail
 from tatolab._control import paths
@@ -151,11 +152,11 @@ def _read_here(project: Path, request: dict[str, Any]) -> Iterator[dict[str, Any
 # --- registration ------------------------------------------------------------------------------
 
 def register(commands: Any) -> None:
-    graph = commands.add_parser("graph", help="print the live graph (nodes, links, counters) as JSON")
+    graph = add(commands, "graph")
     graph.add_argument("--stream", help="only this stream")
     graph.set_defaults(func=cmd_graph)
 
-    tap = commands.add_parser("tap", help="print the bags an output sends, without slowing it")
+    tap = add(commands, "tap")
     tap.add_argument("address", help="<stream>/<node>/<port> (or <machine>/<stream>/<node>/<port>)")
     tap.add_argument("--count", type=whole_number(1, "a whole number of bags, 1 or more"), help="stop after this many bags")
     tap.add_argument("--timeout", type=seconds("a number of seconds, 0 or more (0: never)"), default=10.0, help="stop after this many seconds (default 10; 0: never)")
@@ -165,7 +166,7 @@ def register(commands: Any) -> None:
     )
     tap.set_defaults(func=cmd_tap)
 
-    logs = commands.add_parser("logs", help="read or follow a stream's log")
+    logs = add(commands, "logs")
     logs.add_argument("--stream", required=True, help="the stream whose log to read")
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing new records")
     logs.add_argument("--node", help="only records of this node")

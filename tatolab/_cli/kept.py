@@ -8,6 +8,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI'
 if TYPE_CHECKING:
     from typing import Any
 
+from tatolab._cli.commands import add
 from tatolab._control.client import Client
 from tatolab._words import counted
 
@@ -32,10 +33,10 @@ def cmd_rm(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    start = commands.add_parser("start", help="load a stopped kept stream again, or retry a failed one")
+    start = add(commands, "start")
     start.add_argument("name")
     start.set_defaults(func=cmd_start)
 
-    rm = commands.add_parser("rm", help="stop a kept stream and forget it")
+    rm = add(commands, "rm")
     rm.add_argument("name")
     rm.set_defaults(func=cmd_rm)

@@ -1,7 +1,7 @@
 """``tatolab``: the command line. Every command talks to the runtime; none runs a stream itself.
 
 A command imports only the module that defines it: `tatolab streams` never loads asyncio,
-the wheel packer or systemd's helpers. Help and unknown commands load them all.
+the wheel packer or systemd's helpers. Help and unknown commands load none (commands.py).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
 from tatolab import __version__
 from tatolab import _settings as settings
-from tatolab._control.client import NoRuntime, RequestFailed
 from tatolab._control.errors import ControlError
+from tatolab._cli.commands import COMMANDS
 from tatolab._cli.output import fail
 
 # argparse words its own texts ("show this help message and exit", "usage:") through gettext,
@@ -27,26 +27,6 @@ from tatolab._cli.output import fail
 # them, so the lookups only cost each command a tenth of its start. Used as they are written:
 setattr(argparse, "_", lambda text: text)
 setattr(argparse, "ngettext", lambda one, many, n: one if n == 1 else many)
-
-# module (under tatolab._cli) -> the commands it registers, in the order help lists them
-COMMAND_MODULES = {
-    "streams": ("run", "streams", "stop"),
-    "dev": ("dev",),
-    "new": ("new",),
-    "sdk": ("sdk",),
-    "inspect": ("graph", "tap", "logs"),
-    "top": ("top",),
-    "exchange": ("exchange",),
-    "record": ("record",),
-    "kept": ("start", "rm"),
-    "expose": ("expose", "url", "token", "relay"),
-    "change": ("node", "link"),
-    "service": ("service",),
-    "mcp": ("mcp",),
-    "camera": ("enable-virtual-camera",),
-    "trust": ("trust",),
-}
-
 
 def _width() -> int:
     """The terminal's width less 2, as argparse's HelpFormatter works it out, once a process.
@@ -110,23 +90,31 @@ def _subcommand_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.Ar
                 yield from _subcommand_parsers(sub)
 
 
-def _modules_for(argv: Sequence[str]) -> list[str]:
-    """The one module defining the command in ``argv``, or all of them (help, a typo, no command)."""
+def _module_for(argv: Sequence[str]) -> str | None:
+    """The module defining the command in ``argv``; None for help, a typo or no command."""
     command = next((arg for arg in argv if not arg.startswith("-")), None)
-    for module, commands in COMMAND_MODULES.items():
-        if command in commands:
-            return [module]
-    return list(COMMAND_MODULES)
+    found = COMMANDS.get(command) if command is not None else None
+    return found[0] if found is not None else None
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The parser for ``argv`` (only its command's module imported), or for every command."""
+    """The parser for ``argv``: its command's module imported and registered, or, for help, a typo
+    or no command, every command's line from the table (parsing ends there, so no command's own
+    arguments are needed). ``None``: every command, each module registered (for tests)."""
     parser = _Parser(prog="tatolab", description="Run live streams on this machine.")
     parser.add_argument("--version", action="version", version=f"tatolab {__version__}")
     # prog given: argparse would otherwise build a help formatter (and import shutil) to work it out
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", prog=parser.prog)
-    for module in _modules_for(argv) if argv is not None else COMMAND_MODULES:
+    if argv is None:
+        modules = list(dict.fromkeys(module for module, _ in COMMANDS.values()))
+    else:
+        module = _module_for(argv)
+        modules = [module] if module is not None else []
+    for module in modules:
         importlib.import_module(f"tatolab._cli.{module}").register(commands)
+    if not modules:
+        for name, (_, line) in COMMANDS.items():
+            commands.add_parser(name, help=line)
     for sub in _subcommand_parsers(parser):
         # the innermost command's default wins, so an unknown argument is reported with its usage
         sub.set_defaults(usage_parser=sub)
@@ -142,15 +130,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     settings.refuse_bad(settings.CLI)  # TATOLAB_CLI_TIMEOUT_S=abc: said now, with what is allowed
     try:
         code = args.func(args)
-    except ControlError as exc:  # a refusal, with its fixes
-        from tatolab._control.words import render
-
-        code = fail(render(exc))
-    except (NoRuntime, RequestFailed) as exc:
-        code = fail(str(exc))
     except BrokenPipeError:
         code = _stdout_closed()
+    except Exception as exc:
+        code = _said(exc)
     sys.exit(code)
+
+
+def _said(exc: Exception) -> int:
+    """A refusal (with its fixes), no runtime or a failed request, said in one line; anything
+    else is a bug, raised as it is. (The client is imported here: --help never needs it.)"""
+    from tatolab._control.client import NoRuntime, RequestFailed
+
+    if isinstance(exc, ControlError):
+        from tatolab._control.words import render
+
+        return fail(render(exc))
+    if isinstance(exc, (NoRuntime, RequestFailed)):
+        return fail(str(exc))
+    raise  # (the exception being handled, its traceback whole)
 
 
 def _stdout_closed() -> int:

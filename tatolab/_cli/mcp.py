@@ -8,6 +8,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI'
 if TYPE_CHECKING:
     from typing import Any
 
+from tatolab._cli.commands import add
+
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     from tatolab._mcp.server import main  # here: the other commands never load the MCP SDK
@@ -16,7 +18,5 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    mcp = commands.add_parser(
-        "mcp", help="serve this machine's runtime to an agent over MCP on stdin/stdout "
-                    "(`claude mcp add tatolab -- tatolab mcp`)")
+    mcp = add(commands, "mcp")
     mcp.set_defaults(func=cmd_mcp)

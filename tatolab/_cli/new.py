@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 from tatolab import __version__
+from tatolab._cli.commands import add
 from tatolab._cli.output import fail
 from tatolab._cli.sdk import SOURCES_COMMENT, install_sdk, keep_sdk_wheel, uv_source_line
 
@@ -119,8 +120,8 @@ def cmd_new(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    new = commands.add_parser(
-        "new", help="create a project folder (stream.py, nodes/, pyproject.toml, .venv) ready for `tatolab dev`",
+    new = add(
+        commands, "new",
         description="Create a project: stream.py, nodes/ with one example node, pyproject.toml depending on "
                     "tatolab, .gitignore, and a .venv holding the SDK of the runtime's own version (installed "
                     "without a package index). Refuses to overwrite anything already there.",

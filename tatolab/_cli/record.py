@@ -10,6 +10,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI'
 if TYPE_CHECKING:
     from typing import Any
 
+from tatolab._cli.commands import add
 from tatolab._cli.arguments import seconds, whole_number
 from tatolab._control.client import Client
 from tatolab._cli.output import fail
@@ -94,7 +95,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    record = commands.add_parser("record", help="record outputs into an MCAP file (Foxglove opens it)")
+    record = add(commands, "record")
     record.add_argument("addresses", nargs="*", help="<stream>/<node>/<port> of each output to record")
     record.add_argument("--out", help="the MCAP file to write (its folder is made)")
     record.add_argument("--seconds", type=seconds("a number of seconds above 0"), help="stop after this many seconds")

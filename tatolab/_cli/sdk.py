@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 from tatolab import __version__
+from tatolab._cli.commands import add
 from tatolab._cli.output import fail
 from tatolab._control import paths
 
@@ -181,8 +182,8 @@ def cmd_sdk(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    sdk = commands.add_parser(
-        "sdk", help="install the runtime's own SDK into a project's .venv (no package index needed)",
+    sdk = add(
+        commands, "sdk",
         description="Install the SDK of the runtime's own version into DIR/.venv, creating it if needed, "
                     "from the runtime's install: no package index, no network. If DIR has a pyproject.toml, "
                     "it also points uv at the runtime's SDK wheel ([tool.uv.sources]), so `uv sync` and "

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 from tatolab import _settings as settings
+from tatolab._cli.commands import add
 from tatolab._cli.output import fail
 
 UNIT_NAME = "tatolabd.service"
@@ -196,7 +197,7 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    service = commands.add_parser("service", help="run the runtime as a systemd user service (Linux)")
+    service = add(commands, "service")
     actions = service.add_subparsers(dest="action", required=True, metavar="ACTION")
     install = actions.add_parser("install", help="write and enable a systemd user unit for tatolabd (--now: start it too)")
     install.add_argument("--now", action="store_true", help="also start it now, as `systemctl enable --now` does")

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
 
 from tatolab._control.client import Client
 from tatolab._control.words import reason_words
+from tatolab._cli.commands import add
 from tatolab._cli.output import fail
 from tatolab._cli.project import Hangup, add_load_arguments, load_request, project_problem
 from tatolab._words import counted
@@ -161,14 +162,14 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    run = commands.add_parser("run", help="load a stream attached (or kept with -d)")
+    run = add(commands, "run")
     add_load_arguments(run)
     run.add_argument("-d", "--detach", action="store_true", help="hand the stream to the runtime to keep")
     run.set_defaults(func=cmd_run)
 
-    streams = commands.add_parser("streams", help="list the streams on this machine")
+    streams = add(commands, "streams")
     streams.set_defaults(func=cmd_streams)
 
-    stop = commands.add_parser("stop", help="unload a stream")
+    stop = add(commands, "stop")
     stop.add_argument("name")
     stop.set_defaults(func=cmd_stop)

@@ -16,6 +16,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI'
 if TYPE_CHECKING:
     from typing import Any
 
+from tatolab._cli.commands import add
 from tatolab._cli.output import fail
 from tatolab._control.client import Client
 
@@ -177,8 +178,7 @@ def cmd_top(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    top = commands.add_parser("top", help="watch every node's CPU, memory, bag rates and bag ages, and the slowest "
-                                          "paths, refreshed every second")
+    top = add(commands, "top")
     top.add_argument("--stream", help="only this stream")
     top.add_argument("--sort", choices=tuple(SORT_KEYS), default="age",
                      help="order of the nodes (default age: the worst input's p99 read age, oldest first)")

@@ -9,6 +9,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI'
 if TYPE_CHECKING:
     from typing import Any
 
+from tatolab._cli.commands import add
 from tatolab._control.client import Client
 
 
@@ -25,8 +26,7 @@ def cmd_trust(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    trust = commands.add_parser(
-        "trust", help="run a project another user owns (or others may write to) as you; no PATH: the list")
+    trust = add(commands, "trust")
     trust.add_argument("path", nargs="?", help="the project folder (what is inside it too; '*': every project)")
     trust.add_argument("--remove", action="store_true", help="take PATH off the list")
     trust.set_defaults(func=cmd_trust)
