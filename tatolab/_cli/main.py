@@ -133,13 +133,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     except BrokenPipeError:
         code = _stdout_closed()
     except Exception as exc:
-        code = _said(exc)
+        said = _said(exc)
+        if said is None:
+            raise  # not a refusal: a bug, with its traceback
+        code = said
     sys.exit(code)
 
 
-def _said(exc: Exception) -> int:
-    """A refusal (with its fixes), no runtime or a failed request, said in one line; anything
-    else is a bug, raised as it is. (The client is imported here: --help never needs it.)"""
+def _said(exc: Exception) -> int | None:
+    """A refusal (with its fixes), no runtime or a failed request, said in one line; None for
+    anything else. (The client is imported here: --help never needs it.)"""
     from tatolab._control.client import NoRuntime, RequestFailed
 
     if isinstance(exc, ControlError):
@@ -148,7 +151,7 @@ def _said(exc: Exception) -> int:
         return fail(render(exc))
     if isinstance(exc, (NoRuntime, RequestFailed)):
         return fail(str(exc))
-    raise  # (the exception being handled, its traceback whole)
+    return None
 
 
 def _stdout_closed() -> int:

@@ -139,15 +139,21 @@ def _checked(tool: Tool, arguments: dict[str, Any], described: dict[str, Any]) -
 async def _tap(args: dict[str, Any]) -> dict[str, Any]:
     client, opened = await _ask("tap", args)
     bags: list[dict[str, Any]] = []
-    try:
-        async with asyncio.timeout(args["timeout"] + TOOL_SLACK_S):
-            async for event in client.events():
-                if event.get("event") == "bag":
-                    bags.append({k: event[k] for k in ("n", "ts_ns", "size", "bag") if k in event})
-                elif event.get("event") == "end":
-                    end = {k: v for k, v in event.items() if k != "event"}
-                    return {"address": opened["address"], "bags": bags, "end": end}
-    except TimeoutError:
+
+    async def read() -> dict[str, Any] | None:
+        async for event in client.events():
+            if event.get("event") == "bag":
+                bags.append({k: event[k] for k in ("n", "ts_ns", "size", "bag") if k in event})
+            elif event.get("event") == "end":
+                end = {k: v for k, v in event.items() if k != "event"}
+                return {"address": opened["address"], "bags": bags, "end": end}
+        return None
+
+    try:  # (wait_for, not asyncio.timeout: Python 3.10 has no asyncio.timeout)
+        answer = await asyncio.wait_for(read(), args["timeout"] + TOOL_SLACK_S)
+        if answer is not None:
+            return answer
+    except asyncio.TimeoutError:  # (TimeoutError itself only from 3.11)
         pass
     finally:
         await client.close()  # hanging up releases the tap's reader record
@@ -180,15 +186,14 @@ async def _exchange(args: dict[str, Any]) -> list[dict[str, Any]]:
         args = {"surface_id": args["surface_id"]}
     client, opened = await _ask("exchange", {**args, "count": None})
     try:
-        async with asyncio.timeout(args.get("timeout", 0) + TOOL_SLACK_S):
-            if "surface_id" in args:
-                return await images.by_id(client, opened)
-            return await images.from_output(client, opened, frames, args["timeout"])
+        read = images.by_id(client, opened) if "surface_id" in args else \
+            images.from_output(client, opened, frames, args["timeout"])
+        return await asyncio.wait_for(read, args.get("timeout", 0) + TOOL_SLACK_S)
     except images.NoFrame as exc:
         raise Failed(str(exc)) from None
     except PoolExhausted as exc:  # no place left in the surface pool for this process: say so, with the fix
         raise Failed(f"error: exchange cannot read frames: {exc}") from None
-    except TimeoutError:
+    except asyncio.TimeoutError:
         raise Failed(f"error: the runtime went away during the exchange of {opened.get('address')}") from None
     finally:
         await client.close()  # hanging up releases the tap's reader record
