@@ -162,7 +162,7 @@ async def fan_out(kind: str, url: str, fingerprint: str, path: str, readers: int
     if not all(s.is_set() for s in started):
         for task in tasks:
             task.cancel()
-        errors = [repr(t.exception()) for t in tasks if t.done() and not t.cancelled() and t.exception()]
+        errors = [described(t.exception()) for t in tasks if t.done() and not t.cancelled() and t.exception()]
         return {"readers": readers, "error": errors[0] if errors else "not every reader got its first frame"}
     skipped0 = await asyncio.to_thread(skipped)
     cpu0, wall0, mine0 = cpu_seconds(pid), time.monotonic(), time.process_time()
@@ -184,9 +184,18 @@ async def fan_out(kind: str, url: str, fingerprint: str, path: str, readers: int
     if kind == "video":
         row["encoder_skipped"] = encoder_skipped
     if failed:
-        row["error"] = repr(failed[0])
+        row["error"] = described(failed[0])
     row["served"] = not failed and row["dropped"] == 0 and row["p99_ms"] <= LATE_MS
     return row
+
+
+def described(error: BaseException) -> str:
+    """An error as text; a moq protocol error with its scope, wire code, kind and message (its repr has none)."""
+    details = getattr(error, "details", None)
+    if details is None:
+        return repr(error)
+    return (f"{type(error).__name__}(scope={details.scope}, code={details.code}, kind={details.kind}, "
+            f"message={details.message!r})")
 
 
 def cpu_seconds(pid: int) -> dict[int, float]:

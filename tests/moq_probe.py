@@ -79,7 +79,10 @@ async def _list(client: moq.Client) -> dict:
     try:
         async with asyncio.timeout(WAIT_S):
             async for update in client.announced(""):
-                seen.append(update.prefix if hasattr(update, "prefix") else str(update))
+                path = update.prefix if hasattr(update, "prefix") else str(update)
+                # each path once: an output's broadcast is made anew once its readers left (feed.py)
+                if getattr(update, "active", True) and path not in seen:
+                    seen.append(path)
     except TimeoutError:
         pass
     return {"outcome": "listed" if seen else "nothing", "paths": seen}

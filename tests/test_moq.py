@@ -224,6 +224,62 @@ def test_nothing_is_read_or_sent_while_nobody_subscribes(runtime, project_venv, 
     assert output_entry(runtime)["network"]["bytes_sent"] > 30_000
 
 
+PACE = """
+from tatolab.stream import node
+
+
+@node(execution="continuous", interval_ms=1)
+class Pace:
+    @node.output()
+    def bags(self) -> dict: ...
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def process(self, ctx) -> None:
+        ctx.outputs.write("bags", {"n": self.n, "pad": b"x" * 80})
+        self.n += 1
+"""
+
+PACE_STREAM = """
+from tatolab.stream import Exposure, StreamBuilder, stream
+from nodes.pace import Pace
+
+
+@stream
+def pace(stream_builder: StreamBuilder) -> None:
+    stream_builder.expose(stream_builder.add(Pace).output("bags"), Exposure.PRIVATE)
+"""
+
+
+@pytest.mark.slow
+def test_readers_of_a_1khz_output_read_after_others_left_each_read_new_bags_in_order_without_a_session_error(
+        runtime, project_venv, tmp_path, readers):
+    # A track keeps its last seconds of groups however long ago they were written: readers coming
+    # after earlier ones left were handed those stale bags first, which then expired under them as
+    # new bags came (moq resets each with 'old': MoqError.Protocol, their sessions' end).
+    runtime.cli("run", "-d", cwd=make_project(tmp_path / "pace", project_venv, {
+        "stream.py": PACE_STREAM, "nodes/__init__.py": "", "nodes/pace.py": PACE}), check=True)
+    url, fingerprint = url_of(runtime, "pace/pace/bags")
+    # a session with the same token, subscribed to nothing, keeps the token's view (and its tracks) alive
+    holder = readers(url, fingerprint, 1, "--idle-s", "120")
+    holder.until("connected")
+    earlier = readers(url, fingerprint, 1000).finish()
+    assert earlier[-1] == {"end": "count"}, earlier[-3:]
+    last_before = [e["bag"]["n"] for e in earlier if "bag" in e][-1]
+    wait_for(lambda: output_entry(runtime, "pace/pace/bags")["network"]["reading"] is False,
+             what="the relay to stop reading the output once its reader left")
+    three = [readers(url, fingerprint, 2000) for _ in range(3)]
+    for reader in three:
+        events = reader.finish(timeout=60)
+        assert events[-1] == {"end": "count"}, events[-3:]  # no session error
+        ns = [e["bag"]["n"] for e in events if "bag" in e]
+        # in order, none twice; not yet gapless: moq-rs alone (no tatolab code) skips an odd bag at
+        # 1 kHz, one group each, on a loaded machine (bench/fanout counts them as dropped)
+        assert len(ns) == 2000 and all(a < b for a, b in zip(ns, ns[1:])), "out of order or repeated"
+        assert ns[0] > last_before, f"began at bag {ns[0]}, which the earlier reader had ({last_before})"
+
+
 @pytest.mark.slow
 def test_a_video_output_is_h264_in_the_moq_dev_media_format_encoded_only_while_watched(
         runtime, project_venv, tmp_path):

@@ -7,10 +7,22 @@ thread of its own and gives the record back when the pump ends. ``pump`` reads t
 writes each bag as one frame (and, for a video output, the H.264 encode of it) to the tracks that
 have subscribers; writing to a moq track is thread-safe.
 
+Fresh broadcasts after each reading: a moq track keeps the groups (bags) of its last few seconds
+however long ago they were written (they expire only as newer groups come), and so does every
+relay that forwarded them. A reader subscribing after an earlier one left was handed those stale
+bags first, in order; as soon as the feed wrote again they expired under it and moq reset each
+with ``old``, which a reader's ``read_frame`` raises (MoqError.Protocol): what several readers of a
+1 kHz output through a relay met. So once nobody reads an output that was fed, ``feed`` makes its
+broadcasts anew (``Output.renew``): a new reader starts at the next bag. Their groups number on
+from the old ones (``unwritten``, ``video_frames``): a relay that still holds the old broadcast's
+groups takes the new ones as newer, not as repeats of ones it has.
+
 Ownership: an ``Output`` is made, changed and dropped by the relay's thread (``serve.py``); its
 track maps are only swapped there. Its counters (``bags_sent``, ``encoding``, ``frames_*``,
-``encoder``) are written by its pump thread alone and read, unlocked, by ``graph`` (a count one bag
-behind is fine). ``reader_index`` is written by ``feed`` and read by ``graph``.
+``encoder``, ``fed``, ``video_frames``) are written by its pump thread alone and read, unlocked, by
+``graph`` and ``feed`` (a count one bag behind is fine; ``feed`` reads ``fed`` only once the pump
+ended). ``unwritten`` is added to by the relay's thread and emptied by the pump, one id at a time.
+``reader_index`` is written by ``feed`` and read by ``graph``.
 """
 
 from __future__ import annotations
@@ -47,25 +59,44 @@ class Output:
     encoder: str = ""  # the FFmpeg encoder that opened
     encoder_process: EncoderProcess | None = None  # its encoder's process, kept across readers (its restarts)
     changed: asyncio.Event = field(default_factory=asyncio.Event)  # a track was added: its feeder looks again
+    made: dict[str, tuple[Any, bytes | None]] = field(default_factory=dict)  # key -> (origin, init) published with
+    unwritten: set[int] = field(default_factory=set)  # ids of its bag tracks no bag was written to yet
+    fed: bool = False  # something was written to its tracks since its broadcasts were made
+    video_frames: int = 0  # frames written to its video tracks, ever: a new video track numbers its groups past them
 
     def publish(self, key: str, origin: Any, init: bytes | None) -> None:
         """Make its broadcast in ``origin`` (its track of bags, and its video track when ``init``,
         the H.264 parameter sets, is given), under ``key`` (relay thread)."""
         broadcast = origin.create_broadcast(self.serve.path)
         self.tracks[key] = broadcast.publish_track(TRACK)
+        self.unwritten.add(id(self.tracks[key]))
         if init is not None:
             self.videos[key] = publish_video(broadcast, init)
+            if self.video_frames:
+                self.videos[key].seek(self.video_frames)
         broadcast.announce()
         self.broadcasts[key] = broadcast
+        self.made[key] = (origin, init)
         self.changed.set()
 
     def unpublish(self, key: str) -> None:
         """End its broadcast under ``key`` (relay thread); its subscribers see it end."""
         broadcast = self.broadcasts.pop(key, None)
-        self.tracks.pop(key, None)
+        track = self.tracks.pop(key, None)
+        self.unwritten.discard(id(track))
         self.videos.pop(key, None)
+        self.made.pop(key, None)
         if broadcast is not None:
             broadcast.close()
+
+    def renew(self) -> None:
+        """Make each of its broadcasts anew, empty (relay thread, while nobody reads it): a reader
+        coming next starts at the next bag, not at the bags moq still holds from the last reading
+        (module docstring)."""
+        for key, (origin, init) in list(self.made.items()):
+            self.unpublish(key)
+            self.publish(key, origin, init)
+        self.fed = False
 
     def producers(self) -> list[Any]:
         """Every track of it that can have subscribers."""
@@ -95,6 +126,9 @@ async def feed(output: Output, bridge: Bridge) -> None:
         if not demands:
             return
         if not any(d.is_used() for d in demands):
+            if output.fed:  # read before, by readers now gone: what its tracks hold is stale
+                output.renew()
+                continue
             waits = [loop.create_task(d.used()) for d in demands] + [loop.create_task(output.changed.wait())]
             try:
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -186,13 +220,22 @@ def pump(output: Output, base: str, index: int, stop: threading.Event, say: Any)
                 continue
             payload, publish_ns = got
             for track in bags:
-                track.write_frame(payload, publish_ns // 1000)
+                if id(track) in output.unwritten:  # a new track: its groups number on from the bags sent
+                    output.unwritten.discard(id(track))
+                    group = track.create_group(output.bags_sent)
+                    group.write_frame(payload, publish_ns // 1000)
+                    group.finish()
+                else:
+                    track.write_frame(payload, publish_ns // 1000)
             if bags:
                 output.bags_sent += 1
+                output.fed = True
             if encoder is not None:
                 for data, stamp_us, _keyframe in encoder.encode(payload):
                     for video in videos:
                         video.write_frame(data, stamp_us)  # groups start at its keyframes
+                    output.video_frames += 1
+                    output.fed = True
                 output.frames_encoded, output.encoder = encoder.frames, encoder.name
     finally:
         if encoder is not None:
