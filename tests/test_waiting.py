@@ -60,3 +60,72 @@ def test_a_microphone_with_no_input_device_waits_for_one_in_one_clear_state(runt
     said = [r["message"] for r in records if r["level"] in ("warning", "error", "critical")]
     assert said == [f"{mic['reason']}; waiting, checked every {RECHECK_S:g} s"], said
     assert not any("Traceback" in str(r) for r in records)
+
+
+OUTPUTS = "import sounddevice as sd; print(sum(d['max_output_channels'] > 0 for d in sd.query_devices()))"
+TONE = '''
+import numpy as np
+from tatolab.stream import AudioBlock, node
+
+
+@node(execution="manual")
+class Tone:
+    """Two seconds of 440 Hz at 48 kHz stereo, then nothing."""
+
+    @node.output()
+    def audio(self) -> dict: ...
+
+    def setup(self, ctx) -> None:
+        t = np.arange(96000) / 48000
+        mono = (0.5 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
+        samples = np.stack([mono, mono], axis=1)
+        start = ctx.time
+        for at in range(0, 96000, 960):
+            ctx.outputs.write("audio", AudioBlock(samples[at:at + 960], 48000, start + at * 1_000_000_000 // 48000))
+'''
+
+
+@pytest.mark.slow
+def test_a_speaker_with_no_output_device_waits_for_one_and_counts_what_it_could_not_play(runtime, video_venv,
+                                                                                         tmp_path):
+    env = {**runtime.env, **NO_SOUND}
+    done = subprocess.run([sys.executable, "-c", OUTPUTS], env=env, capture_output=True, text=True, timeout=60)
+    if done.returncode == 0 and int(done.stdout):
+        pytest.skip(f"this machine has {done.stdout.strip()} output device(s): PortAudio finds them without PulseAudio")
+    project = make_project(tmp_path / "play", video_venv, {
+        "stream.py": '''
+            from tatolab.stream import SpeakerSink, StreamBuilder, stream
+            from nodes.tone import Tone
+
+
+            @stream
+            def play(stream_builder: StreamBuilder) -> None:
+                tone = stream_builder.add(Tone, name="tone")
+                speaker = stream_builder.add(SpeakerSink, name="speaker")
+                stream_builder.connect(tone.output("audio"), speaker.input("audio"))
+        ''',
+        "nodes/__init__.py": "",
+        "nodes/tone.py": TONE,
+    })
+    runtime.popen_cli("run", cwd=project, env=env)
+    wait_for(lambda: runtime.cli("graph", "--stream", "play").returncode == 0, timeout=60, what="stream play")
+    # the two seconds of tone are read and not played, and counted; the node waits, in one clear state
+    speaker = wait_for(lambda: (lambda n: n if n.get("state") == "waiting"
+                                and n.get("metrics", {}).get("unplayed_ms") == 2000 else None)(
+        graph_node(runtime, "play", "speaker")), timeout=60, what="the speaker waiting, the tone counted unplayed")
+    if done.returncode != 0:  # no PortAudio library at all: the same wait, naming what to install
+        assert "PortAudio, which is not installed" in speaker["reason"]
+    else:
+        assert speaker["reason"].startswith("node speaker: there is no output device on this machine"), speaker
+    assert speaker["metrics"]["waiting"] == speaker["reason"]
+    # it looks again every few seconds: two more looks later, the same process, one line, no traceback
+    until = time.monotonic() + 2 * RECHECK_S + 1
+    while time.monotonic() < until:
+        node = graph_node(runtime, "play", "speaker")
+        assert (node["state"], node["pid"], node["restarts"], node["last_error"]) == (
+            "waiting", speaker["pid"], 0, None)
+        time.sleep(0.5)  # polling pace: what is checked is that nothing changes over two re-checks
+    records = [r for r in read_jsonl(project / ".streamlib" / "logs" / "play.jsonl") if r.get("node") == "speaker"]
+    said = [r["message"] for r in records if r["level"] in ("warning", "error", "critical")]
+    assert said == [f"{speaker['reason']}; waiting, checked every {RECHECK_S:g} s"], said
+    assert not any("Traceback" in str(r) for r in records)

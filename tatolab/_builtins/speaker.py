@@ -9,6 +9,10 @@ fast) fills the queue to ``latency_ms`` plus ``MAX_BEHIND_MS``; then the node re
 than the device plays, so the rest waits on the ordered link, which drops and counts what it
 cannot hold, as for any slow reader. Only a device that stops taking audio for ``PUT_WAIT_S``
 makes the queue lose its oldest audio (counted as ``overruns``).
+
+With no output device (or no PortAudio) the node waits for one (tatolab/_builtins/waiting.py): one
+line saying what is missing, ``waiting`` in ``tatolab graph``, a look every ``RECHECK_S`` on the
+node's own thread; what arrives meanwhile is read and not played (``metrics.unplayed_ms``).
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from tatolab._builtins.devices import find_device, portaudio
+from tatolab._builtins.devices import DeviceMissing, find_device, portaudio
 from tatolab._builtins.ending import end_node
 from tatolab._builtins.tally import Tally
+from tatolab._builtins.waiting import RECHECK_S, Waiting
 from tatolab._sdk import builtins as described
 from tatolab._sdk.audio import AudioBlock
 from tatolab._sdk.builtins import SpeakerConfig, implements
@@ -115,9 +120,34 @@ class SpeakerSink(described.SpeakerSink):
         self.tally: Tally | None = None
         self.stopping = False
 
+    _tatolab_idle_s = RECHECK_S  # while it waits for a device, the node host calls _tatolab_idle between bags
+
     def setup(self, ctx: Any) -> None:
-        sd = portaudio()
-        device = find_device(sd, self.config.device, "output", ctx.node)
+        self.waiting = Waiting(ctx)
+        self.next_look = 0.0
+        self.unplayed_ms = 0.0
+        self._open_if_there(ctx, fresh=False)
+
+    def _tatolab_idle(self, ctx: Any) -> None:
+        if self.stream is None and time.monotonic() >= self.next_look:
+            self._open_if_there(ctx, fresh=True)
+
+    def _open_if_there(self, ctx: Any, *, fresh: bool) -> bool:
+        try:
+            sd = portaudio()
+            if fresh:  # PortAudio lists the devices it found when it started: look again
+                sd._terminate()
+                sd._initialize()
+            device = find_device(sd, self.config.device, "output", ctx.node)
+        except (ImportError, DeviceMissing) as exc:
+            self.waiting.on(str(exc))
+            self.next_look = time.monotonic() + RECHECK_S
+            return False
+        self._open(ctx, sd, device)
+        self.waiting.over(f"node {ctx.node}: the output device {device['name']!r} is there now")
+        return True
+
+    def _open(self, ctx: Any, sd: Any, device: dict[str, Any]) -> None:
         rate = self.config.sample_rate or int(device["default_samplerate"])
         channels = self.config.channels or min(2, device["max_output_channels"])
         ctx.inputs.shape_audio("audio", {"sample_rate": rate, "channels": channels, "format": "f32",
@@ -139,13 +169,20 @@ class SpeakerSink(described.SpeakerSink):
                               "the runtime starts the node again")
                 os._exit(1)
 
-        self.stream = sd.OutputStream(device=device["index"], samplerate=rate, channels=channels, dtype="float32",
-                                      callback=play, finished_callback=finished)
-        self.stream.start()
+        stream = sd.OutputStream(device=device["index"], samplerate=rate, channels=channels, dtype="float32",
+                                 callback=play, finished_callback=finished)
+        stream.start()
+        self.stream = stream
         ctx.log.info(f"node {ctx.node}: playing on {device['name']!r} at {rate} Hz, {channels} channel(s)",
                      device=device["name"], sample_rate=rate, channels=channels)
 
     def process(self, ctx: Any) -> None:
+        if self.stream is None:  # waiting for a device: what comes is read, not played, and counted
+            while (block := ctx.inputs.read("audio", into=AudioBlock)) is not None:
+                self.unplayed_ms += 1000 * len(block.samples) / block.sample_rate
+            ctx.report(unplayed_ms=round(self.unplayed_ms))
+            self._tatolab_idle(ctx)
+            return
         until = time.monotonic() + CALL_S
         while time.monotonic() < until:
             block = ctx.inputs.read("audio", into=AudioBlock)
