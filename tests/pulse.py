@@ -105,3 +105,31 @@ def recorded(path: Path) -> np.ndarray:
     raw = path.read_bytes()
     data = np.frombuffer(raw[:len(raw) - len(raw) % 4], dtype=np.float32)  # parec may be mid-sample
     return data
+
+
+# A node (nodes/tone.py in a test project) writing two seconds of 440 Hz + 1234 Hz at 48 kHz stereo,
+# then nothing; it saves what it sent (sent.npy) and its first sample's time (start) in the project.
+TONE = '''
+import numpy as np
+from tatolab.stream import AudioBlock, node
+
+NS = 1_000_000_000
+
+
+@node(execution="manual")
+class Tone:
+    """Two seconds of 440 Hz + 1234 Hz at 48 kHz stereo, then nothing."""
+
+    @node.output()
+    def audio(self) -> dict: ...
+
+    def setup(self, ctx) -> None:
+        t = np.arange(96000) / 48000
+        mono = (0.5 * np.sin(2 * np.pi * 440 * t) + 0.2 * np.sin(2 * np.pi * 1234 * t)).astype(np.float32)
+        np.save("sent.npy", mono)
+        start = ctx.time
+        open("start", "w").write(str(start))
+        samples = np.stack([mono, mono], axis=1)
+        for at in range(0, 96000, 960):  # 100 bags: all still in the ring (128) when the encoder starts late
+            ctx.outputs.write("audio", AudioBlock(samples[at:at + 960], 48000, start + at * NS // 48000))
+'''

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import pulse
+from pulse import TONE
 from harness import graph_node, make_project, read_jsonl, wait_for
 
 pytestmark = pytest.mark.slow
@@ -130,32 +131,6 @@ def test_a_48k_stereo_producer_reaches_a_16k_mono_20ms_consumer_exactly_over_a_m
     listener = graph_node(runtime, "shaping", "listener")
     assert listener["inputs"][0]["dropped"] == 0 and listener["inputs"][0]["bad"] == 0
 
-
-TONE = '''
-import threading
-import numpy as np
-from tatolab.stream import AudioBlock, node
-
-NS = 1_000_000_000
-
-
-@node(execution="manual")
-class Tone:
-    """Two seconds of 440 Hz + 1234 Hz at 48 kHz stereo, then nothing."""
-
-    @node.output()
-    def audio(self) -> dict: ...
-
-    def setup(self, ctx) -> None:
-        t = np.arange(96000) / 48000
-        mono = (0.5 * np.sin(2 * np.pi * 440 * t) + 0.2 * np.sin(2 * np.pi * 1234 * t)).astype(np.float32)
-        np.save("sent.npy", mono)
-        start = ctx.time
-        open("start", "w").write(str(start))
-        samples = np.stack([mono, mono], axis=1)
-        for at in range(0, 96000, 960):  # 100 bags: all still in the ring (128) when the encoder starts late
-            ctx.outputs.write("audio", AudioBlock(samples[at:at + 960], 48000, start + at * NS // 48000))
-'''
 
 DECODED = '''
 import json

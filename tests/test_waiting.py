@@ -11,6 +11,7 @@ import time
 import pytest
 
 from harness import graph_node, make_project, read_jsonl, wait_for
+from pulse import TONE
 from tatolab._builtins.waiting import RECHECK_S
 
 # PortAudio reaches PulseAudio through ALSA's pulse plugin: a server that is not there gives no device
@@ -63,26 +64,6 @@ def test_a_microphone_with_no_input_device_waits_for_one_in_one_clear_state(runt
 
 
 OUTPUTS = "import sounddevice as sd; print(sum(d['max_output_channels'] > 0 for d in sd.query_devices()))"
-TONE = '''
-import numpy as np
-from tatolab.stream import AudioBlock, node
-
-
-@node(execution="manual")
-class Tone:
-    """Two seconds of 440 Hz at 48 kHz stereo, then nothing."""
-
-    @node.output()
-    def audio(self) -> dict: ...
-
-    def setup(self, ctx) -> None:
-        t = np.arange(96000) / 48000
-        mono = (0.5 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
-        samples = np.stack([mono, mono], axis=1)
-        start = ctx.time
-        for at in range(0, 96000, 960):
-            ctx.outputs.write("audio", AudioBlock(samples[at:at + 960], 48000, start + at * 1_000_000_000 // 48000))
-'''
 
 
 @pytest.mark.slow
