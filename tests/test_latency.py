@@ -15,9 +15,14 @@ from tatolab._sdk.context import InputPort, Inputs, OutputPort, Outputs
 from tatolab._runtime.views.timing import Topology
 
 
-@pytest.fixture(autouse=True, params=["c", "python"] if ring.writer._Publisher is not None else ["python"])
+BUILT = "c" if ring.writer._Publisher is not None else "python"  # the way the installed module works
+
+
+@pytest.fixture(autouse=True, params=["c", "python"] if BUILT == "c" else ["python"])
 def path(request, monkeypatch):
-    """Every test both ways: the C publish, run copy and recording, and the Python ones."""
+    """Every test both ways: the C publish, run copy and recording, and the Python ones (a test
+    of the runtime's nodes runs once: they read with the installed module, whatever this process
+    patches)."""
     monkeypatch.setattr(ring.writer, "COMPILED_PUBLISH", request.param == "c")
     if request.param == "python":
         monkeypatch.setattr(ring.reader, "_read_run", None)
@@ -251,14 +256,13 @@ def _path(entry: dict, to: str) -> dict | None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("path", [BUILT], indirect=True)
 def test_a_slow_node_shows_on_its_path_not_on_its_links_across_two_streams_and_in_top(
         path, runtime, project_venv, tmp_path, monkeypatch):
     import json
 
     from harness import make_project, wait_for
 
-    if path == "python":
-        pytest.skip("the runtime's nodes read with the installed module; the Python read is covered above")
     nodes = {"nodes/__init__.py": "", "nodes/camera.py": CAMERA_NODES}
     camera = make_project(tmp_path / "camera", project_venv, {"stream.py": CAMERA_STREAM, **nodes})
     recorder = make_project(tmp_path / "recorder", project_venv, {"stream.py": RECORDER_STREAM, **nodes})
