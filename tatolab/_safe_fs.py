@@ -170,15 +170,20 @@ def create_private_file(path: Path | str, what: str = "this file", flags: int = 
 
 
 def write_private_file(path: Path, data: bytes, what: str = "this file") -> None:
-    """Replace ``path`` with ``data`` whole, 0600, synced: written beside it (``<name>.new``,
-    made as create_private_file does) and renamed over it, so a crash leaves the old or the new."""
-    tmp = path.with_name(path.name + ".new")
+    """Replace ``path`` with ``data`` whole, 0600, synced: written beside it (``<name>.<pid>.new``,
+    made as create_private_file does, so two processes writing at once never share one) and
+    renamed over it, so a crash leaves the old or the new; a failed write leaves no temporary."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.new")
     fd = create_private_file(tmp, what, os.O_WRONLY)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def open_own_file(path: Path | str, flags: int, what: str = "this file", dir_fd: int | None = None) -> int:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 from tatolab import _settings as settings
 from tatolab._links import shm
-from tatolab._safe_fs import UnsafePath, create_private_file, open_own_file, owner_name
+from tatolab._safe_fs import UnsafePath, open_own_file, owner_name, write_private_file
 
 
 RUN_USER = Path("/run/user")  # pam_systemd's per-user folders: what XDG_RUNTIME_DIR usually is
@@ -157,11 +157,8 @@ def claim(place: Place, kind: str) -> Path:
     except (OSError, ValueError):
         places = {}
     places[kind] = str(folder)
-    new = record.with_name(f"{PLACES_FILE}.{os.getpid()}")
-    fd = create_private_file(new, "the record of your private folder names", os.O_WRONLY)
-    with os.fdopen(fd, "w") as file:
-        json.dump(places, file)
-    os.replace(new, record)  # the state folder is the user's own 0700 folder: no one else can swap names
+    # (the state folder is the user's own 0700 folder: no one else can swap names)
+    write_private_file(record, json.dumps(places).encode(), "the record of your private folder names")
     return folder
 
 

@@ -19,7 +19,7 @@ from tatolab import _settings as settings
 from tatolab._control import paths
 from tatolab._control.errors import ControlError, Fix
 from tatolab._control.source import StreamSource
-from tatolab._safe_fs import create_private_file, open_own_file, owner_name
+from tatolab._safe_fs import open_own_file, owner_name, write_private_file
 
 TRUSTED_FILE = "trusted"  # in the state folder: one trusted path a line
 EVERYWHERE = "*"  # trusts every project (as git's safe.directory=*)
@@ -50,11 +50,8 @@ def read_trusted(state: Path | None = None) -> list[str]:
 def write_trusted(entries: Iterable[str], state: Path | None = None) -> None:
     """Replace the list (0600, in the user's own 0700 state folder: nobody else can swap it)."""
     path = (state or paths.state_dir()) / TRUSTED_FILE
-    new = path.with_name(f"{TRUSTED_FILE}.{os.getpid()}")
-    fd = create_private_file(new, "your list of trusted projects", os.O_WRONLY)
-    with os.fdopen(fd, "w", encoding="utf-8") as file:
-        file.write("".join(f"{entry}\n" for entry in dict.fromkeys(entries)))
-    os.replace(new, path)
+    text = "".join(f"{entry}\n" for entry in dict.fromkeys(entries))
+    write_private_file(path, text.encode("utf-8"), "your list of trusted projects")
 
 
 def is_trusted(project: Path, trusted: Iterable[str]) -> bool:

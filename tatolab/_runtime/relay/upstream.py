@@ -8,7 +8,7 @@ import os
 import urllib.parse
 from pathlib import Path
 
-from tatolab._safe_fs import create_private_file, open_own_file
+from tatolab._safe_fs import open_own_file, write_private_file
 
 RECORD = "relay-upstream.json"
 
@@ -50,8 +50,4 @@ def save(state: Path, url: str | None) -> None:
         except FileNotFoundError:
             pass
         return
-    tmp = path.with_name(RECORD + ".new")
-    fd = create_private_file(tmp, "the joined relay's record", os.O_WRONLY)
-    with os.fdopen(fd, "wb") as f:
-        f.write(json.dumps({"url": url}).encode())
-    os.replace(tmp, path)
+    write_private_file(path, json.dumps({"url": url}).encode(), "the joined relay's record")
