@@ -34,6 +34,22 @@ def portaudio() -> Any:
     return sounddevice
 
 
+def device_if_there(name: str | None, kind: str, node: str, waiting: Any, *,
+                    fresh: bool) -> tuple[Any, dict[str, Any]] | None:
+    """PortAudio and the ``kind`` device named ``name`` (see find_device), or None after telling
+    ``waiting`` (tatolab/_builtins/waiting.py) what is missing: PortAudio, or the device. ``fresh``:
+    look at the devices again (PortAudio lists the devices it found when it started)."""
+    try:
+        sd = portaudio()
+        if fresh:
+            sd._terminate()
+            sd._initialize()
+        return sd, find_device(sd, name, kind, node)
+    except (ImportError, DeviceMissing) as exc:
+        waiting.on(str(exc))
+        return None
+
+
 def find_device(sd: Any, name: str | None, kind: str, node: str) -> dict[str, Any]:
     """The input (``kind="input"``) or output device named ``name`` (exactly, else the one whose
     name holds it, case-insensitively), or the default one for ``name=None``."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tatolab._builtins.devices import DeviceMissing, find_device, portaudio
+from tatolab._builtins.devices import device_if_there
 from tatolab._builtins.ending import end_node
 from tatolab._builtins.tally import Tally
 from tatolab._builtins.waiting import RECHECK_S, Waiting
@@ -91,15 +91,10 @@ class MicrophoneSource(described.MicrophoneSource):
             end_node(ctx, f"node {ctx.node}: opening the input device failed", exc)
 
     def _open_if_there(self, ctx: Any, waiting: Waiting, *, fresh: bool) -> bool:
-        try:
-            sd = portaudio()
-            if fresh:  # PortAudio lists the devices it found when it started: look again
-                sd._terminate()
-                sd._initialize()
-            device = find_device(sd, self.config.device, "input", ctx.node)
-        except (ImportError, DeviceMissing) as exc:
-            waiting.on(str(exc))
+        found = device_if_there(self.config.device, "input", ctx.node, waiting, fresh=fresh)
+        if found is None:
             return False
+        sd, device = found
         if self.stopped.is_set():
             return True
         self._open(ctx, sd, device)

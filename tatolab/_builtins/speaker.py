@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from tatolab._builtins.devices import DeviceMissing, find_device, portaudio
+from tatolab._builtins.devices import device_if_there
 from tatolab._builtins.ending import end_node
 from tatolab._builtins.tally import Tally
 from tatolab._builtins.waiting import RECHECK_S, Waiting
@@ -133,16 +133,11 @@ class SpeakerSink(described.SpeakerSink):
             self._open_if_there(ctx, fresh=True)
 
     def _open_if_there(self, ctx: Any, *, fresh: bool) -> bool:
-        try:
-            sd = portaudio()
-            if fresh:  # PortAudio lists the devices it found when it started: look again
-                sd._terminate()
-                sd._initialize()
-            device = find_device(sd, self.config.device, "output", ctx.node)
-        except (ImportError, DeviceMissing) as exc:
-            self.waiting.on(str(exc))
+        found = device_if_there(self.config.device, "output", ctx.node, self.waiting, fresh=fresh)
+        if found is None:
             self.next_look = time.monotonic() + RECHECK_S
             return False
+        sd, device = found
         self._open(ctx, sd, device)
         self.waiting.over(f"node {ctx.node}: the output device {device['name']!r} is there now")
         return True
