@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 from tatolab import __version__
 from tatolab import _settings as settings
 from tatolab._control.errors import ControlError
-from tatolab._cli.commands import COMMANDS
+from tatolab._cli.commands import COMMANDS, add
 from tatolab._cli.output import fail
 
 # argparse words its own texts ("show this help message and exit", "usage:") through gettext,
@@ -113,8 +113,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     for module in modules:
         importlib.import_module(f"tatolab._cli.{module}").register(commands)
     if not modules:
-        for name, (_, line) in COMMANDS.items():
-            commands.add_parser(name, help=line)
+        for name in COMMANDS:
+            add(commands, name)
     for sub in _subcommand_parsers(parser):
         # the innermost command's default wins, so an unknown argument is reported with its usage
         sub.set_defaults(usage_parser=sub)
