@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 from tatolab._cli.commands import add
 from tatolab._cli.output import fail
+from tatolab._value import Value
 
 LABEL = "Tatolab"
 FIRST_NUMBER = 10  # /dev/video10: clear of the numbers real cameras take
@@ -26,9 +27,8 @@ INSTALL_HINT = ("install it, then run `tatolab enable-virtual-camera` again: `su
                 "`sudo pacman -S v4l2loopback-dkms` (Arch)")
 
 
-class Step:
-    """One command of the set-up, what it does, and what is written to it (tee). (A plain class:
-    `tatolab --help` imports this module, and dataclasses would cost it a fifth of its start.)"""
+class Step(Value):
+    """One command of the set-up, what it does, and what is written to it (tee)."""
 
     __slots__ = ("argv", "does", "stdin")
 
@@ -36,12 +36,6 @@ class Step:
         self.argv = argv
         self.does = does
         self.stdin = stdin
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Step) and (self.argv, self.does, self.stdin) == (other.argv, other.does, other.stdin)
-
-    def __repr__(self) -> str:
-        return f"Step(argv={self.argv!r}, does={self.does!r}, stdin={self.stdin!r})"
 
     def shell(self, sudo: bool) -> str:
         import shlex

@@ -7,31 +7,14 @@ flag (tatolab/_control/words.py), an MCP server as a tool call.
 
 from __future__ import annotations
 
+from tatolab._value import Value
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: the CLI's start (issue 28)
 if TYPE_CHECKING:
     from typing import Any
 
 
-class _Value:
-    """Equal by its fields, shown with them (a frozen dataclass's manners, without importing
-    dataclasses: every CLI command loads this module, and dataclasses costs it ~20% of its start)."""
-
-    __slots__: tuple[str, ...] = ()
-
-    def _fields(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in self.__slots__)
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self._fields() == other._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())  # as a frozen dataclass's: fails for dict fields
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self.__slots__)})"
-
-
-class Fix(_Value):
+class Fix(Value):
     """An operation that fixes it (``op``), its arguments (a value of None: the caller chooses
     one) and what doing it does, in words (``does``: "remove it first")."""
 
@@ -43,7 +26,7 @@ class Fix(_Value):
         self.does = does
 
 
-class Reason(_Value):
+class Reason(Value):
     """Why something is as it is (a failed kept stream, a waiting link, an ended stream): plain
     words for any client, which case it is (``code``), the fixes, and the values a client needs
     to word it its own way (``details``). The CLI words it with tatolab/_control/words.py."""

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 from tatolab import _settings as settings
 from tatolab._links import shm
 from tatolab._safe_fs import UnsafePath, open_own_file, owner_name, write_private_file
+from tatolab._value import Value
 
 
 RUN_USER = Path("/run/user")  # pam_systemd's per-user folders: what XDG_RUNTIME_DIR usually is
@@ -21,7 +22,7 @@ TMP = Path("/tmp")
 PLACES_FILE = "places.json"  # in the state folder: the private names used instead of taken ones
 
 
-class Place:
+class Place(Value):
     """Where a folder of the runtime's is, how it was chosen, and whether its usual name was taken."""
 
     __slots__ = ("folder", "looked", "usual", "taken")
@@ -32,13 +33,6 @@ class Place:
         self.looked: list[str] = [] if looked is None else looked  # each place looked at first, and why not there
         self.usual = usual  # the usual name in a shared folder (/tmp, /dev/shm)
         self.taken = taken  # what another user made at ``usual``, when they did (words)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Place) and (self.folder, self.looked, self.usual, self.taken) == (
-            other.folder, other.looked, other.usual, other.taken)
-
-    def __repr__(self) -> str:
-        return f"Place({self.folder!r}, looked={self.looked!r}, usual={self.usual!r}, taken={self.taken!r})"
 
 
 def _not_private(path: Path) -> str | None:
