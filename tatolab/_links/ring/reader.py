@@ -246,7 +246,7 @@ class RingReader:
             run: list[Any]
             if nxt > last:
                 run = []
-            elif self._compiled:  # (_run's C call, without its frame: the node host's per-bag read)
+            elif self._compiled:  # the C run, called here (no frame of its own: the node host's per-bag read)
                 g = self._g
                 assert _read_run is not None
                 run = _read_run(self._mv, g.slots_q, g.stride_q, self._count, self._slot_size, nxt, last,
@@ -289,12 +289,8 @@ class RingReader:
 
     def _run(self, first: int, last: int) -> list[tuple[Any, ...]]:
         """Bags first..last as (payload, publish_ns), up to the first that is not whole in its
-        slot (lapped, torn): _native.read_run where it was built, this loop where it was not."""
-        g = self._g
-        if self._compiled:
-            assert _read_run is not None
-            return _read_run(self._mv, g.slots_q, g.stride_q, self._count, self._slot_size, first, last,
-                             self._hist, self._block, self._origins)
+        slot (lapped, torn), where the C module was not built (read_many calls _native.read_run
+        itself where it was)."""
         slots, count, copy = self._slots, self._count, self._copy
         out: list[Any] = []
         for s in range(first, last + 1):
