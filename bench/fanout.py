@@ -44,7 +44,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH]
 sys.path.insert(0, str(BENCH.parent / "tests"))
 sys.path.insert(0, str(BENCH.parent))
 
-from harness import Runtime, free_udp_port, wait_for  # noqa: E402
+from harness import PACE_NODE, Runtime, free_udp_port, wait_for  # noqa: E402
 
 LATE_MS = 100.0
 
@@ -56,23 +56,6 @@ from tatolab.stream import Exposure, StreamBuilder, TestPatternSource, stream
 def bars(stream_builder: StreamBuilder) -> None:
     pattern = stream_builder.add(TestPatternSource, name="pattern", config={"width": 1920, "height": 1080, "fps": 30})
     stream_builder.expose(pattern.output("video"), Exposure.PUBLIC)
-"""
-
-BAGS_NODE = """
-from tatolab.stream import node
-
-
-@node(execution="continuous", interval_ms=1)
-class Pace:
-    @node.output()
-    def bags(self) -> dict: ...
-
-    def __init__(self) -> None:
-        self.n = 0
-
-    def process(self, ctx) -> None:
-        ctx.outputs.write("bags", {"n": self.n, "pad": b"x" * 80})
-        self.n += 1
 """
 
 BAGS_STREAM = """
@@ -242,7 +225,7 @@ def main() -> None:
         standin = None
         try:
             runtime.cli("run", "-d", cwd=project(tmp / "bags", {"stream.py": BAGS_STREAM, "nodes/__init__.py": "",
-                                                                "nodes/pace.py": BAGS_NODE}), check=True)
+                                                                "nodes/pace.py": PACE_NODE}), check=True)
             runtime.cli("run", "-d", cwd=project(tmp / "video", {"stream.py": VIDEO_STREAM}), check=True)
             machine = json.loads(runtime.cli("graph", check=True).stdout)["runtime"]["name"]
             addresses = {"bags": "pace/pace/bags", "video": "bars/pattern/video"}

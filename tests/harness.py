@@ -233,6 +233,26 @@ class Runtime:
         return [line.split()[0] for line in out if line.strip() and not line.startswith(" ")]
 
 
+# nodes/pace.py of a project: a ~100-byte bag ({"n": 0, 1, ...}) every millisecond on output `bags`,
+# for the MoQ tests and bench/fanout.py
+PACE_NODE = """
+from tatolab.stream import node
+
+
+@node(execution="continuous", interval_ms=1)
+class Pace:
+    @node.output()
+    def bags(self) -> dict: ...
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def process(self, ctx) -> None:
+        ctx.outputs.write("bags", {"n": self.n, "pad": b"x" * 80})
+        self.n += 1
+"""
+
+
 def make_project(path: Path, venv: Path, files: dict[str, str]) -> Path:
     """A project folder whose .venv is the session's shared test environment."""
     path.mkdir(parents=True, exist_ok=True)

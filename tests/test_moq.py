@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness import Runtime, make_project, wait_for
+from harness import PACE_NODE, Runtime, make_project, wait_for
 
 HERE = Path(__file__).resolve().parent
 READER = HERE / "moq_reader.py"
@@ -224,23 +224,6 @@ def test_nothing_is_read_or_sent_while_nobody_subscribes(runtime, project_venv, 
     assert output_entry(runtime)["network"]["bytes_sent"] > 30_000
 
 
-PACE = """
-from tatolab.stream import node
-
-
-@node(execution="continuous", interval_ms=1)
-class Pace:
-    @node.output()
-    def bags(self) -> dict: ...
-
-    def __init__(self) -> None:
-        self.n = 0
-
-    def process(self, ctx) -> None:
-        ctx.outputs.write("bags", {"n": self.n, "pad": b"x" * 80})
-        self.n += 1
-"""
-
 PACE_STREAM = """
 from tatolab.stream import Exposure, StreamBuilder, stream
 from nodes.pace import Pace
@@ -259,7 +242,7 @@ def test_readers_of_a_1khz_output_read_after_others_left_each_read_new_bags_in_o
     # after earlier ones left were handed those stale bags first, which then expired under them as
     # new bags came (moq resets each with 'old': MoqError.Protocol, their sessions' end).
     runtime.cli("run", "-d", cwd=make_project(tmp_path / "pace", project_venv, {
-        "stream.py": PACE_STREAM, "nodes/__init__.py": "", "nodes/pace.py": PACE}), check=True)
+        "stream.py": PACE_STREAM, "nodes/__init__.py": "", "nodes/pace.py": PACE_NODE}), check=True)
     url, fingerprint = url_of(runtime, "pace/pace/bags")
     # a session with the same token, subscribed to nothing, keeps the token's view (and its tracks) alive
     holder = readers(url, fingerprint, 1, "--idle-s", "120")
