@@ -25,7 +25,7 @@ def path(request, monkeypatch):
     patches)."""
     monkeypatch.setattr(ring.writer, "COMPILED_PUBLISH", request.param == "c")
     if request.param == "python":
-        monkeypatch.setattr(ring.reader, "_read_run", None)
+        monkeypatch.setattr(ring.reader, "_RunReader", None)
     return request.param
 
 

@@ -40,7 +40,7 @@ def publish(request, monkeypatch):
     monkeypatch.setattr(ring.writer, "COMPILED_PUBLISH", request.param == "c")
     if request.param == "python":
         monkeypatch.setattr(ring.wake, "_compare_exchange", None)
-        monkeypatch.setattr(ring.reader, "_read_run", None)
+        monkeypatch.setattr(ring.reader, "_RunReader", None)
     return request.param
 
 

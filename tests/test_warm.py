@@ -197,8 +197,10 @@ RELOAD_FILES = {
 
             def process(self, ctx) -> None:
                 bag = ctx.inputs.read("rows")
-                if bag is not None and (bag["version"], bag["mark"]) != self.last:
-                    self.last = (bag["version"], bag["mark"])
+                # a row for each change of code or of relay process (a restarted sink may first
+                # read a bag the relay before it left in the ring)
+                if bag is not None and (bag["version"], bag["mark"], bag["pid"]) != self.last:
+                    self.last = (bag["version"], bag["mark"], bag["pid"])
                     self.out.write(json.dumps(bag) + "\\n")
     """,
 }

@@ -173,7 +173,7 @@ class NodeRunner:
                 self._run_continuous(control)
             elif self.execution == "manual":
                 self.status.ready()
-                while not control.stopping.wait(IDLE_WAKE_S):
+                while not control.sleep(IDLE_WAKE_S):
                     self._drain_control(control)
                     self._relax_outputs()
             else:
@@ -229,24 +229,29 @@ class NodeRunner:
                 stopping.wait(wait_s)
 
     def _run_continuous(self, control: Any) -> None:
+        # The housekeeping comes before each call, not after: between the call's last write and
+        # the sleep, a reader woken onto this core waits for it (see docs/architecture.md).
         process = self.instance.process
         status = self.status
-        next_tick = time.monotonic()
+        ctx = self.ctx
+        interval_s = self.interval_s
+        stopping, messages, sleep = control.stopping, control.messages, control.sleep
+        clock = time.monotonic
+        next_tick = clock()
         origin = self.origin
-        while not control.stopping.is_set():
+        while not stopping.is_set():
+            if not messages.empty():
+                self._drain_control(control)
+            self._relax_outputs()
             origin[0] = 0  # a call that reads nothing writes bags that originate when written
             status.begin()
             try:
-                process(self.ctx)
+                process(ctx)
             finally:
                 status.end()
-            if not control.messages.empty():
-                self._drain_control(control)
-            self._relax_outputs()
-            next_tick += self.interval_s
-            now = time.monotonic()
+            next_tick += interval_s
+            now = clock()
             if next_tick < now:  # fell behind: skip the missed ticks rather than burst
                 next_tick = now
-            delay = next_tick - now
-            if delay > 0:
-                control.stopping.wait(delay)
+            elif next_tick > now and sleep(next_tick - now):
+                return

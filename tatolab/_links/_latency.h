@@ -121,7 +121,7 @@ static uint64_t monotonic_ns(void) {
     return (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
 }
 
-/* The latency file and block a reader records into, from read_run's or note's arguments;
+/* The latency file and block a reader records into, from RunReader's or note's arguments;
  * 0 with file NULL when there is none (None), -1 with an exception set when they do not fit. */
 static int lat_block(PyObject *hist, PyObject *off_obj, Py_buffer *view, char **file, Py_ssize_t *off) {
     *file = NULL;
@@ -144,7 +144,7 @@ static int lat_block(PyObject *hist, PyObject *off_obj, Py_buffer *view, char **
 
 /* Recorder(latency_mapping, block_off): a reader's block, held (a buffer export of the mapping)
  * until close(); note(publish_ns, origin_ns, origin) records one bag read now. The one-bag read
- * path's recording (ring/reader.py); read_run records its runs itself. */
+ * path's recording (ring/reader.py); RunReader records its runs itself. */
 typedef struct {
     PyObject_HEAD
     Py_buffer view;

@@ -309,6 +309,86 @@ static PyObject *compare_exchange(PyObject *module, PyObject *const *args, Py_ss
     return PyBool_FromLong(swapped);
 }
 
+/* futex_wait(addr, expected, timeout_s) -> bool and futex_wake(addr, count=all) -> int: futex.py's
+ * syscalls without ctypes, whose call costs ~1.5 us against ~0.1 us for the syscall itself,
+ * on the path between a reader's wake and its node's process() (and a writer's last steps
+ * before it sleeps, which a reader woken onto the writer's core waits for). Shared (not
+ * PRIVATE) operations: the words live in MAP_SHARED files. The wait releases the GIL. */
+static int futex_addr(PyObject *arg, uint32_t **addr) {
+    unsigned long long a = PyLong_AsUnsignedLongLong(arg);
+    if (PyErr_Occurred())
+        return -1;
+    if (a == 0 || a % 4) {
+        PyErr_SetString(PyExc_ValueError, "futex: a 4-byte aligned address");
+        return -1;
+    }
+    *addr = (uint32_t *)(uintptr_t)a;
+    return 0;
+}
+
+static PyObject *futex_wait(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "futex_wait(addr, expected, timeout_s) takes 3 arguments");
+        return NULL;
+    }
+    uint32_t *addr;
+    if (futex_addr(args[0], &addr) < 0)
+        return NULL;
+    unsigned long expected = PyLong_AsUnsignedLong(args[1]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (expected > UINT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "futex_wait: the expected value is a u32");
+        return NULL;
+    }
+    struct timespec ts, *tsp = NULL;
+    if (args[2] != Py_None) {
+        double t = PyFloat_AsDouble(args[2]);
+        if (t == -1.0 && PyErr_Occurred())
+            return NULL;
+        if (!(t > 0.0))
+            t = 0.0; /* (NaN too) */
+        if (t > 1e9)
+            t = 1e9;
+        ts.tv_sec = (time_t)t;
+        ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+        if (ts.tv_nsec > 999999999)
+            ts.tv_nsec = 999999999;
+        tsp = &ts;
+    }
+    long rc;
+    int err;
+    Py_BEGIN_ALLOW_THREADS
+    rc = syscall(SYS_futex, addr, FUTEX_WAIT, (uint32_t)expected, tsp, NULL, 0);
+    err = errno;
+    Py_END_ALLOW_THREADS
+    if (rc == 0 || err == EAGAIN || err == EINTR)
+        Py_RETURN_TRUE; /* woken, the word had changed, or a signal: the caller looks again */
+    if (err == ETIMEDOUT)
+        Py_RETURN_FALSE;
+    errno = err;
+    return PyErr_SetFromErrno(PyExc_OSError);
+}
+
+static PyObject *futex_wake(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 1 && nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "futex_wake(addr, count=all) takes 1 or 2 arguments");
+        return NULL;
+    }
+    uint32_t *addr;
+    if (futex_addr(args[0], &addr) < 0)
+        return NULL;
+    long count = nargs == 2 ? PyLong_AsLong(args[1]) : INT_MAX;
+    if (count == -1 && PyErr_Occurred())
+        return NULL;
+    if (count < 0 || count > INT_MAX)
+        count = INT_MAX;
+    long rc = syscall(SYS_futex, addr, FUTEX_WAKE, (int)count, NULL, NULL, 0);
+    if (rc < 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    return PyLong_FromLong(rc);
+}
+
 /* fence(): the loads before it happen before the loads after it (an acquire fence), for the
  * Python reader's copy where the CPU may reorder loads (ring/reader.py). */
 static PyObject *fence(PyObject *module, PyObject *unused) {
@@ -325,56 +405,111 @@ static PyObject *full_fence(PyObject *module, PyObject *unused) {
 
 #include "_latency.h"
 
-/* read_run(mapping, slots_q, stride_q, count, slot_size, first, last, hist, block_off, origins)
- * -> [(bytes, publish_ns)], or [(bytes, publish_ns, origin_ns, origin)] when `origins`:
- * copy bags first..last out of a mapped generation, in order, while each is whole: its
- * slot's seqlock word reads 2*s before and after the copy and its length fits a slot.
- * Stops at the first that is not (lapped, torn, damaged) and returns what it took: the
- * reader's Python path sorts the rest out and does the counting (ring.RingReader.read_many,
- * whose loop this is, ~0.8 us a bag in the interpreter). Each bag taken is recorded in the
- * reader's latency block (`hist` the mapped latency file, or None). */
-static PyObject *read_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError,
-                        "read_run(mapping, slots_q, stride_q, count, slot_size, first, last, hist, block_off, origins)");
+/* RunReader(mapping, slots_q, stride_q, count, slot_size, hist, block_off, origins, read_q,
+ * next_q, last_read_q): an ordered reader's runs out of one mapped generation, holding its
+ * buffers (exports of the mappings) until close(). run(first, last) -> [(bytes, publish_ns)],
+ * or [(bytes, publish_ns, origin_ns, origin)] when `origins`: copy bags first..last, in order,
+ * while each is whole (its slot's seqlock word reads 2*s before and after the copy and its
+ * length fits a slot), and stop at the first that is not (lapped, torn, damaged): the reader's
+ * Python path sorts the rest out (ring.RingReader.read_many, whose loop this is, ~0.8 us a bag
+ * in the interpreter). Each bag taken is recorded in the reader's latency block (`hist` the
+ * mapped latency file, or None), and the reader's record counts them: words read_q (+= bags
+ * taken), next_q (the next bag to read) and last_read_q (now) of the mapping. */
+typedef struct {
+    PyObject_HEAD
+    Py_buffer view;
+    Py_buffer hview;
+    char *file; /* the latency file, or NULL */
+    const uint64_t *q; /* NULL once closed */
+    Py_ssize_t slots_q, stride_q, count, slot_size, block_off, read_q, next_q, last_read_q;
+    int origins;
+} RunReader;
+
+static PyObject *RunReader_close(RunReader *self, PyObject *unused) {
+    if (self->q != NULL) {
+        PyBuffer_Release(&self->view);
+        self->q = NULL;
+    }
+    if (self->file != NULL) {
+        PyBuffer_Release(&self->hview);
+        self->file = NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static int RunReader_init(RunReader *self, PyObject *args, PyObject *kwds) {
+    PyObject *mapping, *hist, *block_off;
+    int origins;
+    Py_ssize_t slots_q, stride_q, count, slot_size, read_q, next_q, last_read_q;
+    if (!PyArg_ParseTuple(args, "OnnnnOOpnnn:RunReader", &mapping, &slots_q, &stride_q, &count, &slot_size, &hist,
+                          &block_off, &origins, &read_q, &next_q, &last_read_q))
+        return -1;
+    RunReader_close(self, NULL);
+    if (PyObject_GetBuffer(mapping, &self->view, PyBUF_WRITABLE) < 0)
+        return -1;
+    Py_ssize_t words = self->view.len / 8;
+    if (count < 1 || slots_q < 0 || slot_size < 0 || stride_q * 8 < 64 + slot_size ||
+        (slots_q + stride_q * count) * 8 > self->view.len || read_q < 0 || read_q >= words || next_q < 0 ||
+        next_q >= words || last_read_q < 0 || last_read_q >= words || ((uintptr_t)self->view.buf) % 8) {
+        PyBuffer_Release(&self->view);
+        PyErr_SetString(PyExc_ValueError, "RunReader: the slots and the record do not fit the mapping");
+        return -1;
+    }
+    char *file;
+    if (lat_block(hist, block_off, &self->hview, &file, &self->block_off) < 0) {
+        PyBuffer_Release(&self->view);
+        return -1;
+    }
+    self->file = file;
+    self->q = (const uint64_t *)self->view.buf;
+    self->slots_q = slots_q;
+    self->stride_q = stride_q;
+    self->count = count;
+    self->slot_size = slot_size;
+    self->origins = origins;
+    self->read_q = read_q;
+    self->next_q = next_q;
+    self->last_read_q = last_read_q;
+    return 0;
+}
+
+static void RunReader_dealloc(RunReader *self) {
+    PyTypeObject *tp = Py_TYPE((PyObject *)self);
+    RunReader_close(self, NULL);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static PyObject *RunReader_run(RunReader *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "run(first, last)");
         return NULL;
     }
-    int origins = PyObject_IsTrue(args[9]);
-    if (origins < 0)
-        return NULL;
-    Py_ssize_t slots_q = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t stride_q = PyLong_AsSsize_t(args[2]);
-    Py_ssize_t count = PyLong_AsSsize_t(args[3]);
-    Py_ssize_t slot_size = PyLong_AsSsize_t(args[4]);
-    unsigned long long first = PyLong_AsUnsignedLongLong(args[5]);
-    unsigned long long last = PyLong_AsUnsignedLongLong(args[6]);
+    unsigned long long first = PyLong_AsUnsignedLongLong(args[0]);
+    unsigned long long last = PyLong_AsUnsignedLongLong(args[1]);
     if (PyErr_Occurred())
         return NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    if (count < 1 || slots_q < 0 || slot_size < 0 || stride_q * 8 < 64 + slot_size || first < 1 ||
-        (slots_q + stride_q * count) * 8 > view.len) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "read_run: the slots do not fit the mapping");
+    if (self->q == NULL) {
+        PyErr_SetString(PyExc_ValueError, "run: this RunReader is closed");
         return NULL;
     }
-    Py_buffer hview;
-    char *file;
-    Py_ssize_t block_off;
-    if (lat_block(args[7], args[8], &hview, &file, &block_off) < 0) {
-        PyBuffer_Release(&view);
+    if (first < 1) {
+        PyErr_SetString(PyExc_ValueError, "run: bags are numbered from 1");
         return NULL;
     }
+    const uint64_t *q = self->q;
+    int origins = self->origins;
+    uint64_t now = monotonic_ns();
     LatNote note;
-    if (file != NULL)
-        lat_begin(&note, file, block_off, monotonic_ns());
+    if (self->file != NULL)
+        lat_begin(&note, self->file, self->block_off, now);
     PyObject *out = PyList_New(0);
-    const uint64_t *q = (const uint64_t *)view.buf;
-    for (unsigned long long s = first; out != NULL && s <= last; s++) {
-        const uint64_t *h = q + slots_q + (Py_ssize_t)((s - 1) % (unsigned long long)count) * stride_q;
+    unsigned long long s = first;
+    for (; out != NULL && s <= last; s++) {
+        const uint64_t *h = q + self->slots_q + (Py_ssize_t)((s - 1) % (unsigned long long)self->count) * self->stride_q;
         uint64_t n, ts;
-        uint64_t v = ring_slot_open(h, s, (uint64_t)slot_size, &n, &ts);
+        uint64_t v = ring_slot_open(h, s, (uint64_t)self->slot_size, &n, &ts);
         if (v == 0)
             break;
         uint64_t origin_ns, origin;
@@ -389,7 +524,7 @@ static PyObject *read_run(PyObject *module, PyObject *const *args, Py_ssize_t na
             Py_DECREF(data); /* the writer lapped the copy */
             break;
         }
-        if (file != NULL)
+        if (self->file != NULL)
             lat_add(&note, ts, origin_ns, origin);
         PyObject *stamp = PyLong_FromUnsignedLongLong(ts);
         PyObject *o_ns = origins && stamp != NULL ? PyLong_FromUnsignedLongLong(origin_ns) : NULL;
@@ -414,11 +549,43 @@ static PyObject *read_run(PyObject *module, PyObject *const *args, Py_ssize_t na
         if (failed)
             Py_CLEAR(out);
     }
-    PyBuffer_Release(&view);
-    if (file != NULL)
-        PyBuffer_Release(&hview);
+    if (out != NULL && s > first) {
+        /* the record, as the Python path keeps it (only this reader writes it; the runtime reads) */
+        ring_word64 *w = (ring_word64 *)q;
+        uint64_t taken = s - first;
+        atomic_store_explicit(&w[self->read_q], atomic_load_explicit(&w[self->read_q], memory_order_relaxed) + taken,
+                              memory_order_relaxed);
+        atomic_store_explicit(&w[self->next_q], s, memory_order_relaxed);
+        atomic_store_explicit(&w[self->last_read_q], now, memory_order_relaxed);
+    }
     return out;
 }
+
+static PyMethodDef RunReader_methods[] = {
+    {"run", (PyCFunction)(void (*)(void))RunReader_run, METH_FASTCALL,
+     "run(first, last) -> [(bytes, publish_ns)]: the whole bags first..last, in order, up to the first "
+     "that is not whole; each recorded, and counted in the reader's record."},
+    {"close", (PyCFunction)RunReader_close, METH_NOARGS, "Release the mappings (before they are closed)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot RunReader_slots[] = {
+    {Py_tp_doc, "RunReader(mapping, slots_q, stride_q, count, slot_size, hist, block_off, origins, read_q, "
+                "next_q, last_read_q): an ordered ring reader's runs, in C (see ring/reader.py)."},
+    {Py_tp_init, RunReader_init},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_dealloc, RunReader_dealloc},
+    {Py_tp_methods, RunReader_methods},
+    {0, NULL},
+};
+
+static PyType_Spec RunReader_spec = {
+    .name = "tatolab._links._native.RunReader",
+    .basicsize = sizeof(RunReader),
+    .itemsize = 0,
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = RunReader_slots,
+};
 
 /* bag_fits(bag) -> bool: the fast walk of _bags.encode, exactly: True when `bag` is a dict
  * (exactly) of string keys (exactly) whose values are exactly str, int, float, bool, None,
@@ -467,12 +634,14 @@ static PyObject *bag_fits(PyObject *module, PyObject *bag) {
 static PyMethodDef module_methods[] = {
     {"bag_fits", (PyCFunction)bag_fits, METH_O,
      "bag_fits(bag) -> bool: bag holds exactly what the fast path of _bags.encode takes."},
-    {"read_run", (PyCFunction)(void (*)(void))read_run, METH_FASTCALL,
-     "read_run(mapping, slots_q, stride_q, count, slot_size, first, last) -> [(bytes, publish_ns)]: "
-     "the whole bags first..last, in order, up to the first that is not whole."},
     {"compare_exchange", (PyCFunction)(void (*)(void))compare_exchange, METH_FASTCALL,
      "compare_exchange(addr, expected, new) -> bool: atomically set the u32 at addr to new if it "
      "holds expected (a full barrier either way)."},
+    {"futex_wait", (PyCFunction)(void (*)(void))futex_wait, METH_FASTCALL,
+     "futex_wait(addr, expected, timeout_s) -> bool: sleep while the u32 at addr holds expected, at most "
+     "timeout_s (None: no limit); False only on timeout."},
+    {"futex_wake", (PyCFunction)(void (*)(void))futex_wake, METH_FASTCALL,
+     "futex_wake(addr, count=all) -> int: wake up to count waiters on the u32 at addr; how many woke."},
     {"fence", (PyCFunction)fence, METH_NOARGS, "An acquire fence: the loads before it happen before the loads after it."},
     {"full_fence", (PyCFunction)full_fence, METH_NOARGS,
      "A sequentially consistent fence: every store before it is visible before any load after it."},
@@ -533,6 +702,14 @@ static int module_exec(PyObject *module) {
         return -1;
     }
     Py_DECREF(type);
+    PyObject *runs = PyType_FromSpec(&RunReader_spec);
+    if (runs == NULL)
+        return -1;
+    if (PyModule_AddObjectRef(module, "RunReader", runs) < 0) {
+        Py_DECREF(runs);
+        return -1;
+    }
+    Py_DECREF(runs);
     PyObject *recorder = PyType_FromSpec(&Recorder_spec);
     if (recorder == NULL)
         return -1;

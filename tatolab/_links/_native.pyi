@@ -8,16 +8,14 @@ LAYOUT: dict[str, int]  # the ring offsets it was built for (checked by ring/lay
 def bag_fits(bag: object) -> bool:
     """bag holds exactly what the fast path of _bags.encode takes."""
 
-def read_run(
-    mapping: Buffer, slots_q: int, stride_q: int, count: int, slot_size: int, first: int, last: int,
-    hist: Buffer | None, block_off: int, origins: bool, /
-) -> list[tuple[bytes, int]] | list[tuple[bytes, int, int, int]]:
-    """The whole bags first..last as (payload, publish_ns), or with ``origins`` (payload,
-    publish_ns, origin_ns, origin), in order, up to the first that is not whole; each taken is
-    recorded in the reader's latency block of ``hist`` (the mapped latency file, or None)."""
-
 def compare_exchange(addr: int, expected: int, new: int, /) -> bool:
     """Atomically set the u32 at addr to new if it holds expected (a full barrier either way)."""
+
+def futex_wait(addr: int, expected: int, timeout_s: float | None, /) -> bool:
+    """Sleep while the u32 at addr holds expected, at most timeout_s (None: no limit); False only on timeout."""
+
+def futex_wake(addr: int, count: int = ..., /) -> int:
+    """Wake up to count (default: all) waiters on the u32 at addr; returns how many woke."""
 
 def fence() -> None:
     """An acquire-release fence (the Python reader's loads in order where the CPU reorders them)."""
@@ -41,6 +39,19 @@ class Publisher:
     def seq(self) -> int: ...
     @property
     def wakes(self) -> int: ...
+
+class RunReader:
+    """An ordered ring reader's runs out of one mapped generation (see ring/reader.py)."""
+
+    def __init__(self, mapping: Buffer, slots_q: int, stride_q: int, count: int, slot_size: int,
+                 hist: Buffer | None, block_off: int, origins: bool, read_q: int, next_q: int, last_read_q: int,
+                 /) -> None: ...
+    def run(self, first: int, last: int, /) -> list[tuple[bytes, int]] | list[tuple[bytes, int, int, int]]:
+        """The whole bags first..last as (payload, publish_ns), or with ``origins`` (payload,
+        publish_ns, origin_ns, origin), in order, up to the first that is not whole; each taken is
+        recorded in the latency block of ``hist`` (the mapped latency file, or None) and counted in
+        the reader's record (words read_q, next_q, last_read_q of the mapping)."""
+    def close(self) -> None: ...
 
 class Recorder:
     """A reader's latency block (latency.py), recorded in C."""

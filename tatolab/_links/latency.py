@@ -24,7 +24,7 @@ edge of its bucket (never below the true value), capped by the max seen.
 
 The link set counts read time minus the bag's publish time; a path set counts read time minus
 the bag's origin time (ring.py: the slot header carries it), one set per origin output. The
-recording itself is _native.c's `Recorder` and `read_run` where the C module was built, and
+recording itself is _native.c's `Recorder` and `RunReader` where the C module was built, and
 `Recorder` and `note` below where it was not: both write the same words.
 """
 

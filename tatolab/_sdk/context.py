@@ -76,6 +76,7 @@ class InputPort:
         self._newest = profile == "newest"
         self.links: dict[str, _Link] = {}
         self._each: tuple[_Link, ...] = ()  # the links, as fill and take walk them (per bag: no list made)
+        self._one: _Link | None = None  # the link, when it is one and ordered (most inputs: fill's short way)
         self.stale = 0  # video bags whose surface was already reused when read
         self.last_link: str | None = None  # the key of the link the last bag taken came by
         # The node's origin cell ([origin_ns, origin_id], shared with its outputs' writers): each bag handed over makes it the older of the two; the host zeroes it before
@@ -85,15 +86,19 @@ class InputPort:
         self._on_broken = on_broken
         self._on_bad = on_bad
 
+    def _relink(self) -> None:
+        self._each = each = tuple(self.links.values())
+        self._one = each[0] if len(each) == 1 and not self._newest else None
+
     def add_link(self, key: str, reader: _Reader) -> None:
         self.links[key] = _Link(key, reader)
-        self._each = tuple(self.links.values())
+        self._relink()
 
     def remove_link(self, key: str) -> _Reader | None:
         link = self.links.pop(key, None)
         if link is None:
             return None
-        self._each = tuple(self.links.values())
+        self._relink()
         unseen = len(link.backlog) + (link.pending is not None)
         unread = getattr(link.reader, "unread", None)
         if unseen and unread is not None:
@@ -102,6 +107,27 @@ class InputPort:
 
     def fill(self) -> bool:
         """Pull from the rings; True when a bag arrived that the node has not been offered."""
+        one = self._one
+        if one is not None:  # (the per-bag path: one ordered link, as the loop below does it)
+            if one.pending is not None:
+                return False
+            backlog = one.backlog
+            if backlog:
+                one.pending = backlog.popleft()
+                return True
+            try:
+                run = one.reader.read_many()
+            except RingError as exc:
+                self._broken(one, exc)
+                return False
+            if not run:
+                return False
+            if len(run) > 1:
+                backlog.extend(run)
+                one.pending = backlog.popleft()
+            else:
+                one.pending = run[0]
+            return True
         arrived = False
         newest = self._newest
         for link in self._each:  # (a tuple: _broken may change the links meanwhile)
@@ -125,7 +151,7 @@ class InputPort:
 
     def _broken(self, link: _Link, exc: RingError) -> None:
         self.links.pop(link.key, None)
-        self._each = tuple(self.links.values())
+        self._relink()
         self._on_broken(self.name, link.key, exc)
 
     def waiting_readers(self) -> list[_Reader]:

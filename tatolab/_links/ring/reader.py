@@ -5,7 +5,7 @@ word reads 2*s before and after the copy (the writer sets it to 2*s - 1 while ba
 being written, see writer.py): a reader loads the word, then the length, publish_ns and
 payload, then loads the word again; a change means the writer lapped it mid-copy, and the
 reader tries again further ahead. Those loads must happen in that order: the C run reader
-(_native.read_run, which an ordered reader's read_many uses where it was built) orders them
+(_native.RunReader, which an ordered reader's read_many uses where it was built) orders them
 with C11 acquire loads and fences (ring_protocol.h); the Python copy below relies on the
 machine keeping loads in program order on x86-64 (fence() is a no-op there, see futex.py) and
 calls the C module's acquire fences elsewhere. `read` and `read_into` share
@@ -17,14 +17,14 @@ often, is no such thing.
 Each reader owns record `reader_index` of the ring's table (layout.py) and keeps its counters
 there: bags read, dropped (lapped or skipped) and bad, its next sequence number, its pid; and
 block `reader_index` of the ring's latency file (../latency.py), where it records each bag's
-age when read and its age since its origin (C's note or read_run, or latency.note).
+age when read and its age since its origin (C's note or RunReader, or latency.note).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from .. import latency
 from ..futex import NEEDS_FENCE, fence
@@ -50,12 +50,11 @@ from .layout import (
 if TYPE_CHECKING:
     from typing_extensions import Buffer  # (for type checkers only: not a dependency)
 
-_read_run: Callable[..., list[Any]] | None
-try:  # an ordered reader's run of whole bags, copied in C, and the ages recorded (see _native.c)
+try:  # an ordered reader's run of whole bags, copied, recorded and counted in C (see _native.c)
     from .._native import Recorder as _Recorder
-    from .._native import read_run as _read_run
+    from .._native import RunReader as _RunReader
 except ImportError:
-    _read_run = _Recorder = None  # type: ignore[misc, assignment]
+    _RunReader = _Recorder = None  # type: ignore[misc, assignment]
 
 # Consecutive failed attempts at one bag before a reader calls the ring damaged. A healthy
 # ring fails an attempt only when the writer laps the copy, and each retry jumps half a
@@ -106,9 +105,10 @@ class RingReader:
         # reader that skips bags still sees how busy the link is): poll before sleeping?
         self._gap = 1 << 62
         self._origins = origins
-        self._compiled = _read_run is not None  # (tests set it None to check the Python read)
+        self._compiled = _RunReader is not None  # (tests set it None to check the Python read)
+        self._runs: Any = None  # the C run reader of the generation mapped (read_many)
         self._stats: latency.LatencyFile | None = None
-        self._hist: Any = None  # the latency file, for read_run (None: ages are not recorded)
+        self._hist: Any = None  # the latency file, for RunReader (None: ages are not recorded)
         self._views: Any = None  # ... as u64 and u32 words, for latency.note
         self._recorder: Any = None
         self._note: Any = None  # records one bag (the one-bag path); None: not recorded
@@ -147,6 +147,10 @@ class RingReader:
         g.sleepers[self.index] = 0
         g.followers[self.index] = 0
         self._check_watcher_s = wake._CHECK_WATCHER_S
+        if self._compiled:
+            assert _RunReader is not None
+            self._runs = _RunReader(g.mv, g.slots_q, g.stride_q, g.count, g.slot_size, self._hist, self._block,
+                                    self._origins, r + _R_READ, r + _R_NEXT, r + _R_LAST_READ_NS)
 
     @property
     def generation(self) -> int:
@@ -154,8 +158,10 @@ class RingReader:
 
     def _follow(self) -> None:
         """The writer moved to a bigger generation: continue there."""
-        old = self._g
+        old, runs = self._g, self._runs
         self._attach(_open_latest(self.base, newer_than=old.gen))
+        if runs is not None:
+            runs.close()  # (its buffer export of the old mapping would keep it from closing)
         old.close()
 
     def discard(self, n: int = 1) -> None:
@@ -246,20 +252,17 @@ class RingReader:
             run: list[Any]
             if nxt > last:
                 run = []
-            elif self._compiled:  # the C run, called here (no frame of its own: the node host's per-bag read)
-                g = self._g
-                assert _read_run is not None
-                run = _read_run(self._mv, g.slots_q, g.stride_q, self._count, self._slot_size, nxt, last,
-                                self._hist, self._block, self._origins)
+            elif self._compiled:  # copied, recorded and counted in the record in C
+                run = self._runs.run(nxt, last)
             else:
                 run = self._run(nxt, last)
             if out:
                 out += run
             else:
-                out = run  # (a fresh list from _run: no copy)
+                out = run  # (a fresh list: no copy)
             s = nxt + len(run)
-            ts = run[-1][1] if run else 0
             if s > nxt:
+                ts = run[-1][1]
                 taken = s - nxt
                 self.read_count += taken
                 self._next = s
@@ -268,10 +271,11 @@ class RingReader:
                 else:
                     self._gap = (ts - self._last_ts) // (s - 1 - self._last_seq)
                 self._last_ts, self._last_seq = ts, s - 1
-                r = self._r
-                q[r + _R_READ] = self.read_count
-                q[r + _R_NEXT] = s
-                q[r + _R_LAST_READ_NS] = time.monotonic_ns()
+                if not self._compiled:
+                    r = self._r
+                    q[r + _R_READ] = self.read_count
+                    q[r + _R_NEXT] = s
+                    q[r + _R_LAST_READ_NS] = time.monotonic_ns()
             if len(out) >= limit or s > q[_WRITE_SEQ] and not q[_MOVED]:
                 return out
             # lapped, torn, or the ring moved: the one-bag path sorts it out (and counts drops)
@@ -289,8 +293,8 @@ class RingReader:
 
     def _run(self, first: int, last: int) -> list[tuple[Any, ...]]:
         """Bags first..last as (payload, publish_ns), up to the first that is not whole in its
-        slot (lapped, torn), where the C module was not built (read_many calls _native.read_run
-        itself where it was)."""
+        slot (lapped, torn), where the C module was not built (read_many uses _native.RunReader
+        where it was)."""
         slots, count, copy = self._slots, self._count, self._copy
         out: list[Any] = []
         for s in range(first, last + 1):
@@ -433,6 +437,9 @@ class RingReader:
 
     def close(self) -> None:
         """Detach; the record keeps its totals and position so a restarted reader resumes."""
+        if self._runs is not None:
+            self._runs.close()
+            self._runs = None
         if self._g is not None:
             self._q[self._r + _R_ACTIVE] = 0
             self._q = self._mv = None  # type: ignore[assignment]  # (unusable once closed)
