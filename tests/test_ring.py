@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import mmap
 import multiprocessing
 import os
 import signal
 import struct
+import threading
 import time
 import uuid
 
 import pytest
 
-from tatolab._links import shm
+from tatolab._links import futex, shm
 from tatolab._links import ring
 from tatolab._links.ring import (
     BagTooLarge,
@@ -41,7 +43,43 @@ def publish(request, monkeypatch):
     if request.param == "python":
         monkeypatch.setattr(ring.wake, "_compare_exchange", None)
         monkeypatch.setattr(ring.reader, "_RunReader", None)
+        monkeypatch.setattr(ring.wake, "futex_wait", futex._futex_wait)  # the ctypes syscalls
+        monkeypatch.setattr(ring.wake, "futex_wake", futex._futex_wake)
+        monkeypatch.setattr(ring.writer, "futex_wake", futex._futex_wake)
     return request.param
+
+
+@pytest.mark.parametrize("way", ["c", "ctypes"])
+def test_futex_wait_sleeps_until_woken_and_says_when_it_timed_out(way):
+    """Both ways to the syscalls (_native.c's, and ctypes' where it was not built) keep the one
+    contract wake.py relies on: False only on timeout; True when woken or the word had changed."""
+    if way == "c" and futex.futex_wait is futex._futex_wait:
+        pytest.fail("tatolab/_links/_native.c was not built: futex_wait goes through ctypes")
+    wait, wake = (futex.futex_wait, futex.futex_wake) if way == "c" else (futex._futex_wait, futex._futex_wake)
+    mm = mmap.mmap(-1, 4096)
+    word, addr = futex.word_at(mm, 0)
+    assert wait(addr, 0, 0.01) is False  # the word holds 0: sleeps the whole timeout
+    assert wait(addr, 7, None) is True  # the word does not hold 7: back at once
+    woken = threading.Event()
+
+    def sleeper() -> None:
+        wait(addr, 0, 10.0)
+        woken.set()
+
+    thread = threading.Thread(target=sleeper)
+    thread.start()
+    try:
+        while not woken.is_set():  # (a wake before the sleeper sleeps wakes nobody: try again)
+            wake(addr)
+            woken.wait(0.01)
+    finally:
+        thread.join(timeout=10)
+    assert woken.is_set()
+    if way == "c":
+        with pytest.raises(ValueError, match="aligned"):
+            wait(addr + 1, 0, 0.0)
+    del word
+    mm.close()
 
 
 def test_the_c_publisher_is_built(base, publish):
