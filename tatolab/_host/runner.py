@@ -198,22 +198,25 @@ class NodeRunner:
         idle = getattr(self.instance, "_tatolab_idle", None)
         wait_s = min(IDLE_WAKE_S, getattr(self.instance, "_tatolab_idle_s", IDLE_WAKE_S)) if idle else IDLE_WAKE_S
         origin = self.origin
+        ctx = self.ctx
+        fills = [port.fill for port in inputs]
         while not stopping.is_set():
             arrived = False
-            for port in inputs:
-                if port.fill():
+            for fill in fills:
+                if fill():
                     arrived = True
             if arrived:
                 origin[0] = 0  # what this call writes inherits only what it reads
                 status.begin()
                 try:
-                    process(self.ctx)
+                    process(ctx)
                 finally:
                     status.end()
                 continue
             if not control.messages.empty():
                 self._drain_control(control)
                 inputs = list(self.inputs.values())
+                fills = [port.fill for port in inputs]
             self._relax_outputs()
             if idle is not None:
                 idle(self.ctx)
@@ -226,7 +229,7 @@ class NodeRunner:
             elif readers:
                 wait_any(readers, wait_s)
             else:
-                stopping.wait(wait_s)
+                control.sleep(wait_s)
 
     def _run_continuous(self, control: Any) -> None:
         # The housekeeping comes before each call, not after: between the call's last write and

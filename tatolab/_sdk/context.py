@@ -171,14 +171,16 @@ class InputPort:
     def take(self, inherit: bool = True) -> tuple[bytes, _Link] | None:
         """The bag to hand to the node and the link it came by, or None. ``inherit``: its origin
         counts for what the node writes next (not for a bag dropped unused)."""
-        each = self._each
-        if len(each) == 1:  # one link (most inputs): no choosing, nothing to discard
-            chosen = each[0]
-            if chosen.pending is None:
-                self.fill()  # nothing delivered and waiting: look at the ring now
-                if chosen.pending is None:
-                    return None
+        chosen = self._one
+        if chosen is None and len(self._each) == 1:
+            chosen = self._each[0]
+        if chosen is not None:  # one link (most inputs): no choosing, nothing to discard
             got: Any = chosen.pending
+            if got is None:
+                self.fill()  # nothing delivered and waiting: look at the ring now
+                got = chosen.pending
+                if got is None:
+                    return None
             cell = self.origin
             # (inline: the per-bag path) its origin counts for what the node writes next, if older
             if inherit and cell is not None and len(got) > 3 and got[2] and (not cell[0] or got[2] < cell[0]):
@@ -187,6 +189,7 @@ class InputPort:
             chosen.pending = None
             self.last_link = chosen.key
             return got[0], chosen
+        each = self._each
         candidates = [link for link in each if link.pending is not None]
         if not candidates:
             self.fill()  # nothing delivered and waiting: look at the rings now
