@@ -67,7 +67,9 @@ class Runtime:
             XDG_RUNTIME_DIR=str(root / "run"),
             XDG_STATE_HOME=str(root / "state"),
             TATOLAB_MACHINE_LOCK=str(root / "machine.lock"),
-            TATOLAB_MOQ_PORT=str(free_udp_port()),  # its MoQ relay's own port (a user's runtime may hold 4443)
+            # its MoQ relay's own port, one it binds itself (never one another program may take from under a
+            # test, or a user's runtime holds: 4443); graph names it (moq_port)
+            TATOLAB_MOQ_PORT="0",
             TATOLAB_MOQ_PUBLIC="",  # public outputs on loopback only, whatever tailnet the machine is on
             PYTHONUNBUFFERED="1",
         )
@@ -106,6 +108,8 @@ class Runtime:
             start_new_session=True,
         )
         wait_for(self.answers, timeout, what="tatolabd to answer on its socket")
+        if self.env["TATOLAB_MOQ_PORT"] == "0":  # the port it chose is its port from now on, as a user's 4443 is
+            self.env["TATOLAB_MOQ_PORT"] = str(wait_for(self.moq_port, timeout, what="tatolabd to say its MoQ port"))
         return self
 
     def answers(self) -> bool:
@@ -120,6 +124,15 @@ class Runtime:
             return False
         finally:
             probe.close()
+
+    def moq_port(self) -> int | None:
+        """The port its MoQ relay serves on (and its viewer page), as its start's log line says (None
+        until it has said it)."""
+        log = self.root / "state" / "tatolab" / "runtime.jsonl"
+        for line in reversed(log.read_text().splitlines() if log.exists() else []):
+            if '"relay_port"' in line:
+                return json.loads(line)["fields"]["relay_port"]
+        return None
 
     def node_pids(self) -> list[int]:
         """Node hosts and compiles started by this runtime; they and its warm interpreters

@@ -3,7 +3,7 @@ origin that every session both publishes into and reads from (no tatolab code).
 
     python relay_standin.py PORT CERT KEY [TOKEN]
 
-Prints {"listening": addr, "fingerprint": hex} once it listens, then serves until killed. Given a
+PORT 0: a free UDP port, the one "listening" names. Prints {"listening": addr, "fingerprint": hex} once it listens, then serves until killed. Given a
 TOKEN, it refuses (as unauthorized, like moq-dev's relay) every session whose ?jwt= is not it.
 """
 

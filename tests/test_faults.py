@@ -247,7 +247,7 @@ def test_a_refused_start_is_not_taken_for_a_crash_by_the_next_start(tmp_path):
     try:
         runtime.start()
         runtime.stop(signal.SIGTERM)
-        for setting in ({"TATOLAB_MOQ_PUBLIC": "tailnet"}, {"TATOLAB_MOQ_PORT": "0"}):
+        for setting in ({"TATOLAB_MOQ_PUBLIC": "tailnet"}, {"TATOLAB_MOQ_PORT": "-1"}):
             refused = subprocess.run([str(BIN / "tatolabd")], env={**runtime.env, **setting}, capture_output=True,
                                      text=True, timeout=60)
             assert refused.returncode == 1 and "is not allowed" in refused.stderr, refused.stderr

@@ -278,24 +278,25 @@ def test_a_slow_node_shows_on_its_path_not_on_its_links_across_two_streams_and_i
     assert local["from"] == "source/frames" and local["through"] == ["slow"]
     assert local["p50_us"] >= 10_000 and local["p99_us"] >= local["p50_us"] and local["max_us"] >= local["p99_us"]
     assert local["since_start"]["bags"] >= local["bags"]
-    # ... while the links around it stay fast: bags wait little before they are read
+    # ... while the links around it stay fast: bags wait little before they are read (the node's 10 ms is
+    # counted in the path, never in a link: each link's p50 is under half the path's, in this same run)
     for link in here["links"]:
         assert link["latency"]["bags"] >= 20, link
-        assert link["latency"]["p50_us"] < 5_000, link
+        assert link["latency"]["p50_us"] < local["p50_us"] / 2, (link, local)
         assert link["latency_since_start"]["bags"] >= link["latency"]["bags"]
     # a path across streams (remote_output) keeps the origin
     remote = _path(there, "recorder/rows")
     assert remote["from"] == "camera/source/frames" and remote["through"] == ["camera/slow"]
     assert remote["p50_us"] >= 10_000
     (link,) = there["links"]
-    assert link["latency"]["p50_us"] < 5_000
+    assert link["latency"]["p50_us"] < remote["p50_us"] / 2, (link, remote)
 
     # tatolab top --json and --once: a row per node, the slowest paths below
     top = json.loads(runtime.cli("top", "--json", check=True).stdout)
     rows = {(r["stream"], r["node"]): r for r in top["nodes"]}
     assert set(rows) == {("camera", "source"), ("camera", "slow"), ("camera", "sink"), ("recorder", "recorder")}
     assert rows[("camera", "source")]["out_per_s"] > 5 and rows[("camera", "source")]["input"] is None
-    assert rows[("camera", "slow")]["in_per_s"] > 5 and rows[("camera", "slow")]["age_p50_us"] < 5_000
+    assert rows[("camera", "slow")]["in_per_s"] > 5 and rows[("camera", "slow")]["age_p50_us"] < local["p50_us"] / 2
     assert rows[("camera", "slow")]["input"] == "source/frames->slow/frames"
     assert rows[("camera", "sink")]["cpu_percent"] is not None and rows[("camera", "sink")]["memory_bytes"] > 0
     assert {(p["stream"], p["to"]) for p in top["paths"]} == {("camera", "sink/rows"), ("recorder", "recorder/rows")}

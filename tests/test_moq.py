@@ -169,7 +169,7 @@ def test_a_moq_client_reads_an_exposed_output_by_its_url(runtime, project_venv, 
     url, fingerprint = url_of(runtime)
     machine = json.loads(runtime.cli("graph", check=True).stdout)["runtime"]["name"]
     bare, _, token = url.partition("?jwt=")
-    assert bare == f"https://127.0.0.1:{runtime.env['TATOLAB_MOQ_PORT']}/{machine}/{ADDRESS}" and token
+    assert bare == f"https://127.0.0.1:{runtime.moq_port()}/{machine}/{ADDRESS}" and token
 
     # the certificate the URL is served with: made once in the state folder, the user's alone,
     # and the one a browser would pin
@@ -450,7 +450,7 @@ def test_relay_settings_are_checked_with_the_fix(monkeypatch):
     from tatolab._runtime.relay import config
 
     monkeypatch.setenv("TATOLAB_MOQ_PORT", "99999")
-    with pytest.raises(config.ConfigError, match="TATOLAB_MOQ_PORT='99999' is not allowed: give a UDP port from 1 to 65535"):
+    with pytest.raises(config.ConfigError, match="TATOLAB_MOQ_PORT='99999' is not allowed: give a UDP port from 0 to 65535 \\(0: a free one, chosen at start\\)"):
         config.port()
     monkeypatch.setenv("TATOLAB_MOQ_PUBLIC", "100.64.0.7, tailnet")
     with pytest.raises(config.ConfigError, match="TATOLAB_MOQ_PUBLIC='100.64.0.7, tailnet' is not allowed: give IP addresses"):
@@ -482,7 +482,7 @@ def test_a_second_runtime_reads_a_public_output_through_remote_output_url(projec
     alpha.cli("run", "-d", cwd=source, check=True)
     # a token minted for others (what beta's user was sent), in the URL with the certificate pinned
     pinned = alpha.cli("url", "source/counter/counts", "--public", check=True).stdout.splitlines()[2].split()[-1]
-    assert pinned.startswith(f"https://127.0.0.2:{alpha.env['TATOLAB_MOQ_PORT']}/alpha/source/counter/counts?jwt=")
+    assert pinned.startswith(f"https://127.0.0.2:{alpha.moq_port()}/alpha/source/counter/counts?jwt=")
     assert "#sha256=" in pinned
 
     reader = reader_project(tmp_path / "reader", project_venv, address=pinned)
@@ -511,12 +511,11 @@ class StandIn:
     """tests/relay_standin.py: a MoQ relay on loopback, with a certificate that survives its restarts."""
 
     def __init__(self, folder: Path) -> None:
-        from harness import free_udp_port
         from tatolab._runtime.relay import cert
 
         folder.mkdir(parents=True, exist_ok=True)
         self.cert = cert.generate(folder, ["localhost", "127.0.0.1"])
-        self.port = free_udp_port()
+        self.port = 0  # its first start takes a free port, and each restart the same one again
         self.process: subprocess.Popen | None = None
 
     def start(self, token: str | None = None) -> "StandIn":
@@ -524,7 +523,9 @@ class StandIn:
             [sys.executable, str(HERE / "relay_standin.py"), str(self.port), str(self.cert.cert), str(self.cert.key),
              *([token] if token else [])],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        assert json.loads(self.process.stdout.readline())["fingerprint"] == self.cert.fingerprint
+        said = json.loads(self.process.stdout.readline())
+        assert said["fingerprint"] == self.cert.fingerprint
+        self.port = int(said["listening"].rsplit(":", 1)[1])
         return self
 
     def stop(self) -> None:
@@ -706,7 +707,7 @@ def test_headless_chromium_reads_bags_through_the_viewer_page_with_the_pinned_fi
     viewer = runtime.cli("url", ADDRESS, check=True).stdout.splitlines()[3].split()[-1]
     machine = json.loads(runtime.cli("graph", check=True).stdout)["runtime"]["name"]
     page_url, _, token = viewer.partition("?jwt=")
-    assert page_url == f"http://127.0.0.1:{runtime.env['TATOLAB_MOQ_PORT']}/"
+    assert page_url == f"http://127.0.0.1:{runtime.moq_port()}/"
     assert token.endswith(f"#{machine}/{ADDRESS}")
 
     with playwright.sync_playwright() as pw:

@@ -6,7 +6,6 @@ import os
 import pwd
 import signal
 import subprocess
-import time
 
 import psutil
 import pytest
@@ -152,9 +151,9 @@ def test_sigkilled_runtime_leaves_no_orphans_and_the_next_one_reaps_its_files(tm
         nodes = runtime.node_pids()
         assert len(nodes) == 3 and runtime.shm_files()
         runtime.stop(signal.SIGKILL)
-        deadline = time.monotonic() + 1.0
-        wait_for(lambda: runtime.leftover_processes() == [], timeout=1.0, what="node processes to end by themselves")
-        assert time.monotonic() <= deadline + 0.05
+        # they end by themselves (no runtime is started until they have): the reaper ends their groups at
+        # once; 10 s holds at ten times this machine's load
+        wait_for(lambda: runtime.leftover_processes() == [], timeout=10.0, what="node processes to end by themselves")
         run.communicate(timeout=10)
         assert run.returncode != 0
         assert runtime.shm_files(), "expected files left by the killed runtime"

@@ -134,7 +134,7 @@ async def serve(lock: MachineLock) -> None:
     os.chmod(sock_path, 0o600)
 
     say("info", f"tatolabd {__version__} running (pid {os.getpid()}), listening on {sock_path}",
-        socket=str(sock_path), state=str(state))
+        socket=str(sock_path), state=str(state), relay_port=runtime.relay.port if runtime.relay else None)
     loading = asyncio.create_task(runtime.load_kept_at_start(), name="load kept streams")
     clean = False
     try:

@@ -78,7 +78,7 @@ def add_network(graph: dict[str, Any], relay: Relay) -> None:
     record is the network's, not a tap."""
     machine = graph["runtime"]["name"]
     problem = relay.problem
-    graph["runtime"]["relay"] = {"serving": problem is None, **({"why": problem} if problem else {})}
+    graph["runtime"]["relay"] = {"serving": problem is None, "port": relay.port, **({"why": problem} if problem else {})}
     for entry in graph["streams"]:
         for node in entry["nodes"]:
             for port in node.get("outputs", []):

@@ -83,9 +83,10 @@ def _udp_bind_error(host: str, port: int) -> OSError | None:
 
 class Listeners:
     def __init__(self, bridge: Bridge, port: int, keeper: Keeper, scopes: Scopes, levels: Callable[[], dict],
-                 page_outputs: Callable[[Grant], dict]) -> None:
+                 page_outputs: Callable[[Grant], dict], page_socket: socket.socket | None = None) -> None:
         self.bridge = bridge
         self.port = port
+        self.page_socket = page_socket  # the loopback TCP port, held while no page serves on it (config.hold)
         self.keeper = keeper
         self.scopes = scopes
         self.levels = levels  # path -> private|public of each output served now
@@ -121,7 +122,8 @@ class Listeners:
         page = None
         if kind == "loopback":  # its TCP port first: never a page of someone else's on our URL
             try:
-                page = await viewer.serve(host, self.port, self.page_outputs, self.keeper)
+                page = await viewer.serve(host, self.port, self.page_outputs, self.keeper, self.page_socket)
+                self.page_socket = None  # the page's now: closed with it
             except OSError as exc:
                 self._cannot(kind, host, "tcp", exc)
                 return
@@ -131,6 +133,7 @@ class Listeners:
         except Exception as exc:
             if page is not None:
                 page.close()
+                self.page_socket = config.hold(self.port)
             self._cannot(kind, host, "udp", exc)
             return
         self.problems.pop(kind, None)
@@ -145,10 +148,17 @@ class Listeners:
         listener = self.open.pop(kind)
         if listener.page is not None:
             listener.page.close()
+            self.page_socket = config.hold(self.port)  # ours again at once, for the next page
         if listener.task is not None:
             listener.task.cancel()
         await listener.server.__aexit__(None, None, None)
         self.cut(lambda r: r.kind == kind)
+
+    def release(self) -> None:
+        """Let the held port go (the relay closes)."""
+        if self.page_socket is not None:
+            self.page_socket.close()
+            self.page_socket = None
 
     async def stop_all(self) -> None:
         for kind in list(self.open):
@@ -165,8 +175,9 @@ class Listeners:
                 pass
         return len(cut)
 
-    def cut_unauthorized(self) -> int:
-        """Cut every session whose token was revoked, expired or signed with a rotated key."""
+    def cut_unauthorized(self, why: str = "revoked, expired or of a rotated key", since_ns: int | None = None) -> int:
+        """Cut every session whose token was revoked, expired or signed with a rotated key; the log says how
+        many, and how long after ``since_ns`` (the revoke's monotonic time) they were cut."""
         now = time.time()
 
         def void(reader: Reader) -> bool:
@@ -180,7 +191,12 @@ class Listeners:
             except Exception:
                 return True
 
-        return self.cut(void, UNAUTHORIZED)
+        cut = self.cut(void, UNAUTHORIZED)
+        if cut and since_ns is not None:
+            after_ms = (time.monotonic_ns() - since_ns) / 1e6
+            self.bridge.say("info", f"MoQ relay: cut {cut} session(s) {after_ms:.1f} ms after their token was {why}",
+                            sessions=cut, after_ms=after_ms)
+        return cut
 
     def _refused(self, kind: str, path: str, reason: str) -> None:
         """Log a refusal, once per path and reason every LOG_EVERY_S (a flood of bad sessions

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -45,7 +46,8 @@ class Relay:
     def __init__(self, state: Path, say: Say, machine: str) -> None:
         self.state = state
         self.machine = machine
-        self.port = config.port()
+        # the port (chosen now if TATOLAB_MOQ_PORT is 0: every URL of this run names it) and, then, its TCP side held
+        self.port, page_socket = config.reserve(config.port())
         self.public_hosts = config.public_addresses()
         loop = asyncio.new_event_loop()
         self._bridge = Bridge(asyncio.get_running_loop(), loop, say)
@@ -57,7 +59,7 @@ class Relay:
         self._dialer = Dialer(self._bridge, lambda pull, waiting: self.on_pull_state(pull, waiting))
         self.keeper = Keeper(state)
         self._serving = Serving(self._bridge, self.port, self.public_hosts, self._certificate, self._dialer,
-                                self.keeper, self._page_outputs)
+                                self.keeper, self._page_outputs, page_socket)
         self.upstream = self._serving.upstream = upstream.load(state)  # the relay on the internet this machine joined
 
     @property
@@ -107,13 +109,14 @@ class Relay:
     def revoke(self, token_id: str) -> dict[str, Any]:
         """Void the public token ``token_id`` and cut its sessions now (KeyError: no such token)."""
         record = self.keeper.revoke(token_id)
-        self._bridge.loop.call_soon_threadsafe(self._serving.listeners.cut_unauthorized)
+        self._bridge.loop.call_soon_threadsafe(self._serving.listeners.cut_unauthorized, "revoked", time.monotonic_ns())
         return record
 
     def rotate(self) -> str:
         """A new token key: every URL given so far stops working, and its sessions are cut now."""
         kid = self.keeper.rotate()
-        self._bridge.loop.call_soon_threadsafe(self._serving.listeners.cut_unauthorized)
+        self._bridge.loop.call_soon_threadsafe(self._serving.listeners.cut_unauthorized, "voided by a new key",
+                                               time.monotonic_ns())
         return kid
 
     def join(self, url: str | None) -> None:

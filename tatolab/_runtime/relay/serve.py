@@ -10,6 +10,7 @@ wanted set over with ``call_soon_threadsafe``.
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 from typing import Any, Callable
 
@@ -30,7 +31,8 @@ RENEW_CHECK_S = 3600.0
 
 class Serving:
     def __init__(self, bridge: Bridge, port: int, public_hosts: list[str], certificate: Callable[[], certs.Certificate],
-                 dialer: Dialer, keeper: Keeper, page_outputs: Callable[[Grant], dict]) -> None:
+                 dialer: Dialer, keeper: Keeper, page_outputs: Callable[[Grant], dict],
+                 page_socket: socket.socket | None = None) -> None:
         self.bridge = bridge
         self.public_hosts = public_hosts
         self.certificate = certificate  # the current certificate (renewed when due)
@@ -43,7 +45,8 @@ class Serving:
         self._seeds: dict[tuple[int, int], bytes] = {}  # frame size -> H.264 parameter sets
         self.scopes = Scopes(self.outputs, lambda o: self._seeds.get(o.serve.size) if o.videos else None)
         self.listeners = Listeners(bridge, port, keeper, self.scopes,
-                                   lambda: {p: o.serve.level for p, o in self.outputs.items()}, page_outputs)
+                                   lambda: {p: o.serve.level for p, o in self.outputs.items()}, page_outputs,
+                                   page_socket)
         self.wanted: dict[str, Serve] = {}  # the last wanted set applied
         self._want: dict[str, Serve] | None = None
         self._syncing: asyncio.Task | None = None
@@ -158,6 +161,7 @@ class Serving:
         for path in list(self.outputs):
             self._drop(path, ("loopback", "public"))
         await self.listeners.stop_all()
+        self.listeners.release()
         loop = self.bridge.loop
         tasks = [t for t in asyncio.all_tasks(loop) if t is not asyncio.current_task()]
         for task in tasks:

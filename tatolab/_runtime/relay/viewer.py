@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import socket
 import urllib.parse
 from pathlib import Path
 from typing import Callable
@@ -87,7 +88,10 @@ def parse(head: bytes) -> tuple[str, str, dict[str, str]]:
     return method, rest.split(" ", 1)[0], headers
 
 
-async def serve(host: str, port: int, outputs: Callable[[Grant], dict], keeper: Keeper) -> asyncio.base_events.Server:
+async def serve(host: str, port: int, outputs: Callable[[Grant], dict], keeper: Keeper,
+                held: socket.socket | None = None) -> asyncio.base_events.Server:
+    """The viewer page on ``host``:``port``, on the socket ``held`` where one is bound there already
+    (the page owns it from now on: closing the page closes it)."""
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
@@ -106,4 +110,6 @@ async def serve(host: str, port: int, outputs: Callable[[Grant], dict], keeper: 
         finally:
             writer.close()
 
+    if held is not None:
+        return await asyncio.start_server(handle, sock=held, limit=MAX_REQUEST)
     return await asyncio.start_server(handle, host, port, limit=MAX_REQUEST)
