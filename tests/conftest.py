@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 import venv
 from pathlib import Path
 
@@ -11,6 +13,12 @@ from other_user import other_user, shared_dir  # noqa: F401  (fixtures for any t
 
 SLOW_FIXTURES = {"runtime", "project_venv", "video_venv"}
 
+# Every process the suite starts (runtimes, node hosts, CLI commands, compiles) reads compiled bytecode, which the
+# first of them writes once, whatever the environment says: with PYTHONDONTWRITEBYTECODE=1 (as some environments
+# set) each of the suite's thousands of processes compiled the package from source.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that starts a runtime, or needs the project environment, is slow even if unmarked."""
@@ -20,29 +28,38 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def project_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One project environment for the session, holding tatolab as a user's project would."""
-    path = tmp_path_factory.mktemp("venv") / "venv"
-    venv.EnvBuilder(with_pip=True).create(path)
-    subprocess.run(
-        [str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(REPO)],
-        check=True,
-    )
+def sdk_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tatolab's wheel, built once for the session's project environments (a suite that a test starts
+    is given its parent's in TATOLAB_TEST_WHEEL)."""
+    given = os.environ.get("TATOLAB_TEST_WHEEL")
+    if given:
+        return Path(given)
+    folder = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check", "--no-deps",
+                    "-w", str(folder), str(REPO)], check=True)
+    (wheel,) = folder.glob("tatolab-*.whl")
+    return wheel
+
+
+def _project_env(path: Path, *packages: str) -> Path:
+    """A project's .venv as uv makes it (no pip inside), ``packages`` installed by the suite's own pip."""
+    venv.EnvBuilder(with_pip=False).create(path)
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(path / "bin" / "python"), "install", "-q",
+                    "--disable-pip-version-check", *packages], check=True)
     return path
 
 
 @pytest.fixture(scope="session")
-def video_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def project_venv(tmp_path_factory: pytest.TempPathFactory, sdk_wheel: Path) -> Path:
+    """One project environment for the session, holding tatolab as a user's project would."""
+    return _project_env(tmp_path_factory.mktemp("venv") / "venv", str(sdk_wheel))
+
+
+@pytest.fixture(scope="session")
+def video_venv(tmp_path_factory: pytest.TempPathFactory, sdk_wheel: Path) -> Path:
     """A project environment with tatolab, numpy (for frame.cpu(), AudioBlock) and soxr (inputs declared
     with audio={...}), as `uv add numpy soxr` makes."""
-    path = tmp_path_factory.mktemp("video-venv") / "venv"
-    venv.EnvBuilder(with_pip=True).create(path)
-    subprocess.run(
-        [str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(REPO),
-         "numpy", "soxr"],
-        check=True,
-    )
-    return path
+    return _project_env(tmp_path_factory.mktemp("video-venv") / "venv", str(sdk_wheel), "numpy", "soxr")
 
 
 @pytest.fixture(autouse=True)

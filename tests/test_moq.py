@@ -7,6 +7,7 @@ import datetime
 import hashlib
 import json
 import os
+import random
 import re
 import stat
 import subprocess
@@ -370,7 +371,9 @@ def netns():
     why = _netns_ok()
     if why:
         pytest.skip(why)
-    n = os.getpid() % 200 + 20
+    # a subnet no other interface has (another suite may run beside this one), names of this process's own
+    taken = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True).stdout
+    n = next(n for n in random.sample(range(20, 250), 230) if f" 10.231.{n}." not in taken)
     name, here, there = f"tatolab-test-{os.getpid()}", f"10.231.{n}.1", f"10.231.{n}.2"
     host_if, ns_if = f"tlh{os.getpid() % 100000}", f"tln{os.getpid() % 100000}"
 
