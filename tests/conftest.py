@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import subprocess
 import sys
 import venv
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -27,16 +30,33 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+def _made_once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]) -> Path:
+    """``name`` in this run's temporary folder, made by ``make`` once: by whichever of the run's workers
+    (pytest-xdist runs them side by side) asks first, while the others wait for it."""
+    root = factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's folder, above each worker's own
+    path = root / name
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = root / f"{name}.done"
+        if not done.exists():
+            shutil.rmtree(path, ignore_errors=True)
+            make(path)
+            done.touch()
+    return path
+
+
 @pytest.fixture(scope="session")
 def sdk_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """tatolab's wheel, built once for the session's project environments (a suite that a test starts
+    """tatolab's wheel, built once for the run's project environments (a suite that a test starts
     is given its parent's in TATOLAB_TEST_WHEEL)."""
     given = os.environ.get("TATOLAB_TEST_WHEEL")
     if given:
         return Path(given)
-    folder = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check", "--no-deps",
-                    "-w", str(folder), str(REPO)], check=True)
+    folder = _made_once(tmp_path_factory, "wheel", lambda folder: subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check", "--no-deps",
+         "-w", str(folder), str(REPO)], check=True))
     (wheel,) = folder.glob("tatolab-*.whl")
     return wheel
 
@@ -51,15 +71,15 @@ def _project_env(path: Path, *packages: str) -> Path:
 
 @pytest.fixture(scope="session")
 def project_venv(tmp_path_factory: pytest.TempPathFactory, sdk_wheel: Path) -> Path:
-    """One project environment for the session, holding tatolab as a user's project would."""
-    return _project_env(tmp_path_factory.mktemp("venv") / "venv", str(sdk_wheel))
+    """One project environment for the run, holding tatolab as a user's project would."""
+    return _made_once(tmp_path_factory, "venv", lambda path: _project_env(path, str(sdk_wheel)))
 
 
 @pytest.fixture(scope="session")
 def video_venv(tmp_path_factory: pytest.TempPathFactory, sdk_wheel: Path) -> Path:
     """A project environment with tatolab, numpy (for frame.cpu(), AudioBlock) and soxr (inputs declared
     with audio={...}), as `uv add numpy soxr` makes."""
-    return _project_env(tmp_path_factory.mktemp("video-venv") / "venv", str(sdk_wheel), "numpy", "soxr")
+    return _made_once(tmp_path_factory, "video-venv", lambda path: _project_env(path, str(sdk_wheel), "numpy", "soxr"))
 
 
 @pytest.fixture(autouse=True)

@@ -426,7 +426,7 @@ def test_the_compiled_bag_check_takes_exactly_the_bags_the_python_one_takes():
         pytest.fail("tatolab/_links/_native.c was not built: install a C compiler and Python's headers "
                     "(apt install gcc python3-dev), then scripts/setup")
 
-    @settings(max_examples=3000, deadline=None)
+    @settings(max_examples=300, deadline=None)
     @given(st.one_of(st.dictionaries(st.text(max_size=3), _values(12), max_size=4), _values(6)))
     def agree(bag):
         assert _native.bag_fits(bag) == _bags._fits_bag(bag), bag

@@ -23,7 +23,8 @@ MODULE = "tests/test_sharing.py"
 def test_two_copies_of_a_test_module_run_at_once_and_both_pass(tmp_path: Path, sdk_wheel: Path) -> None:
     copies = []
     for n in (1, 2):
-        argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={tmp_path / f'copy{n}'}",
+        argv = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
+                f"--basetemp={tmp_path / f'copy{n}'}",
                 MODULE]
         copies.append(subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                        env=dict(os.environ, TATOLAB_TEST_WHEEL=str(sdk_wheel))))
