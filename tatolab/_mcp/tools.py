@@ -69,9 +69,9 @@ TOOLS: tuple[Tool, ...] = (
     Tool("start_stream", "start", "manage", renamed={"stream": "name"}),
     Tool("remove_stream", "rm", "manage", renamed={"stream": "name"}),
     Tool("expose_port", "expose", "manage"),
-    Tool("output_url", "url", "observe", hidden=("public", "expires", "prefix"),
+    Tool("output_url", "url", "observe", hidden=("public", "expires", "prefix", "open"),
          note="Here: the owner's URL (its token reads this output alone; for this user on this machine)."),
-    Tool("share_output", "url", "manage", fixed={"public": True},
+    Tool("share_output", "url", "manage", fixed={"public": True}, hidden=("open",),
          note="Here: always mints a new public token for others (a capability: whoever holds the URL reads; "
               "`revoke_token` voids it)."),
     Tool("list_tokens", "token_list", "observe"),
