@@ -162,5 +162,36 @@ def test_url_open_puts_no_token_where_another_user_can_read_it(runtime: Runtime,
     assert fresh != token and _get(f"http://127.0.0.1:{runtime.env['TATOLAB_MOQ_PORT']}/?jwt={fresh}")[0] == 200
 
 
+@pytest.mark.slow
+def test_headless_chromium_opens_the_viewer_by_its_one_use_link_and_reads_bags(runtime: Runtime, project_venv: Path,
+                                                                               tmp_path: Path):
+    playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
+    import shutil
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("no chromium here (.ci/run installs Debian's)")
+    runtime.cli("run", "-d", cwd=source_project(tmp_path / "source", project_venv), check=True)
+    wait_for(lambda: runtime.cli("url", ADDRESS).returncode == 0, what="the output served")
+    script = tmp_path / "fake-browser"
+    script.write_text(f"#!/bin/sh\nprintf '%s' \"$1\" > {tmp_path / 'url'}\n")
+    script.chmod(0o755)
+    runtime.cli("url", ADDRESS, "--open", env={**runtime.env, "BROWSER": str(script)}, check=True)
+    link = (tmp_path / "url").read_text()
+    assert "/open?code=" in link and "jwt" not in link
+    with playwright.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.goto(link)
+            page.wait_for_function("Number(document.getElementById('count').textContent) >= 5", timeout=30_000)
+            assert "code=" not in page.url and page.url.endswith(f"/{ADDRESS}")  # the spent code left the address
+            again = browser.new_page()
+            again.goto(link)
+            assert "This link is incomplete" in again.inner_text("h1") and "used already" in again.inner_text("#why")
+        finally:
+            browser.close()
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__]))
