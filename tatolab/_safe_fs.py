@@ -222,12 +222,15 @@ def _passable(info: os.stat_result) -> str | None:
     """Why a folder on a path must not be gone through (someone else could swap what is in it), or None.
 
     Its owner must be the user or root; others may not write to it unless it is sticky (``/tmp``),
-    where only an entry's owner may replace it, and each entry is checked for its owner in turn."""
+    where only an entry's owner may replace it, and each entry is checked for its owner in turn.
+    Its group may write to it when that is the user's own group (or root's), as trust.py allows."""
     if info.st_uid not in (os.getuid(), 0):
         return f"is a folder owned by {owner_name(info.st_uid)}, not by you or root"
     mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o020 and info.st_gid in (os.getgid(), 0):
+        mode &= ~0o020
     if mode & 0o022 and not mode & stat.S_ISVTX:
-        return f"is a folder other users can write to (mode {mode:o}), not sticky"
+        return f"is a folder other users can write to (mode {stat.S_IMODE(info.st_mode):o}), not sticky"
     return None
 
 

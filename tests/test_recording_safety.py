@@ -85,6 +85,15 @@ def test_a_path_with_dotdot_or_through_a_file_is_refused(tmp_path: Path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(UnsafePath, match=f"{tmp_path / 'file'} is not a folder"):
         McapFile(tmp_path / "file" / "rec.mcap")
+    # a folder its group may write to, when the group is the user's own: gone through
+    (tmp_path / "team").mkdir()
+    os.chown(tmp_path / "team", os.getuid(), os.getgid())
+    (tmp_path / "team").chmod(0o770)
+    assert _recording(tmp_path / "team" / "rec.mcap") == tmp_path / "team" / "rec.mcap"
+    (tmp_path / "open").mkdir()
+    (tmp_path / "open").chmod(0o777)
+    with pytest.raises(UnsafePath, match=f"{tmp_path / 'open'} is a folder other users can write to \\(mode 777\\)"):
+        McapFile(tmp_path / "open" / "rec.mcap")
     # a link of the user's own (in a folder only they can change) is followed
     (tmp_path / "mine").symlink_to(tmp_path / "a")
     assert _recording(tmp_path / "mine" / "rec.mcap") == tmp_path / "mine" / "rec.mcap"

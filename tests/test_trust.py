@@ -229,3 +229,13 @@ def test_every_folder_and_module_python_imports_from_the_project_and_its_venv_is
     trust.check(project, env={"TATOLAB_TRUST": str(project)})
     (site / "extra.pth").unlink()
     trust.check(project)
+
+
+def test_a_link_out_of_the_project_is_walked_once_and_never_for_ever(tmp_path: Path, monkeypatch):
+    project = make_project(tmp_path / "mine", None, {"stream.py": STREAM, "nodes/__init__.py": ""})
+    (project / "nodes" / "again").symlink_to(project / "nodes")  # a loop: walked once
+    trust.check(project)
+    (project / "nodes" / "everything").symlink_to("/usr")
+    monkeypatch.setattr(trust, "MAX_ENTRIES", 2000)
+    with pytest.raises(ControlError, match="leads to more than 2,000 files and folders Python could import from"):
+        trust.check(project)

@@ -28,6 +28,7 @@ TRUSTED_FILE = "trusted"  # in the state folder: one trusted path a line
 EVERYWHERE = "*"  # trusts every project (as git's safe.directory=*)
 VENV = ".venv"
 CODE = (".py", ".pyc", ".pyw", ".so", ".pth")  # files Python imports or reads as code
+MAX_ENTRIES = 500_000  # a .venv with torch and CUDA is ~60,000
 
 
 def trusted_paths(env: Mapping[str, str] | None = None, state: Path | None = None) -> list[str]:
@@ -138,12 +139,18 @@ def _dubious_below(folder: Path, everything: bool) -> Iterator[tuple[Path, str]]
     judged by its target, and a linked folder walked once."""
     seen: set[tuple[int, int]] = set()
     folders = [folder]
+    checked = 0
     while folders:
         here = folders.pop()
         try:
             entries = list(os.scandir(here))
         except OSError:
             continue
+        checked += len(entries)
+        if checked > MAX_ENTRIES:  # a link to / in a package folder, say: judged as a whole, not walked for ever
+            yield here, (f"leads to more than {MAX_ENTRIES:,} files and folders Python could import from "
+                         "(a link out of the project?), more than Tatolab checks")
+            return
         for entry in entries:
             try:
                 is_folder = entry.is_dir()
@@ -214,7 +221,8 @@ def refusal(project: Path, path: Path, why: str) -> ControlError:
     me = owner_name(os.getuid()).split(" ")[0]
     inside = path == project or project in path.parents
     where = project if inside else path  # a folder a .pth file adds, outside the project
-    fix = f"`chown -R {me} {where}`" if "belongs to" in why else f"`chmod -R go-w {where}`"
+    fix = (f"`chown -R {me} {where}`" if "belongs to" in why else
+           "take the link out of it" if "leads to more than" in why else f"`chmod -R go-w {where}`")
     return ControlError(
         f"{path} {why}, so Tatolab will not run {project} as you (its code would run with your rights). "
         f"If it is yours: {fix}. If you trust it as it is: TATOLAB_TRUST={project} in the command's environment",
