@@ -240,19 +240,23 @@ def open_checked_folder(path: Path | str, what: str, fix: str = DEFAULT_FIX) -> 
     Walked from ``/`` one name at a time with ``openat``: each folder opened ``O_NOFOLLOW`` and
     ``fstat``-checked as ``_passable``; a missing one made (mode 0700); a link followed only when
     it is the user's or root's (in a folder nobody else can change, so nobody else chose where it
-    points). Anything else (a folder or link another user owns or could swap, ``..``) is refused
-    naming it, so a name planted on the way never sends a file elsewhere."""
+    points); ``..`` goes back to the folder walked before, as the kernel does. Anything else (a
+    folder or link another user owns or could swap) is refused naming it, so a name planted on the
+    way never sends a file elsewhere."""
     if not os.path.isabs(path):
         raise UnsafePath(path, "is not an absolute path", what, "Give the whole path.")
     todo = [p for p in str(path).split("/") if p not in ("", ".")][::-1]
-    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    where, links = Path("/"), 0
+    chain = [(os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), Path("/"))]  # the folders walked
+    links = 0
     try:
         while todo:
             part = todo.pop()
-            here = where / part
+            fd, where = chain[-1]
             if part == "..":
-                raise UnsafePath(path, "has '..' in it", what, "Give the path without '..'.")
+                if len(chain) > 1:
+                    os.close(chain.pop()[0])
+                continue
+            here = where / part
             try:
                 info = os.stat(part, dir_fd=fd, follow_symlinks=False)
             except FileNotFoundError:
@@ -269,9 +273,8 @@ def open_checked_folder(path: Path | str, what: str, fix: str = DEFAULT_FIX) -> 
                     raise UnsafePath(path, f"goes through more than {MAX_LINKS} links", what, fix)
                 target = os.readlink(part, dir_fd=fd)
                 if target.startswith("/"):
-                    os.close(fd)
-                    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-                    where = Path("/")
+                    while len(chain) > 1:
+                        os.close(chain.pop()[0])
                 todo += [p for p in target.split("/") if p not in ("", ".")][::-1]
                 continue
             if not stat.S_ISDIR(info.st_mode):
@@ -283,17 +286,15 @@ def open_checked_folder(path: Path | str, what: str, fix: str = DEFAULT_FIX) -> 
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # swapped since the stat
                     raise _refuse(here, what, fix) from None
                 raise
-            os.close(fd)
-            fd = child
-            info = os.fstat(fd)
-            why = _passable(info)
+            chain.append((child, here))
+            why = _passable(os.fstat(child))
             if why is not None:
                 raise UnsafePath(here, why, what, fix)
-            where = here
+        fd, where = chain.pop()
         return fd, where
-    except BaseException:
-        os.close(fd)
-        raise
+    finally:
+        for fd, _ in chain:
+            os.close(fd)
 
 
 def numbered(name: str, n: int) -> str:

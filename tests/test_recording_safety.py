@@ -78,10 +78,13 @@ def test_an_existing_file_is_never_overwritten_and_two_recordings_never_share_on
     assert first.read_bytes() == before
 
 
-def test_a_path_with_dotdot_or_through_a_file_is_refused(tmp_path: Path):
+def test_dotdot_and_the_users_own_links_are_followed_and_a_path_through_a_file_refused(tmp_path: Path):
     (tmp_path / "a").mkdir()
-    with pytest.raises(UnsafePath, match="has '..' in it"):
-        McapFile(tmp_path / "a" / ".." / "rec.mcap")
+    assert _recording(tmp_path / "a" / ".." / "up.mcap") == tmp_path / "a" / ".." / "up.mcap"
+    assert (tmp_path / "up.mcap").exists()
+    (tmp_path / "a" / "sideways").symlink_to("../b/c")  # a relative link with '..', made on the way
+    assert _recording(tmp_path / "a" / "sideways" / "rec.mcap") == tmp_path / "a" / "sideways" / "rec.mcap"
+    assert (tmp_path / "b" / "c" / "rec.mcap").exists()
     (tmp_path / "file").write_text("x")
     with pytest.raises(UnsafePath, match=f"{tmp_path / 'file'} is not a folder"):
         McapFile(tmp_path / "file" / "rec.mcap")
