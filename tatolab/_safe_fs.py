@@ -210,3 +210,127 @@ def open_own_file(path: Path | str, flags: int, what: str = "this file", dir_fd:
     if truncate:
         os.ftruncate(fd, 0)
     return fd
+
+
+# -- files the user names (a recording's --out): anywhere, so every step on the way is checked --
+
+MAX_LINKS = 40  # links followed on one path (the kernel's own limit)
+MAX_NUMBERED = 9999
+
+
+def _passable(info: os.stat_result) -> str | None:
+    """Why a folder on a path must not be gone through (someone else could swap what is in it), or None.
+
+    Its owner must be the user or root; others may not write to it unless it is sticky (``/tmp``),
+    where only an entry's owner may replace it, and each entry is checked for its owner in turn.
+    Its group may write to it when that is the user's own group (or root's), as trust.py allows."""
+    if info.st_uid not in (os.getuid(), 0):
+        return f"is a folder owned by {owner_name(info.st_uid)}, not by you or root"
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o020 and info.st_gid in (os.getgid(), 0):
+        mode &= ~0o020
+    if mode & 0o022 and not mode & stat.S_ISVTX:
+        return f"is a folder other users can write to (mode {stat.S_IMODE(info.st_mode):o}), not sticky"
+    return None
+
+
+def open_checked_folder(path: Path | str, what: str, fix: str = DEFAULT_FIX) -> tuple[int, Path]:
+    """A descriptor of the folder at the absolute ``path``, and where it really is.
+
+    Walked from ``/`` one name at a time with ``openat``: each folder opened ``O_NOFOLLOW`` and
+    ``fstat``-checked as ``_passable``; a missing one made (mode 0700); a link followed only when
+    it is the user's or root's (in a folder nobody else can change, so nobody else chose where it
+    points); ``..`` goes back to the folder walked before, as the kernel does. Anything else (a
+    folder or link another user owns or could swap) is refused naming it, so a name planted on the
+    way never sends a file elsewhere."""
+    if not os.path.isabs(path):
+        raise UnsafePath(path, "is not an absolute path", what, "Give the whole path.")
+    todo = [p for p in str(path).split("/") if p not in ("", ".")][::-1]
+    chain = [(os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), Path("/"))]  # the folders walked
+    links = 0
+    try:
+        while todo:
+            part = todo.pop()
+            fd, where = chain[-1]
+            if part == "..":
+                if len(chain) > 1:
+                    os.close(chain.pop()[0])
+                continue
+            here = where / part
+            try:
+                info = os.stat(part, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                try:
+                    os.mkdir(part, PRIVATE_DIR_MODE, dir_fd=fd)
+                except FileExistsError:
+                    pass
+                info = os.stat(part, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISLNK(info.st_mode):
+                if info.st_uid not in (os.getuid(), 0):
+                    raise UnsafePath(here, _describe(here, info), what, fix)
+                links += 1
+                if links > MAX_LINKS:
+                    raise UnsafePath(path, f"goes through more than {MAX_LINKS} links", what, fix)
+                target = os.readlink(part, dir_fd=fd)
+                if target.startswith("/"):
+                    while len(chain) > 1:
+                        os.close(chain.pop()[0])
+                todo += [p for p in target.split("/") if p not in ("", ".")][::-1]
+                continue
+            if not stat.S_ISDIR(info.st_mode):
+                raise UnsafePath(here, f"is not a folder (owner {owner_name(info.st_uid)})", what,
+                                 "Give a path whose folders are folders.")
+            try:
+                child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # swapped since the stat
+                    raise _refuse(here, what, fix) from None
+                raise
+            chain.append((child, here))
+            why = _passable(os.fstat(child))
+            if why is not None:
+                raise UnsafePath(here, why, what, fix)
+        fd, where = chain.pop()
+        return fd, where
+    finally:
+        for fd, _ in chain:
+            os.close(fd)
+
+
+def numbered(name: str, n: int) -> str:
+    """``name`` itself for 0, else ``<stem>-NNNN<suffix>`` (Mp4Sink's numbering)."""
+    if n == 0:
+        return name
+    stem, dot, suffix = name.rpartition(".")
+    if not stem:
+        stem, dot, suffix = name, "", ""
+    return f"{stem}-{n:04d}{dot}{suffix}"
+
+
+def create_new_file(path: Path | str, what: str = "the recording",
+                    fix: str = "Choose a folder of your own (or root's) that no other user can write to.") -> tuple[int, Path]:
+    """Create a file no one else can open (0600) at ``path``, or at the next free name when one is
+    there (``<stem>-0001<suffix>``...), never opening or replacing anything that exists: its
+    descriptor (write-only) and the path it got.
+
+    Every recording (``tatolab record``, MCP ``record_start``) is created here: its folder is
+    reached by ``open_checked_folder`` (missing folders made 0700), the file made with
+    ``O_CREAT|O_EXCL|O_NOFOLLOW`` in that descriptor, so two recordings never share a file and a
+    link or file planted under the name is never written through or over."""
+    path = Path(path)
+    if not path.name or path.name in (".", ".."):
+        raise UnsafePath(path, "names no file", what, "Give a file's path, like /home/you/recording.mcap.")
+    folder, _ = open_checked_folder(path.parent, what, fix)
+    try:
+        for n in range(MAX_NUMBERED + 1):
+            name = numbered(path.name, n)
+            try:
+                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                             PRIVATE_FILE_MODE, dir_fd=folder)
+            except FileExistsError:
+                continue
+            return fd, path.with_name(name)
+        raise UnsafePath(path, f"and {MAX_NUMBERED} numbered names after it are taken", what,
+                         "Give another name or folder.")
+    finally:
+        os.close(folder)

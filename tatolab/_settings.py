@@ -127,6 +127,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("TATOLAB_MOQ_PUBLIC", addresses, None, "IP addresses, comma-separated (empty: none)",
             "the machine's Tailscale addresses", (RUNTIME,), "where public outputs are also served",
             empty_is_unset=False),
+    Setting("TATOLAB_RECORDINGS", absolute_path, None, "an absolute path", "unset: only the recorded stream's project",
+            (RUNTIME,), "a folder where an agent's MCP record_start may also write (else only in the recorded stream's project)"),
     Setting("TATOLAB_SURFACE_SLOTS", whole(1, 1024), 32, "a whole number from 1 to 1024", "32", (RUNTIME,),
             "frames the surface pool holds at once"),
     Setting("TATOLAB_SURFACE_HOLDERS", whole(16, 4096), 1024, "a whole number from 16 to 4096", "1024", (RUNTIME,),

@@ -345,6 +345,7 @@ def test_an_agent_starts_and_stops_a_recording_over_mcp_and_sees_it_meanwhile(vi
     from test_mcp_live import session_with
 
     project = _project(tmp_path, video_venv, "src", SOURCES)
+    victim = tmp_path / "users"
 
     async def agent() -> dict:
         async with asyncio.timeout(180), session_with(runtime, tmp_path) as s:
@@ -352,9 +353,17 @@ def test_an_agent_starts_and_stops_a_recording_over_mcp_and_sees_it_meanwhile(vi
             assert not error, text
             await asyncio.to_thread(wait_for, lambda: runtime.cli("tap", "src/counter/count", "--count", "1")
                                     .returncode == 0, 60, "the counter to write")
-            error, text, started = await s.call("record_start", addresses=["src/counter/count"], out="rec/agent.mcap")
+            tools = {t.name: t for t in (await s.session.list_tools()).tools}
+            assert "must be inside the project folder of a stream it records" in tools["record_start"].description
+            assert "confined" not in tools["record_start"].input_schema["properties"]
+            victim.write_text("root:x:0:0\n")  # a file of the user's outside the project: /etc/passwd for root
+            error, text, _ = await s.call("record_start", addresses=["src/counter/count"], out=str(victim))
+            assert error and "an agent may record only inside the recorded stream's project" in text, text
+            assert f"{victim} is in neither ({project}" in text
+            error, text, started = await s.call("record_start", addresses=["src/counter/count"],
+                                                out="src/rec/agent.mcap")
             assert not error, text
-            assert started["path"] == str(tmp_path / "rec" / "agent.mcap") and started["state"] == "recording"
+            assert started["path"] == str(project / "rec" / "agent.mcap") and started["state"] == "recording"
             error, text, listing = await s.call("list_streams")
             assert [r["id"] for r in listing["recordings"]] == [started["id"]]
             await asyncio.to_thread(wait_for, lambda: _live_recording(runtime).get("bags", 0) > 100, 60,
@@ -368,5 +377,35 @@ def test_an_agent_starts_and_stops_a_recording_over_mcp_and_sees_it_meanwhile(vi
     stopped = asyncio.run(agent())
     assert stopped["state"] == "ended" and stopped["indexed"] is True and stopped["reason"] == "stopped"
     assert stopped["channels"]["src/counter/count"]["bags"] == stopped["bags"] > 100
-    with open(tmp_path / "rec" / "agent.mcap", "rb") as f:
+    with open(project / "rec" / "agent.mcap", "rb") as f:
         assert make_reader(f).get_summary().statistics.message_count == stopped["bags"]
+    assert victim.read_text() == "root:x:0:0\n"
+
+
+def test_a_recording_never_overwrites_a_file_and_two_at_once_never_share_one(video_venv, runtime, tmp_path):
+    project = _project(tmp_path, video_venv, "src", SOURCES)
+    runtime.cli("run", "-d", cwd=project, check=True)
+    wait_for(lambda: runtime.cli("tap", "src/counter/count", "--count", "1").returncode == 0, 60, "the counter to write")
+    out = tmp_path / "recs" / "count.mcap"
+    _record(runtime, out, "src/counter/count", seconds=1.0)
+    kept = out.read_bytes()
+    with open(out, "rb") as f:
+        first_count = make_reader(f).get_summary().statistics.message_count
+    again = _record(runtime, out, "src/counter/count", seconds=0.5)
+    taken = tmp_path / "recs" / "count-0001.mcap"
+    first_line = again.stderr.splitlines()[0]
+    assert first_line.startswith(f"recording rec-2: src/counter/count -> {taken} ({out} is there already: never "
+                                 "overwritten) (until 0.5 s or Ctrl-C)"), again.stderr
+    assert f"to {taken} (" in again.stdout
+    assert out.read_bytes() == kept and first_count > 100  # the first recording, whole
+    assert (out.stat().st_mode & 0o777, out.parent.stat().st_mode & 0o777) == (0o600, 0o700)
+    both = [runtime.popen_cli("record", "src/counter/count", "--out", str(tmp_path / "recs" / "same.mcap"),
+                              "--seconds", "1") for _ in range(2)]
+    for process in both:
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err
+    made = sorted(p.name for p in (tmp_path / "recs").iterdir() if p.name.startswith("same"))
+    assert made == ["same-0001.mcap", "same.mcap"]
+    for name in made:
+        with open(tmp_path / "recs" / name, "rb") as f:
+            assert make_reader(f).get_summary().statistics.message_count > 50

@@ -62,7 +62,9 @@ def test_each_part_that_runs_is_checked_and_others_may_not_write_to_it(other_use
     os.chown(project / "pkg" / "streams.py", other_user.uid, other_user.gid)
     with pytest.raises(ControlError, match=f"{project / 'pkg' / 'streams.py'} belongs to {other_user.name}"):
         trust.check(project, StreamSource.of(project, "pkg.streams:theirs"))  # a module target through their file
-    trust.check(project)  # stream.py itself is still the user's
+    with pytest.raises(ControlError, match=f"{project / 'pkg' / 'streams.py'} belongs to {other_user.name}"):
+        trust.check(project)  # stream.py is the user's, but pkg/streams.py can be imported from it
+    os.chown(project / "pkg" / "streams.py", 0, 0)
     os.chown(project / ".venv", other_user.uid, other_user.gid)
     with pytest.raises(ControlError, match=f"{project / '.venv'} belongs to {other_user.name}"):
         trust.check(project)
@@ -163,3 +165,77 @@ def test_rotating_a_stream_log_never_follows_a_link_planted_meanwhile(other_user
     log.close()
     assert list(elsewhere.iterdir()) == []
     assert (tmp_path / "moved" / "logs" / "s.jsonl.1").exists()  # rotated in the folder it opened
+
+
+def _venv(project: Path) -> Path:
+    site = project / ".venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (project / ".venv" / "bin").mkdir()
+    (project / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\ninclude-system-site-packages = false\n")
+    (site / "helper.pth").write_text("import os\n")
+    (site / "lib_pkg").mkdir()
+    (site / "lib_pkg" / "__init__.py").write_text("")
+    return site
+
+
+def test_every_folder_and_module_python_imports_from_the_project_and_its_venv_is_checked(other_user: OtherUser,
+                                                                                           tmp_path: Path):
+    """What the probe ran another user's code with (a world-writable nodes/, a .pth in a world-writable
+    site-packages, a world-writable pyvenv.cfg, a node module of theirs): each refused naming it and the fix."""
+    project = make_project(tmp_path / "mine", None, {"stream.py": STREAM, "nodes/__init__.py": "",
+                                                     "nodes/blur.py": "X = 1\n", "data files/x.bin": ""})
+    site = _venv(project)
+    trust.check(project)
+    (project / "data files").chmod(0o777)  # not a folder Python imports from
+    trust.check(project)
+
+    def refused(path: Path, why: str) -> str:
+        with pytest.raises(ControlError) as caught:
+            trust.check(project)
+        said = render(caught.value)
+        assert said.startswith(f"{path} {why}, so Tatolab will not run {project} as you"), said
+        return said
+
+    (project / "nodes").chmod(0o777)
+    said = refused(project / "nodes", "can be written by every user (mode 777)")
+    assert f"If it is yours: `chmod -R go-w {project}`" in said
+    (project / "nodes").chmod(0o755)
+    os.chown(project / "nodes" / "blur.py", other_user.uid, other_user.gid)
+    said = refused(project / "nodes" / "blur.py", f"belongs to {other_user.name} (uid {other_user.uid})")
+    assert f"If it is yours: `chown -R root {project}`" in said
+    os.chown(project / "nodes" / "blur.py", 0, 0)
+    (project / "nodes" / "__pycache__").mkdir(mode=0o777)
+    (project / "nodes" / "__pycache__").chmod(0o777)
+    refused(project / "nodes" / "__pycache__", "can be written by every user (mode 777)")
+    (project / "nodes" / "__pycache__").chmod(0o755)
+    site.chmod(0o777)
+    refused(site, "can be written by every user (mode 777)")
+    site.chmod(0o755)
+    os.chown(site / "helper.pth", other_user.uid, other_user.gid)
+    refused(site / "helper.pth", f"belongs to {other_user.name} (uid {other_user.uid})")
+    os.chown(site / "helper.pth", 0, 0)
+    (project / ".venv" / "pyvenv.cfg").chmod(0o666)
+    refused(project / ".venv" / "pyvenv.cfg", "can be written by every user (mode 666)")
+    (project / ".venv" / "pyvenv.cfg").chmod(0o644)
+    (site / "lib_pkg" / "__init__.py").chmod(0o646)
+    refused(site / "lib_pkg" / "__init__.py", "can be written by every user (mode 646)")
+    (site / "lib_pkg" / "__init__.py").chmod(0o644)
+    # a folder a .pth file adds to sys.path, outside the project: named, with its own fix
+    theirs = other_user.home / "lib"
+    assert other_user.run(["mkdir", str(theirs)]).returncode == 0
+    (site / "extra.pth").write_text(f"# a comment\n{theirs}\n")
+    said = refused(theirs, f"belongs to {other_user.name} (uid {other_user.uid})")
+    assert f"If it is yours: `chown -R root {theirs}`" in said
+    trust.check(project, env={"TATOLAB_TRUST": str(project)})
+    (site / "extra.pth").unlink()
+    trust.check(project)
+
+
+def test_a_link_out_of_the_project_is_walked_once_and_never_for_ever(tmp_path: Path, monkeypatch):
+    project = make_project(tmp_path / "mine", None, {"stream.py": STREAM, "nodes/__init__.py": ""})
+    (project / "nodes" / "again").symlink_to(project / "nodes")  # a loop: walked once
+    trust.check(project)
+    (project / "nodes" / "everything").symlink_to("/usr")
+    monkeypatch.setattr(trust, "MAX_ENTRIES", 2000)
+    with pytest.raises(ControlError, match="leads to more than 2,000 files and folders Python could import from"):
+        trust.check(project)

@@ -48,12 +48,15 @@ def register(commands: Any) -> None:
                      help="with --public: how long the token lasts: 1h, 7d (the default), 30m or never")
     url.add_argument("--prefix", action="store_true",
                      help="with --public: the token reads every public output at or under ADDRESS")
-    url.add_argument("--open", action="store_true", help="open the viewer page showing it, in a browser")
+    url.add_argument("--open", action="store_true", help="open the viewer page showing it, in a browser "
+                     "(by a one-use link: no token on the browser's command line)")
     url.set_defaults(func=cmd_url)
     token = add(commands, "token")
     token_actions = token.add_subparsers(dest="action", metavar="ACTION")
-    token_actions.add_parser("list", help="list the public tokens (ids, what they read, expiry, state)")
-    revoke = token_actions.add_parser("revoke", help="void one token now, cutting its readers")
+    token_actions.add_parser("list", help="list the tokens: your URLs' and the public ones (ids, what they read, "
+                             "expiry, state)")
+    revoke = token_actions.add_parser("revoke", help="void one token now (a public one or your URL's), cutting its "
+                                      "readers")
     revoke.add_argument("id", help="the token's id (tatolab token list)")
     token_actions.add_parser("rotate", help="a new key: every URL given so far stops working, readers are cut")
     token.set_defaults(func=cmd_token, action=None)
@@ -68,7 +71,7 @@ def register(commands: Any) -> None:
 
 def cmd_url(args: argparse.Namespace) -> int:
     result = Client().request("url", address=args.address, public=args.public, expires=args.expires,
-                              prefix=args.prefix)
+                              prefix=args.prefix, open=args.open)
     print(result["url"])
     print(f"fingerprint sha-256 {result['fingerprint']}")
     print(f"pinned, for stream_builder.remote_output(): {result['url']}#sha256={result['fingerprint']}")
@@ -83,7 +86,8 @@ def cmd_url(args: argparse.Namespace) -> int:
     if args.open:
         import webbrowser
 
-        if not webbrowser.open(result["viewer"]):
+        # a browser's command line is every user's to read: it gets a one-use code, never the token
+        if not webbrowser.open(result["open"]):
             print("no browser could be started here; open the viewer's address in one on this machine")
     return 0
 
@@ -100,10 +104,11 @@ def cmd_token(args: argparse.Namespace) -> int:
     else:
         tokens = client.request("token_list")["tokens"]
         if not tokens:
-            print("no public tokens (`tatolab url ADDRESS --public` mints one)")
+            print("no tokens (`tatolab url ADDRESS` makes your own URL, `--public` mints one for others)")
         for t in tokens:
             when = f"  {expiry(t['expires'])}" if t["state"] == "valid" else ""
-            print(f"{t['id']}  {t['root']}{'/*' if t.get('note') == 'prefix' else ''}  {t['state']}{when}")
+            whose = "  (your URL)" if t.get("lvl") == "private" else ""
+            print(f"{t['id']}  {t['root']}{'/*' if t.get('note') == 'prefix' else ''}  {t['state']}{when}{whose}")
     client.close()
     return 0
 

@@ -65,11 +65,12 @@ def cmd_record(args: argparse.Namespace) -> int:
     rid = row["id"]
     until = " or ".join(filter(None, [f"{args.seconds:g} s" if args.seconds else "",
                                       f"{counted(args.bags, 'bag')}" if args.bags else ""]))
+    kept = f" ({row['asked']} is there already: never overwritten)" if row.get("asked") else ""
     if args.detach:
-        print(f"recording {rid}: {', '.join(row['addresses'])} -> {row['path']}; "
+        print(f"recording {rid}: {', '.join(row['addresses'])} -> {row['path']}{kept}; "
               f"`tatolab record --stop {rid}` stops it")
         return 0
-    print(f"recording {rid}: {', '.join(row['addresses'])} -> {row['path']} "
+    print(f"recording {rid}: {', '.join(row['addresses'])} -> {row['path']}{kept} "
           f"(until {until + ' or ' if until else ''}Ctrl-C)", file=sys.stderr, flush=True)
     client = Client()
     try:
@@ -86,7 +87,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         try:
             end = Client().request("record_stop", id=rid)
         except KeyboardInterrupt:
-            print(f"the runtime finishes {out} on its own", file=sys.stderr)
+            print(f"the runtime finishes {row['path']} on its own", file=sys.stderr)
             return 130
     finally:
         client.close()
@@ -97,7 +98,8 @@ def cmd_record(args: argparse.Namespace) -> int:
 def register(commands: Any) -> None:
     record = add(commands, "record")
     record.add_argument("addresses", nargs="*", help="<stream>/<node>/<port> of each output to record")
-    record.add_argument("--out", help="the MCAP file to write (its folder is made)")
+    record.add_argument("--out", help="the MCAP file to write (its folder is made; a file there is never overwritten: the next free "
+                        "name, FILE-0001.mcap...)")
     record.add_argument("--seconds", type=seconds("a number of seconds above 0"), help="stop after this many seconds")
     record.add_argument("--bags", type=whole_number(1, "a whole number of bags, 1 or more"),
                         help="stop after this many bags in all")

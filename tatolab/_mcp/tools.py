@@ -69,9 +69,9 @@ TOOLS: tuple[Tool, ...] = (
     Tool("start_stream", "start", "manage", renamed={"stream": "name"}),
     Tool("remove_stream", "rm", "manage", renamed={"stream": "name"}),
     Tool("expose_port", "expose", "manage"),
-    Tool("output_url", "url", "observe", hidden=("public", "expires", "prefix"),
+    Tool("output_url", "url", "observe", hidden=("public", "expires", "prefix", "open"),
          note="Here: the owner's URL (its token reads this output alone; for this user on this machine)."),
-    Tool("share_output", "url", "manage", fixed={"public": True},
+    Tool("share_output", "url", "manage", fixed={"public": True}, hidden=("open",),
          note="Here: always mints a new public token for others (a capability: whoever holds the URL reads; "
               "`revoke_token` voids it)."),
     Tool("list_tokens", "token_list", "observe"),
@@ -81,9 +81,11 @@ TOOLS: tuple[Tool, ...] = (
     Tool("connect", "connect", "change"),
     Tool("disconnect", "disconnect", "change"),
     Tool("remove_node", "remove_node", "change"),
-    Tool("record_start", "record_start", "manage",
-         note="Here ``out`` may also be relative to where `tatolab mcp` runs. It records until `record_stop` "
-              "(or ``seconds``/``bags``); `graph` and `list_streams` show it meanwhile."),
+    Tool("record_start", "record_start", "manage", fixed={"confined": True},
+         note="Here ``out`` may also be relative to where `tatolab mcp` runs, and must be inside the project "
+              "folder of a stream it records (or the folder the user set as TATOLAB_RECORDINGS for the runtime); "
+              "an existing file is never overwritten (the answer's ``path`` is the name it got). It records "
+              "until `record_stop` (or ``seconds``/``bags``); `graph` and `list_streams` show it meanwhile."),
     Tool("record_stop", "record_stop", "manage"),
     Tool("recordings", "recordings", "observe"),
 )

@@ -46,7 +46,7 @@ def main() -> int:
         _say({"event": "error", "error": f"cannot write {spec.path}: {exc.strerror or exc}"})
         return 1
     threading.Thread(target=watch_stdin, name="stop-watch", daemon=True).start()
-    _say({"event": "recording", "path": str(spec.path), "pid": os.getpid()})
+    _say({"event": "recording", "path": str(recorder.file.path), "pid": os.getpid()})
     reason = recorder.run(stopping, lambda summary: _say({"event": "progress", **summary}))
     _say({"event": "end", **recorder.close(reason)})
     return 0

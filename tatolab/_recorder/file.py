@@ -20,6 +20,7 @@ from mcap.writer import CompressionType, Writer
 
 from tatolab import __version__
 from tatolab._recorder import formats
+from tatolab._safe_fs import create_new_file
 
 COMPRESSIONS = {"zstd": CompressionType.ZSTD, "lz4": CompressionType.LZ4, "none": CompressionType.NONE}
 PROFILE = ""  # no ROS profile: the channels say their own encodings
@@ -60,10 +61,10 @@ class _Out:
         return None
 
 
-def create(path: Path) -> int:
-    """The file, made (its folder too) for the user alone to change; never through a link."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+def create(path: Path) -> tuple[int, Path]:
+    """A new file (0600) at ``path`` or its next free name, never through a link nor over a file
+    (``_safe_fs.create_new_file``, which every recording path calls): its descriptor and path."""
+    return create_new_file(path, "the recording")
 
 
 class McapFile:
@@ -71,8 +72,8 @@ class McapFile:
 
     def __init__(self, path: Path, *, compression: str = "zstd", chunk_seconds: float = CHUNK_SECONDS,
                  chunk_bytes: int = CHUNK_BYTES) -> None:
-        self.path = path
-        self._out = _Out(create(path))
+        fd, self.path = create(path)  # the path it got: ``path``, or its next free name
+        self._out = _Out(fd)
         self._good = 0  # the end of the last whole record written
         self._chunk_seconds = chunk_seconds
         self._last_chunk = time.monotonic()

@@ -211,7 +211,7 @@ class Recorder:
 
     def summary(self) -> dict[str, Any]:
         return {
-            "path": str(self.spec.path),
+            "path": str(self.file.path),
             "bytes": self.file.size,
             "seconds": round(time.monotonic() - self.started, 3),
             "channels": {c.address: {"kind": c.kind, "bags": c.bags, "dropped": c.reader.dropped + c.reader.bad,

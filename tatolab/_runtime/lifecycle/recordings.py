@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tatolab import _settings as settings
 from tatolab._control import paths
 from tatolab._control.errors import ControlError
 from tatolab._links.ring import RingError
@@ -54,6 +55,7 @@ class Recording:
     tasks: list[asyncio.Task] = field(default_factory=list)
     released: bool = False
     why: str | None = None  # why the runtime stopped it, when not asked to (its streams stopped)
+    asked: str = ""  # the path asked for (``path`` is the next free name when that was taken)
 
     @property
     def addresses(self) -> list[str]:
@@ -70,6 +72,8 @@ class Recording:
                "bytes": last.get("bytes", 0), "channels": channels,
                "bags": sum(c["bags"] for c in channels.values()),
                "dropped": sum(c["dropped"] for c in channels.values())}
+        if self.asked and self.asked != self.path:
+            row["asked"] = self.asked
         for key in ("reason", "indexed", "error"):
             if key in last:
                 row[key] = last[key]
@@ -89,11 +93,31 @@ def _check_path(out: str) -> Path:
     return path
 
 
+def _check_confined(path: Path, projects: list[Path]) -> None:
+    """Refuse ``path`` unless it is (its links followed) inside one of ``projects`` or TATOLAB_RECORDINGS."""
+    folders = list(dict.fromkeys(str(p) for p in projects))
+    configured = settings.value("TATOLAB_RECORDINGS")
+    if configured:
+        folders.append(configured)
+    real = Path(os.path.realpath(path.parent))
+    for folder in folders:
+        root = Path(os.path.realpath(folder))
+        if real == root or root in real.parents:
+            return
+    allowed = " or ".join(folders)
+    raise ControlError(f"an agent may record only inside the recorded stream's project or the folder "
+                       f"TATOLAB_RECORDINGS names; {path} is in neither ({allowed}). Give a path under "
+                       f"{folders[0]}, or set TATOLAB_RECORDINGS in the runtime's environment",
+                       code="bad_value", details={"argument": "out", "allowed": folders})
+
+
 async def start(streams: dict[str, LoadedStream], starter: ProcessStarter, recordings: dict[str, Recording],
                 addresses: list[str], out: str, options: dict[str, Any],
-                find: Any) -> Recording:
+                find: Any, confined: bool = False) -> Recording:
     """Claim a reader on every output (refusing, before any file is made, an address that names
-    none), start the recorder and wait until it has the file open."""
+    none), start the recorder and wait until it has the file open (made by ``_safe_fs.create_new_file``).
+
+    ``confined`` (MCP): ``out`` only inside a recorded stream's project or TATOLAB_RECORDINGS."""
     if not addresses:
         raise ControlError("record needs at least one output's address (<stream>/<node>/<port>)",
                            code="bad_arguments")
@@ -101,7 +125,9 @@ async def start(streams: dict[str, LoadedStream], starter: ProcessStarter, recor
         raise ControlError("an address is given twice; each output is recorded once", code="bad_arguments")
     path = _check_path(out)
     found = [find(address) for address in addresses]  # raises ControlError naming the address
-    recording = Recording(id=f"rec-{next(_ids)}", path=str(path), readings=[], options=options)
+    if confined:
+        _check_confined(path, [stream.project for stream, _, _ in found])
+    recording = Recording(id=f"rec-{next(_ids)}", path=str(path), readings=[], options=options, asked=str(path))
     try:
         for stream, ring, name in found:
             try:
@@ -111,8 +137,9 @@ async def start(streams: dict[str, LoadedStream], starter: ProcessStarter, recor
             recording.readings.append(Reading(name, stream, ring, index))
         spec = {"path": str(path), "pool": paths.surface_pool(), **options,
                 "sources": [{"address": r.address, "base": r.out.base, "reader": r.index} for r in recording.readings]}
-        recording.process = await starter.start(Path(sys.executable), "tatolab._recorder", [], cwd=path.parent
-                                                if path.parent.is_dir() else Path.home(), env=dict(os.environ))
+        # (cwd: never the recording's folder, which is only reached through the checks of _safe_fs)
+        recording.process = await starter.start(Path(sys.executable), "tatolab._recorder", [], cwd=Path("/"),
+                                                env=dict(os.environ))
         assert recording.process.stdin is not None
         recording.process.stdin.write((json.dumps(spec) + "\n").encode())
         first = await asyncio.wait_for(_next_event(recording.process), START_WAIT_S)
@@ -123,6 +150,7 @@ async def start(streams: dict[str, LoadedStream], starter: ProcessStarter, recor
         await _end(recording)
         why = (first or {}).get("error") or "the recorder ended before opening the file"
         raise ControlError(f"cannot record to {path}: {why}", code="bad_value", details={"argument": "out"})
+    recording.path = str(first.get("path") or path)  # the next free name when ``out`` was taken
     recording.state = "recording"
     recordings[recording.id] = recording
     recording.tasks = [asyncio.ensure_future(_follow(recording)), asyncio.ensure_future(_streams_end(recording))]

@@ -32,6 +32,7 @@ class RecordingRow(TypedDict, total=False):
     reason: str  # why it ended: stopped, seconds, bags, streams stopped, disk full, recorder ended
     indexed: bool  # the file has its summary and index (false: readable up to its last chunk)
     error: str
+    asked: str  # the path asked for, when a file was there: ``path`` is the next free name
 
 
 class Progress(TypedDict):
@@ -68,13 +69,19 @@ async def record_start(
     compression: Literal["zstd", "lz4", "none"] = "zstd",
     profile: Literal["ordered", "newest"] = "ordered",
     start: Literal["now", "beginning"] = "now",
+    confined: bool = False,
 ) -> RecordingRow:
     """Record the outputs at ``addresses`` (``<stream>/<node>/<port>``) into the MCAP file ``out``
     (an absolute path; its folder is made) until ``record_stop``, ``seconds`` or ``bags`` (in all).
     One channel per address: plain bags as JSON, frames as foxglove.RawImage, audio as
     foxglove.RawAudio. It reads like any reader (``ordered``: every bag until lapped), never slowing
     a writer, and counts what it missed; ``start="beginning"`` also takes the bags still in the rings
-from before. Answers once the file is open, with the recording's id."""
+from before. Answers once the file is open, with the recording's id.
+
+    The file is new (0600; missing folders made 0700): when ``out`` exists, the next free name
+    (``<stem>-0001.mcap``...), which the answer's ``path`` gives; a folder or link on the way that
+    another user owns or could change is refused. ``confined`` (an agent's call over MCP): ``out``
+    must be inside the project of a stream it records, or the folder TATOLAB_RECORDINGS names."""
     if seconds is not None and seconds <= 0:
         raise ControlError(f"seconds must be above 0, not {seconds}", code="bad_value", details={"argument": "seconds"})
     if bags is not None and bags < 1:
@@ -86,7 +93,7 @@ from before. Answers once the file is open, with the recording's id."""
         return _find_output(runtime, address)
 
     options = {"seconds": seconds, "bags": bags, "compression": compression, "profile": profile, "start": start}
-    recording = await recs.start(runtime.streams, runtime.starter, table, addresses, out, options, find)
+    recording = await recs.start(runtime.streams, runtime.starter, table, addresses, out, options, find, confined)
     return recording.row()  # type: ignore[return-value]
 
 

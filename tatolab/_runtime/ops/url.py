@@ -23,11 +23,13 @@ class Url(TypedDict):
     level: str
     track: str  # the broadcast's track of bags, one msgpack frame per bag
     viewer: str  # the viewer page (loopback), showing this output, with the same token
+    open: str | None  # with ``open``: the viewer page by a one-use code (30 s), for a browser's command line
     token: Token | None  # the public token minted (--public); None for the owner's own URL
 
 
 class Token(TypedDict):
     id: str
+    lvl: str  # private (an owner's URL, `url`) | public (`url --public`)
     root: str  # the path (or, with --prefix, the prefix of paths) it reads public outputs at
     issued: int  # unix seconds
     expires: int | None  # unix seconds; None: never
@@ -62,10 +64,13 @@ def _not_serving(runtime: Runtime) -> None:
 
 @op("url")
 async def url(runtime: Runtime, address: str, public: bool = False, expires: str = "7d",
-              prefix: bool = False) -> Url:
+              prefix: bool = False, open: bool = False) -> Url:
     """The MoQ URL of the exposed output at ``address`` (``<stream>/<node>/<port>``) carrying a
     token, and the SHA-256 fingerprint of the certificate it is served with. Without ``public``:
-    the owner's URL (reads this output alone; the same until `token rotate`). With ``public``: a
+    the owner's URL (reads this output alone; the same until its id is revoked or `token rotate`;
+    listed by `token_list`). With ``open``: also ``open``, the viewer page by a one-use code that
+    lasts 30 s and carries no token, for a browser's command line (which other users can read).
+    With ``public``: a
     new revocable token for others that reads this public output (``prefix``: every public output
     of this machine at or under ``address``, which may then name a stream), expiring after
     ``expires`` (1h, 7d, 30m, never). A URL is a capability: share it like a password."""
@@ -86,6 +91,7 @@ async def url(runtime: Runtime, address: str, public: bool = False, expires: str
         token, record = relay.keeper.mint(root, lasts, note="prefix")
         return {"address": root, "url": relay.url(root, "public", token), "fingerprint": relay.fingerprint(),
                 "level": "public", "track": TRACK, "viewer": relay.viewer(root, token),
+                "open": relay.viewer_once(root, token) if open else None,
                 "token": {**record, "state": "valid"}}  # type: ignore[typeddict-item]
     where = local_address(address, "url")
     stream = runtime.streams.get(where.stream)
@@ -112,20 +118,21 @@ async def url(runtime: Runtime, address: str, public: bool = False, expires: str
         token = relay.keeper.owner_token(path)
     return {"address": path, "url": relay.url(path, level, token), "fingerprint": relay.fingerprint(),
             "level": level, "track": TRACK, "viewer": relay.viewer(path, token),
-            "token": minted}  # type: ignore[typeddict-item]
+            "open": relay.viewer_once(path, token) if open else None, "token": minted}  # type: ignore[typeddict-item]
 
 
 @op("token_list")
 async def token_list(runtime: Runtime) -> Tokens:
-    """The public tokens this runtime minted (`url --public`): id, what they read, when they
-    expire, and whether they are valid, expired or revoked. Never the tokens themselves."""
+    """The tokens this runtime minted: the owner's URLs (`url`, ``lvl`` private) and the public
+    ones (`url --public`): id, what they read, when they expire, and whether they are valid,
+    expired or revoked. Never the tokens themselves."""
     return {"tokens": _relay(runtime).keeper.records()}  # type: ignore[typeddict-item]
 
 
 @op("token_revoke")
 async def token_revoke(runtime: Runtime, id: str) -> Token:
-    """Revoke the public token ``id``: URLs carrying it read nothing from now on, and the
-    sessions reading with it are cut at once."""
+    """Revoke the token ``id`` (a public one, or an owner's URL: `url` then gives a new one): URLs
+    carrying it read nothing from now on, and the sessions reading with it are cut at once."""
     relay = _relay(runtime)
     try:
         record = relay.revoke(id)

@@ -44,7 +44,7 @@ async def compile_stream(source: StreamSource, *, env: Mapping[str, str] | None 
                          starter: ProcessStarter | None = None) -> Graph:
     """The graph the project's stream function builds, run with ``env`` (the loading command's)."""
     project = source.project
-    trust.check(project, source, env)  # before any of its code runs (trust.py)
+    await trust.check_async(project, source, env)  # before any of its code runs (trust.py)
     python = project_python(project)
     process = await (starter or shared_starter()).start(python, "tatolab._compile", source.compile_options(),
                                                         cwd=project, env=stream_env(env), stdin=False)

@@ -22,7 +22,7 @@ async def describe_node(stream: LoadedStream, name: str, node_class: str, config
     """The graph entry of node ``name`` of class ``node_class`` with ``config``, as ``stream_builder.add``
     makes it in ``stream``'s project ``.venv`` (its copy of the sources, for a kept stream)."""
     project = stream.project
-    trust.check(project, None, stream.env)  # its owner may have changed since it was loaded (trust.py)
+    await trust.check_async(project, None, stream.env)  # its owner may have changed since it was loaded (trust.py)
     python = project_python(project)  # or the refusal naming its .venv and the fix
     request = {"stream": stream.name, "name": name, "class": node_class, "config": config,
                "project": str(project), "sources": str(stream.sources) if stream.sources is not None else None}

@@ -128,6 +128,12 @@ class Relay:
         """The viewer page with ``token``, showing the output at ``path``."""
         return f"http://{config.bind(config.LOOPBACK, self.port)}/?jwt={token}#{path}"
 
+    def viewer_once(self, path: str, token: str) -> str:
+        """The viewer page showing ``path`` by a one-use code for ``token`` (viewer.py's ``/open``):
+        for a browser's command line, which every user of the machine can read."""
+        code = self.keeper.open_code(token)
+        return f"http://{config.bind(config.LOOPBACK, self.port)}/open?code={code}#{path}"
+
     def _page_outputs(self, grant: Grant) -> dict[str, Any]:
         """What the viewer page lists to ``grant``'s holder (runs on the relay's thread)."""
         return {"machine": self.machine, "fingerprint": self.fingerprint(),

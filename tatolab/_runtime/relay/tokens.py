@@ -4,11 +4,17 @@ user-only state folder, so a moq-dev relay configured with that key accepts the 
 
 Two kinds, told apart by the ``lvl`` claim (other relays ignore it):
 - ``private``: the owner's. ``tatolab url`` prints one per output: its root is the output's path,
-  it never expires and carries no id, so it is the same URL every time; ``tatolab token rotate``
-  voids every one.
+  it never expires, and its id (``jti``) is in the register, so it is the same URL every time until
+  ``tatolab token revoke ID`` voids that one (the next ``url`` gives a new one) or ``tatolab token
+  rotate`` voids every one. A token of the owner's without an id (made before ids) is refused.
 - ``public``: minted by ``tatolab url --public``: an id (``jti``), an expiry (or none), a root that
   is the output's path or (``--prefix``) a prefix of paths. Listed, revocable one by one. It reads
   public outputs only.
+
+Opening the viewer (``tatolab url --open``) never puts a token on a browser's command line, where
+another user reads it (``/proc/<pid>/cmdline``): the browser gets a loopback link with a one-use code
+that lasts ``OPEN_CODE_S`` (``open_code``), which the viewer page exchanges for the token
+(``redeem``) for a connection of this user's own only (viewer.py).
 
 Ownership: a ``Keeper`` is shared by the runtime's loop (minting, revoking, rotating) and the
 relay's thread (checking a connection's token); its key and register are replaced whole under
@@ -37,6 +43,7 @@ REGISTER_FILE = "moq-tokens.json"  # the public tokens minted, and which are rev
 ALGORITHM = "HS256"
 MAX_TOKEN = 4096  # bytes: a token is ~300; anything longer is refused unread
 MAX_PATH = 1024
+OPEN_CODE_S = 30.0  # a one-use code opening the viewer: long enough for a browser's cold start
 
 
 class Refused(Exception):
@@ -55,7 +62,7 @@ class Grant:
 
     scope: str  # the path prefix it may subscribe to ("" for everything; never used by ours)
     level: str  # private (the owner's) | public
-    id: str | None  # the public token's id (None for the owner's)
+    id: str | None  # the token's id in the register (None: a token of another relay's making)
     kid: str
     expires: float | None  # unix seconds
 
@@ -105,21 +112,48 @@ class Keeper:
         self.lock = threading.Lock()
         self.kid, self._secret = self._load_key() or self._new_key()
         self.register: dict[str, dict[str, Any]] = self._load_register()
+        self._codes: dict[str, tuple[str, float]] = {}  # one-use code -> (token, monotonic deadline)
 
     # -- minting (the runtime's loop) --------------------------------------------------------
 
     def owner_token(self, path: str) -> str:
-        """The owner's token for the output at ``path``: the same one until the key is rotated."""
+        """The owner's token for the output at ``path``: the same one until it is revoked (then a
+        new one, with a new id) or the key is rotated."""
         with self.lock:
-            return jwt.encode({"root": path, "get": [""], "lvl": "private"}, self._secret, ALGORITHM,
-                              headers={"kid": self.kid})
+            record = next((r for r in self.register.values() if r.get("lvl") == "private" and r["root"] == path
+                           and not r["revoked"]), None)
+            if record is None:
+                record = {"id": secrets.token_hex(4), "root": path, "issued": int(time.time()), "expires": None,
+                          "revoked": False, "note": "owner", "lvl": "private"}
+                register = {**self.register, record["id"]: record}
+                self._save_register(register)
+                self.register = register
+            claims = {"root": path, "get": [""], "lvl": "private", "jti": record["id"], "iat": record["issued"]}
+            return jwt.encode(claims, self._secret, ALGORITHM, headers={"kid": self.kid})
+
+    def open_code(self, token: str) -> str:
+        """A code that ``redeem`` exchanges for ``token`` once, within ``OPEN_CODE_S``."""
+        code = secrets.token_urlsafe(18)
+        with self.lock:
+            now = time.monotonic()
+            self._codes = {c: v for c, v in self._codes.items() if v[1] > now}
+            self._codes[code] = (token, now + OPEN_CODE_S)
+        return code
+
+    def redeem(self, code: str) -> str | None:
+        """The token ``code`` stands for, once; None when it was used, is too old, or never was."""
+        with self.lock:
+            found = self._codes.pop(code, None)
+        if found is None or found[1] <= time.monotonic():
+            return None
+        return found[0]
 
     def mint(self, root: str, expires_s: float | None, note: str = "") -> tuple[str, dict[str, Any]]:
         """A new public token reading public outputs at or under ``root``; its record."""
         now = int(time.time())
         record: dict[str, Any] = {"id": secrets.token_hex(4), "root": root, "issued": now,
                   "expires": now + int(expires_s) if expires_s is not None else None, "revoked": False,
-                  "note": note}
+                  "note": note, "lvl": "public"}
         claims: dict[str, Any] = {"root": root, "get": [""], "lvl": "public", "jti": record["id"], "iat": now}
         if record["expires"] is not None:
             claims["exp"] = record["expires"]
@@ -154,7 +188,7 @@ class Keeper:
         now = time.time()
         with self.lock:
             found = list(self.register.values())
-        return [{**r, "state": "revoked" if r["revoked"] else
+        return [{**r, "lvl": r.get("lvl", "public"), "state": "revoked" if r["revoked"] else
                  "expired" if r["expires"] is not None and r["expires"] <= now else "valid"}
                 for r in sorted(found, key=lambda r: r["issued"])]
 
@@ -191,19 +225,21 @@ class Keeper:
                 or len(gets) != 1 or not isinstance(gets[0], str):
             raise Refused("the token's claims are not ones this runtime mints", path)
         token_id = claims.get("jti")
-        if level == "public":
-            record = register.get(token_id) if isinstance(token_id, str) else None
-            if record is None:
-                raise Refused("the token is not one this runtime minted", path)
-            if record["revoked"]:
-                raise Refused("the token was revoked; ask its owner for a new URL", path)
+        record = register.get(token_id) if isinstance(token_id, str) else None
+        if record is None and level == "private" and token_id is None:
+            raise Refused("the token is an owner's URL from before owner URLs had ids (so it could not be "
+                          "revoked alone); `tatolab url` gives its new URL", path)
+        if record is None or record.get("lvl", "public") != level:
+            raise Refused("the token is not one this runtime minted", path)
+        if record["revoked"]:
+            raise Refused("the token was revoked; ask its owner for a new URL", path)
         scope = "/".join(p for p in (normalize(root), normalize(gets[0])) if p)
         if under(path, scope):
             scope = path  # the connection narrows the grant (moq-token's rule)
         elif not under(scope, path):
             raise Refused("the token is for another output", path)
         expires = claims.get("exp")
-        return Grant(scope, level, token_id if level == "public" else None, kid,
+        return Grant(scope, level, token_id, kid,
                      float(expires) if isinstance(expires, (int, float)) else None)
 
     # -- files ----------------------------------------------------------------------------------

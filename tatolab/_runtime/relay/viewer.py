@@ -7,6 +7,11 @@ is opened with; ``outputs.json``: ``Authorization: Bearer``); the static client 
 does not. A request whose ``Host`` is not a name this relay serves on loopback is refused (DNS
 rebinding: a web page of elsewhere resolving its own name to 127.0.0.1). Nothing is logged per
 request, and every answer says ``Referrer-Policy: no-referrer``.
+
+``/open?code=<code>`` is what ``tatolab url --open`` hands a browser (its command line is anyone's
+to read): the code is one-use and short-lived (``Keeper.open_code``), and is exchanged only for a
+connection from a process of this runtime's own user (``peers.py``); the page then holds the token
+itself (a ``<meta name=tatolab-token>``) and drops the spent code from its address.
 """
 
 from __future__ import annotations
@@ -14,12 +19,14 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import os
 import socket
 import urllib.parse
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
-from tatolab._runtime.relay.tokens import Grant, Keeper, Refused, token_of
+from tatolab._runtime.relay.peers import peer_uid
+from tatolab._runtime.relay.tokens import OPEN_CODE_S, Grant, Keeper, Refused, token_of
 
 FOLDER = Path(__file__).with_name("viewer")
 MAX_REQUEST = 8192
@@ -33,8 +40,13 @@ INCOMPLETE = ("<!doctype html><meta charset=utf-8><meta name=referrer content=no
               "<p id=why>{why}</p><p>A viewer link carries a token (<code>?jwt=...</code>) that says which outputs "
               "it may show. Ask the output's owner for its link: <code>tatolab url &lt;stream&gt;/&lt;node&gt;/"
               "&lt;port&gt;</code> prints it.</p>")
+SPENT = (f"this one-use link was used already or is older than {OPEN_CODE_S:g} s (it opens the page once); "
+         "`tatolab url <stream>/<node>/<port> --open` makes another")
+NOT_YOURS = ("this one-use link opens only in a browser of the user who asked for it; open the link "
+             "`tatolab url` prints in your own browser")
+TOKEN_META = b'<meta name="tatolab-token" content="%s">\n'
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
-REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
+REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
            421: "Misdirected Request"}
 
 Answer = tuple[int, str, bytes]
@@ -48,8 +60,9 @@ def host_ok(host: str | None, port: int) -> bool:
 
 
 def page(target: str, headers: dict[str, str], port: int, outputs: Callable[[Grant], dict],
-         keeper: Keeper) -> Answer:
-    """(status, content type, body) for GET ``target`` with ``headers`` (lower-case names)."""
+         keeper: Keeper, peer: Callable[[], Optional[int]] = lambda: None) -> Answer:
+    """(status, content type, body) for GET ``target`` with ``headers`` (lower-case names);
+    ``peer``: the uid of the connection's other end (None: unknown)."""
     if not host_ok(headers.get("host"), port):
         return 421, TYPES[".txt"], (f"this page answers only as 127.0.0.1:{port} or localhost:{port}\n").encode()
     parts = urllib.parse.urlsplit(target)
@@ -65,6 +78,8 @@ def page(target: str, headers: dict[str, str], port: int, outputs: Callable[[Gra
         if not bundle.exists():
             return 200, TYPES[".html"], NOT_BUILT.encode()
         return 200, TYPES[".html"], (FOLDER / "index.html").read_bytes()
+    if path == "/open":
+        return opened(parts.query, keeper, peer)
     if path == "/outputs.json":
         auth = headers.get("authorization", "")
         token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
@@ -74,6 +89,20 @@ def page(target: str, headers: dict[str, str], port: int, outputs: Callable[[Gra
             return 401, TYPES[".json"], json.dumps({"error": refused.reason}).encode()
         return 200, TYPES[".json"], json.dumps(outputs(grant)).encode()
     return 404, TYPES[".txt"], b"not found\n"
+
+
+def opened(query: str, keeper: Keeper, peer: Callable[[], Optional[int]]) -> Answer:
+    """The viewer page for a one-use code (``/open?code=``), holding the token the code stands for."""
+    if peer() != os.getuid():
+        return 403, TYPES[".html"], INCOMPLETE.format(why=html.escape(NOT_YOURS)).encode()
+    codes = urllib.parse.parse_qs(query).get("code") or [""]
+    token = keeper.redeem(codes[0]) if codes[0] else None
+    if token is None:
+        return 401, TYPES[".html"], INCOMPLETE.format(why=html.escape(SPENT)).encode()
+    body = (FOLDER / "index.html").read_bytes()
+    head = body.find(b"<title>")
+    meta = TOKEN_META % html.escape(token).encode()
+    return 200, TYPES[".html"], body[:head] + meta + body[head:]
 
 
 def parse(head: bytes) -> tuple[str, str, dict[str, str]]:
@@ -99,7 +128,9 @@ async def serve(host: str, port: int, outputs: Callable[[Grant], dict], keeper: 
             if method != "GET":
                 status, kind, body = 405, TYPES[".txt"], b"only GET\n"
             else:
-                status, kind, body = page(target, headers, port, outputs, keeper)
+                status, kind, body = page(target, headers, port, outputs, keeper,
+                                          lambda: peer_uid(writer.get_extra_info("peername"),
+                                                           writer.get_extra_info("sockname")))
             writer.write(f"HTTP/1.1 {status} {REASONS[status]}\r\nContent-Type: {kind}\r\n"
                          f"Content-Length: {len(body)}\r\nCache-Control: no-store\r\n"
                          "Referrer-Policy: no-referrer\r\nX-Content-Type-Options: nosniff\r\n"

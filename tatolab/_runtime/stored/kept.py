@@ -241,7 +241,7 @@ async def preflight(record: KeptRecord, starter: ProcessStarter | None = None) -
     if not project.is_dir():
         return Reason(f"its project folder {project} is gone")
     try:  # it became another user's (or writable by others) since `run -d`: none of it runs
-        trust.check(project, None, record.env)
+        await trust.check_async(project, None, record.env)
     except ControlError as exc:
         return exc.reason
     python = Path(record.python)
