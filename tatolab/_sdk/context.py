@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
-from typing import Any, Callable, Protocol, TypeVar
+from collections.abc import Iterator
+from typing import Any, Callable, ContextManager, Protocol, TypeVar
 
 from tatolab import _bags
 from tatolab._errors import BagError, GraphError
@@ -33,6 +35,8 @@ class _Writer(Protocol):
     def grown(self) -> bool: ...
 
     def relax(self) -> bool: ...
+
+    def loan(self, nbytes: int) -> ContextManager[memoryview]: ...
 
 
 # What the node host is told when a link breaks (its ring makes no sense) or a bag does not
@@ -421,6 +425,9 @@ class OutputPort:
         self.write = writer.write  # the hot path's one lookup; the ring writer takes its own lock
 
 
+_MAX_LOAN = (1 << 32) - 1  # a bin 32's length (a link carries at most 1 GiB: the ring says so)
+
+
 class Outputs:
     def __init__(self, node: str, ports: dict[str, OutputPort]) -> None:
         self._node = node
@@ -443,6 +450,46 @@ class Outputs:
             write(_encode(bag, self._node, port))
         except ValueError as exc:  # the ring refuses what it cannot carry (BagError is no ValueError)
             raise BagError(f"node {self._node} port {port}: {exc}") from None
+
+    def loan(self, port: str, nbytes: int, **fields: Any) -> ContextManager[memoryview]:
+        """A bag of ``nbytes`` bytes written in place, for large payloads: ``with
+        ctx.outputs.loan("frames", n, width=1920) as buf:`` gives a writable memoryview of the
+        link's ring slot itself (fill it: ``buf[:] = ...``, or a ``numpy.frombuffer(buf, ...)``
+        used inside the block); the bag is sent when the block ends, nothing if it raises.
+        Readers get ``{"data": <those bytes>, **fields}``. Never waits for readers."""
+        if port not in self._ports:
+            self.write(port, None)  # (raises the GraphError naming the ports there are)
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or not 0 <= nbytes <= _MAX_LOAN:
+            raise BagError(
+                f"node {self._node} port {port}: loan takes the bag's size in bytes, 0 to {_MAX_LOAN:,}; got {nbytes!r}"
+            )
+        if "data" in fields or len(fields) > 14:
+            raise BagError(
+                f"node {self._node} port {port}: loan's fields go beside the loaned bytes, which are the bag's "
+                f'"data": at most 14 fields, none named "data"; got {sorted(fields)}'
+            )
+        head = _encode(fields, self._node, port)  # (checked as any bag is) a fixmap: its first byte says how many
+        head = bytes([0x80 | (len(fields) + 1)]) + head[1:] + b"\xa4data\xc6" + nbytes.to_bytes(4, "big")
+        return self._loaned(port, head, nbytes)
+
+    @contextlib.contextmanager
+    def _loaned(self, port: str, head: bytes, nbytes: int) -> Iterator[memoryview]:
+        try:
+            loan = self._ports[port].writer.loan(len(head) + nbytes)
+            buf = loan.__enter__()
+        except ValueError as exc:  # too big for a link
+            raise BagError(f"node {self._node} port {port}: {exc}") from None
+        buf[:len(head)] = head  # the msgpack map up to the bytes: the bag decodes as {**fields, "data": bytes}
+        body = buf[len(head):]
+        try:
+            yield body
+        except BaseException as exc:
+            body.release()
+            if not loan.__exit__(type(exc), exc, exc.__traceback__):
+                raise
+        else:
+            body.release()
+            loan.__exit__(None, None, None)
 
 
 class NodeLogger:
