@@ -13,6 +13,7 @@ import struct
 import threading
 import uuid
 
+import msgspec
 import pytest
 
 from harness import graph_node, make_project, read_jsonl, wait_for
@@ -283,6 +284,45 @@ def test_outputs_loan_sends_a_bag_of_its_bytes_and_fields(base):
     w.close()
 
 
+def test_inputs_view_gives_a_big_bag_as_its_slot_held_until_the_block_ends(base, publish):
+    create_ring(base, slot_size=4096, slot_count=8)
+    w, r = RingWriter(base), RingReader(base, 0, "ordered")
+    outputs = Outputs("maker", {"frames": OutputPort("frames", w)})
+    port = InputPort("frames", "ordered")
+    port.add_link("maker/frames->user/frames", r)
+    inputs = Inputs("user", {"frames": port})
+    for seq in (1, 2, 3):
+        with outputs.loan("frames", BIG, seq=seq) as buf:
+            _fill(buf, seq)
+    with inputs.view("frames") as bag:
+        assert bag["seq"] == 1 and bag["data"].readonly
+        _check(bag["data"], 1, BIG)
+        if publish == "c":
+            assert sum(r._holds.values()) == 1  # the slot itself, held
+        kept = bag["data"]
+    with pytest.raises(ValueError):
+        kept[0]  # released with the block
+    assert not r._holds
+    got = inputs.read("frames")  # read copies the bytes out and gives the slot back
+    assert got["seq"] == 2 and type(got["data"]) is bytes and not r._holds
+    _check(got["data"], 2, BIG)
+    port.fill()  # bag 3 delivered (held, with views), then the link goes: its slot is given back
+    port.remove_link("maker/frames->user/frames")
+    assert not r._holds
+    with inputs.view("frames") as nothing:
+        assert nothing is None
+    w.write(msgspec.msgpack.encode({"n": 1}))  # a small bag views as it reads
+    port.add_link("maker/frames->user/frames", r)
+    with inputs.view("frames") as bag:
+        assert bag["seq"] == 3  # given back to the ring when its link went, so read again
+        _check(bag["data"], 3, BIG)
+    with inputs.view("frames") as bag:
+        assert bag == {"n": 1}
+    assert not r._holds
+    r.close()
+    w.close()
+
+
 NODES = """
 import hashlib, os
 from tatolab.stream import node
@@ -313,12 +353,12 @@ class Check:
         self.file = open("frames.jsonl", "a", buffering=1)
 
     def process(self, ctx) -> None:
-        bag = ctx.inputs.read("frames")
-        if bag is not None:
-            data = bag["data"]
-            n = int.from_bytes(data[:8], "little")
-            ok = data[8:] == bytes([n % 251]) * (len(data) - 8)
-            self.file.write('{"n": %d, "size": %d, "intact": %s}\\n' % (n, len(data), "true" if ok else "false"))
+        with ctx.inputs.view("frames") as bag:  # (the bag's bytes in its ring slot)
+            if bag is not None:
+                data = bag["data"]
+                n = int.from_bytes(data[:8], "little")
+                ok = data[8:] == bytes([n % 251]) * (len(data) - 8)
+                self.file.write('{"n": %d, "size": %d, "intact": %s}\\n' % (n, len(data), "true" if ok else "false"))
 """
 
 STREAM = """

@@ -107,6 +107,9 @@ class RingReader:
         self._gap = 1 << 62
         # ns to poll the ring before sleeping, whatever the link's pace (an input's spin_us): 0, none
         self.spin_ns = 0
+        # read_many gives a big bag (one the ring grew for) as a BagView of its slot, not a copy
+        # (a node's inputs: tatolab/_sdk/context.py releases each once the node is done with it)
+        self.views = False
         self._origins = origins
         self._compiled = _RunReader is not None  # (tests set it None to check the Python read)
         self._runs: Any = None  # the C run reader of the generation mapped (read_many)
@@ -139,6 +142,7 @@ class RingReader:
         self._count = g.count
         self._first = g.base_seq + 1
         self._slot_size = g.slot_size
+        self._big = g.slot_size > g.normal[0]  # a generation grown for big bags (views: views.py)
         self._slots = [g.slots_q + i * g.stride_q for i in range(g.count)]
         self._r = g.record_q(self.index)
         q, r = self._q, self._r
@@ -274,6 +278,9 @@ class RingReader:
         q = self._q
         if q[_WRITE_SEQ] < self._next and not q[_MOVED]:
             return []  # nothing new (the node host asks once more before every wait)
+        if self._big and self.views:  # big bags, one at a time, each a view of its slot
+            got = self._read(_VIEW)
+            return [] if got is None else [got]
         out: list[Any] = []
         while True:
             q = self._q
@@ -313,7 +320,7 @@ class RingReader:
                 return out
             # lapped, torn, or the ring moved: the one-bag path sorts it out (and counts drops)
             try:
-                got = self._read(None)
+                got = self._read(_VIEW if self.views else None)  # (into a grown generation: a view)
             except RingError:
                 if out:
                     return out  # hand over what was read whole; the next call raises again

@@ -89,7 +89,9 @@ class BagView:
     def release(self) -> None:
         """Give the slot back (once; again does nothing). The view must not be used after,
         nor anything made from it still be alive (a numpy array on it): that raises BufferError."""
-        self.data.release()
         release, self._release = self._release, None
-        if release is not None:
-            release()
+        try:
+            self.data.release()
+        finally:
+            if release is not None:
+                release()
