@@ -16,6 +16,7 @@ class InputPort(TypedDict, total=False):
     port: str
     delivery_profile: str  # "newest" | "ordered"
     audio: dict[str, Any]  # the audio shape the input reads: sample_rate, channels, format, window_ms
+    spin_us: float  # how long the input's reader polls its links before sleeping (@node.input(spin_us=...))
 
 
 class OutputPort(TypedDict, total=False):

@@ -83,6 +83,7 @@ class NodeRunner:
             # the source went away between wiring and now: the runtime rewires when it is back
             self.log.warning(f"link {key} could not be opened: {exc}")
             return
+        reader.spin_ns = int(self.spec["inputs"][port].get("spin_us", 0) * 1000)  # @node.input(spin_us=...)
         self.readers[key] = reader
         self.inputs[port].add_link(key, reader)
 

@@ -35,6 +35,7 @@ class _InputSpec(TypedDict):
 
 class InputSpec(_InputSpec, total=False):
     audio: AudioSpec  # the audio blocks this input receives, shaped by the host (tatolab/_host/audio.py)
+    spin_us: float  # its readers poll this long before sleeping (@node.input(spin_us=...))
 
 
 class OutputSpec(TypedDict):
@@ -86,6 +87,8 @@ def _input(port: dict[str, Any]) -> InputSpec:
     spec = InputSpec(delivery_profile=port["delivery_profile"], links=[])
     if port.get("audio"):
         spec["audio"] = port["audio"]
+    if port.get("spin_us"):
+        spec["spin_us"] = port["spin_us"]
     return spec
 
 

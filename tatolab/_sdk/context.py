@@ -2,18 +2,56 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
-from typing import Any, Callable, Protocol, TypeVar
+from collections.abc import Iterator
+from typing import Any, Callable, ContextManager, Protocol, TypeVar
+
+import msgspec
 
 from tatolab import _bags
 from tatolab._errors import BagError, GraphError
+from tatolab._links.ring.views import BagView
 from tatolab._links.shm import RingError
 from tatolab._sdk.audio import AudioBlock, AudioShape
 
 T = TypeVar("T")
 _encode = _bags.encode
 _decode = _bags.decode_bytes  # _bags.decode without its Python frame (read's hot path)
+_raw_decoder = msgspec.msgpack.Decoder(dict[str, msgspec.Raw])  # Inputs.view: the fields undecoded, no copy
+_BIN_HEADS = {0xC4: 2, 0xC5: 3, 0xC6: 5}  # msgpack's bin 8/16/32: the bytes before the data
+
+
+def _decode_view(payload: Any) -> Any:
+    """A big bag a node's reader gave as a view of its ring slot (RingReader.views): decoded
+    (its bytes copied out, as any bag's are), then the slot given back."""
+    if type(payload) is not BagView:
+        raise TypeError(f"a bag is bytes or a BagView, not {type(payload).__name__}")
+    try:
+        return _decode(payload.data)
+    finally:
+        payload.release()
+
+
+def _view_bag(buf: memoryview) -> tuple[dict[str, Any], memoryview | None]:
+    """The bag in `buf` with its ``data``, when bytes, as a read-only view into `buf` (no copy)."""
+    bag: dict[str, Any] = {}
+    data = None
+    for key, value in _raw_decoder.decode(buf).items():
+        with memoryview(value) as encoded:
+            skip = _BIN_HEADS.get(encoded[0]) if key == "data" and len(encoded) else None
+            if skip is not None:
+                data = bag[key] = encoded[skip:].toreadonly()
+            else:
+                bag[key] = msgspec.msgpack.decode(encoded)
+    return bag, data
+
+
+def _release(bag: Any) -> None:
+    """A bag never handed to the node (or handed over decoded): give its ring slot back, if it holds one."""
+    if bag is not None and type(bag[0]) is BagView:
+        bag[0].release()
 
 
 class _Reader(Protocol):
@@ -33,6 +71,8 @@ class _Writer(Protocol):
     def grown(self) -> bool: ...
 
     def relax(self) -> bool: ...
+
+    def loan(self, nbytes: int) -> ContextManager[memoryview]: ...
 
 
 # What the node host is told when a link breaks (its ring makes no sense) or a bag does not
@@ -91,6 +131,8 @@ class InputPort:
         self._one = each[0] if len(each) == 1 and not self._newest else None
 
     def add_link(self, key: str, reader: _Reader) -> None:
+        if hasattr(reader, "views"):
+            reader.views = True  # big bags as views of their slots, released once read (Inputs.read, Inputs.view)
         self.links[key] = _Link(key, reader)
         self._relink()
 
@@ -99,6 +141,9 @@ class InputPort:
         if link is None:
             return None
         self._relink()
+        _release(link.pending)
+        for bag in link.backlog:
+            _release(bag)
         unseen = len(link.backlog) + (link.pending is not None)
         unread = getattr(link.reader, "unread", None)
         if unseen and unread is not None:
@@ -225,6 +270,7 @@ class InputPort:
         got = self.take(inherit=False)
         if got is None:
             return False
+        _release(got)
         got[1].reader.discard(1)
         return True
 
@@ -269,6 +315,8 @@ class ShapedInputPort(InputPort):
 
     def add_link(self, key: str, reader: _Reader) -> None:
         super().add_link(key, reader)
+        if hasattr(reader, "views"):
+            reader.views = False  # audio bags are decoded here, as bytes
         self.shapers[key] = self._shaper(key)
 
     def remove_link(self, key: str) -> _Reader | None:
@@ -372,14 +420,20 @@ class Inputs:
                     return _decode(got[0])
                 except (ValueError, RecursionError) as exc:  # garbage, not a dict, nested too deep
                     source.bad(got[1], exc)  # skipped and counted; the node goes on with the next bag
+                except TypeError:  # (not in the common path: a big bag, as a view of its slot)
+                    try:
+                        return _decode_view(got[0])
+                    except (ValueError, RecursionError) as exc:
+                        source.bad(got[1], exc)
         from_bag = getattr(into, "_tatolab_from_bag", None)
         while True:
             got = source.take()
             if got is None:
                 return None
-            payload, link = got
+            payload: Any = got[0]
+            link = got[1]
             try:
-                bag = _decode(payload)
+                bag = _decode(payload) if type(payload) is not BagView else _decode_view(payload)
             except (ValueError, RecursionError) as exc:  # garbage, not a dict, nested too deep
                 source.bad(link, exc)
                 continue  # skipped and counted; the node goes on with the next bag
@@ -391,6 +445,49 @@ class Inputs:
                 if not isinstance(bag, dict) or "surface_id" not in bag:
                     raise BagError(f"node {self._node} port {port}: {exc}") from None
                 source.gone(link)
+
+    def view(self, port: str) -> ContextManager[dict[str, Any] | None]:
+        """The next bag on ``port`` without copying its bytes: ``with ctx.inputs.view("frames") as
+        bag:`` gives the bag (``None`` when there is none) with its ``data`` (the bytes a writer's
+        ``ctx.outputs.loan`` filled) as a read-only memoryview of the link's ring slot; the slot is
+        the node's until the block ends (the writer never waits for it: it goes on elsewhere).
+        Use the view inside the block only. A bag whose ``data`` is not bytes reads as ``read`` gives it."""
+        source = self._ports.get(port) or self._port(port)
+        if source.shaped:
+            raise GraphError(f"node {self._node}: input {port!r} is an audio input; read it with ctx.inputs.read")
+        return self._viewed(source)
+
+    @contextlib.contextmanager
+    def _viewed(self, source: InputPort) -> Iterator[dict[str, Any] | None]:
+        while True:
+            got = source.take()
+            if got is None:
+                yield None
+                return
+            payload: Any = got[0]
+            link = got[1]
+            held = payload if type(payload) is BagView else None
+            buf = memoryview(payload.data if held is not None else payload)
+            try:
+                bag, data = _view_bag(buf)
+            except (ValueError, RecursionError, TypeError) as exc:  # not a bag (garbage, not a dict)
+                buf.release()
+                if held is not None:
+                    held.release()
+                source.bad(link, exc)
+                continue
+            break
+        try:
+            yield bag
+        finally:
+            bag.clear()
+            try:
+                if data is not None:
+                    data.release()  # (BufferError if something made from it outlives the block)
+                buf.release()
+            finally:
+                if held is not None:
+                    held.release()
 
     def drop(self, port: str) -> bool:
         """Take the next bag on ``port`` without using it, counted as dropped on its link (the
@@ -421,6 +518,9 @@ class OutputPort:
         self.write = writer.write  # the hot path's one lookup; the ring writer takes its own lock
 
 
+_MAX_LOAN = (1 << 32) - 1  # a bin 32's length (a link carries at most 1 GiB: the ring says so)
+
+
 class Outputs:
     def __init__(self, node: str, ports: dict[str, OutputPort]) -> None:
         self._node = node
@@ -443,6 +543,46 @@ class Outputs:
             write(_encode(bag, self._node, port))
         except ValueError as exc:  # the ring refuses what it cannot carry (BagError is no ValueError)
             raise BagError(f"node {self._node} port {port}: {exc}") from None
+
+    def loan(self, port: str, nbytes: int, **fields: Any) -> ContextManager[memoryview]:
+        """A bag of ``nbytes`` bytes written in place, for large payloads: ``with
+        ctx.outputs.loan("frames", n, width=1920) as buf:`` gives a writable memoryview of the
+        link's ring slot itself (fill it: ``buf[:] = ...``, or a ``numpy.frombuffer(buf, ...)``
+        used inside the block); the bag is sent when the block ends, nothing if it raises.
+        Readers get ``{"data": <those bytes>, **fields}``. Never waits for readers."""
+        if port not in self._ports:
+            self.write(port, None)  # (raises the GraphError naming the ports there are)
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or not 0 <= nbytes <= _MAX_LOAN:
+            raise BagError(
+                f"node {self._node} port {port}: loan takes the bag's size in bytes, 0 to {_MAX_LOAN:,}; got {nbytes!r}"
+            )
+        if "data" in fields or len(fields) > 14:
+            raise BagError(
+                f"node {self._node} port {port}: loan's fields go beside the loaned bytes, which are the bag's "
+                f'"data": at most 14 fields, none named "data"; got {sorted(fields)}'
+            )
+        head = _encode(fields, self._node, port)  # (checked as any bag is) a fixmap: its first byte says how many
+        head = bytes([0x80 | (len(fields) + 1)]) + head[1:] + b"\xa4data\xc6" + nbytes.to_bytes(4, "big")
+        return self._loaned(port, head, nbytes)
+
+    @contextlib.contextmanager
+    def _loaned(self, port: str, head: bytes, nbytes: int) -> Iterator[memoryview]:
+        try:
+            loan = self._ports[port].writer.loan(len(head) + nbytes)
+            buf = loan.__enter__()
+        except ValueError as exc:  # too big for a link
+            raise BagError(f"node {self._node} port {port}: {exc}") from None
+        buf[:len(head)] = head  # the msgpack map up to the bytes: the bag decodes as {**fields, "data": bytes}
+        body = buf[len(head):]
+        try:
+            yield body
+        except BaseException as exc:
+            body.release()
+            if not loan.__exit__(type(exc), exc, exc.__traceback__):
+                raise
+        else:
+            body.release()
+            loan.__exit__(None, None, None)
 
 
 class NodeLogger:

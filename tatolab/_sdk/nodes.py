@@ -26,6 +26,7 @@ EXECUTIONS = ("reactive", "continuous", "manual")
 _PORT_ATTR = "__tatolab_port__"
 NODE_ATTR = "__tatolab_node__"
 _NO_PROFILE = object()
+_MAX_SPIN_US = 1_000_000  # an input's spin window: at most a second of polling before it sleeps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +34,7 @@ class _PortMark:
     kind: str  # "input" | "output"
     delivery_profile: Any = _NO_PROFILE
     audio: Any = None  # inputs only: what @node.input(audio={...}) asked for, checked by @node
+    spin_us: Any = None  # inputs only: what @node.input(spin_us=...) asked for, checked by @node
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +43,7 @@ class PortSpec:
     attribute: str  # the method's name
     delivery_profile: str | None = None  # inputs only
     audio: AudioShape | None = None  # inputs only: the audio blocks this input receives
+    spin_us: int | float | None = None  # inputs only: how long its reader polls before sleeping
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,16 +80,23 @@ class _NodeDecorator:
             return lambda target: _define(target, execution, interval_ms, **limits)
         return _define(cls, execution, interval_ms, **limits)
 
-    def input(self, delivery_profile: Any = _NO_PROFILE, *, audio: dict[str, Any] | None = None) -> Any:
+    def input(
+        self, delivery_profile: Any = _NO_PROFILE, *, audio: dict[str, Any] | None = None,
+        spin_us: int | float | None = None,
+    ) -> Any:
         """Mark a method as an input port: ``@node.input(delivery_profile="newest" | "ordered")``.
 
         ``audio={"sample_rate": 16000, "channels": 1, "format": "f32", "window_ms": 20}`` (with
         ``"ordered"``): whatever audio the producer sends, the node reads blocks of exactly that
         shape, resampled, remixed, converted and cut by the runtime.
+
+        ``spin_us=50``: for an input that must be fast, the node polls its links for up to that
+        many microseconds before it sleeps, so a bag that comes within the window is taken
+        without a wake (a few microseconds instead of tens), at the CPU the polling costs.
         """
         if callable(delivery_profile):  # bare @node.input: no profile chosen; @node reports it
             return _mark(delivery_profile, _PortMark("input"))
-        return lambda method: _mark(method, _PortMark("input", delivery_profile, audio))
+        return lambda method: _mark(method, _PortMark("input", delivery_profile, audio, spin_us))
 
     def output(self, method: F | None = None) -> Any:
         """Mark a method as an output port: ``@node.output()``."""
@@ -160,6 +170,8 @@ def _describe_input(port: PortSpec) -> dict[str, Any]:
     described: dict[str, Any] = {"port": port.name, "delivery_profile": port.delivery_profile}
     if port.audio is not None:  # present only when asked for
         described["audio"] = port.audio.as_dict()
+    if port.spin_us is not None:  # present only when asked for
+        described["spin_us"] = port.spin_us
     return described
 
 
@@ -301,7 +313,16 @@ def _collect_ports(cls: type) -> tuple[list[PortSpec], list[PortSpec]]:
                     f'{where} asks for audio, which is cut into windows from every block in order: '
                     f'use @node.input(delivery_profile="ordered", audio={{...}}).'
                 )
-        inputs.append(PortSpec(port, attribute, profile, audio))
+        spin_us = mark.spin_us
+        if spin_us is not None and (
+            isinstance(spin_us, bool) or not isinstance(spin_us, (int, float)) or not 0 <= spin_us <= _MAX_SPIN_US
+        ):
+            raise NodeDefinitionError(
+                f"Node {cls.__qualname__}: input {attribute!r} has spin_us={spin_us!r}; give the microseconds "
+                f"its reader polls before sleeping, a number from 0 to {_MAX_SPIN_US:,} (e.g. spin_us=50), "
+                "or leave it out to sleep at once."
+            )
+        inputs.append(PortSpec(port, attribute, profile, audio, spin_us or None))
     return inputs, outputs
 
 

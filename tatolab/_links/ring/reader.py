@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from .. import latency
 from ..futex import NEEDS_FENCE, fence
 from ..shm import RingError
-from . import wake
+from . import views, wake
 from .layout import (
     _MOVED,
     _R_ACTIVE,
@@ -60,6 +60,7 @@ except ImportError:
 # ring fails an attempt only when the writer laps the copy, and each retry jumps half a
 # ring ahead, so a handful is already rare.
 _MAX_TRIES = 1000
+_VIEW: Any = memoryview(b"")  # read_view's `dest`: a view of the slot (a big bag) or a copy
 # A reader the writer keeps lapping mid-copy (a later bag in the slot each time) returns None
 # after this long, so its caller can look at its stop flag, and reads again on its next call.
 _LAPPED_FOR_S = 0.05
@@ -104,6 +105,11 @@ class RingReader:
         # ns between two bags the writer published, from the last two this reader read (a
         # reader that skips bags still sees how busy the link is): poll before sleeping?
         self._gap = 1 << 62
+        # ns to poll the ring before sleeping, whatever the link's pace (an input's spin_us): 0, none
+        self.spin_ns = 0
+        # read_many gives a big bag (one the ring grew for) as a BagView of its slot, not a copy
+        # (a node's inputs: tatolab/_sdk/context.py releases each once the node is done with it)
+        self.views = False
         self._origins = origins
         self._compiled = _RunReader is not None  # (tests set it None to check the Python read)
         self._runs: Any = None  # the C run reader of the generation mapped (read_many)
@@ -125,6 +131,8 @@ class RingReader:
             else:
                 self._recorder = latency.Recorder(self._views, self._block)
             self._note = self._recorder.note
+        self._holds: dict[_Gen, int] = {}  # generation -> views of its slots held (read_view)
+        self._left: list[_Gen] = []  # generations followed away from while views of them are held
         self._attach(g)
 
     def _attach(self, g: _Gen) -> None:
@@ -134,6 +142,7 @@ class RingReader:
         self._count = g.count
         self._first = g.base_seq + 1
         self._slot_size = g.slot_size
+        self._big = g.slot_size > g.normal[0]  # a generation grown for big bags (views: views.py)
         self._slots = [g.slots_q + i * g.stride_q for i in range(g.count)]
         self._r = g.record_q(self.index)
         q, r = self._q, self._r
@@ -162,7 +171,10 @@ class RingReader:
         self._attach(_open_latest(self.base, newer_than=old.gen))
         if runs is not None:
             runs.close()  # (its buffer export of the old mapping would keep it from closing)
-        old.close()
+        if self._holds.get(old):
+            self._left.append(old)  # closed once its last view is released
+        else:
+            old.close()
 
     def discard(self, n: int = 1) -> None:
         """`n` bags this reader took off the ring never reached the node (a `newest` bag
@@ -230,6 +242,31 @@ class RingReader:
             return self._read(dest)
 
 
+    def read_view(self) -> views.BagView | None:
+        """The next bag as a BagView (a read-only memoryview and its publish_ns), or None when
+        there is nothing new. A big bag (one the ring grew for) is not copied: the view is of
+        its slot, which the writer leaves alone while the view is held (views.py); release it
+        (`with reader.read_view() as data:`, or .release()) as soon as it is used. Small bags
+        are copied, as `read` does."""
+        got = self._read(_VIEW)
+        if got is None:
+            return None
+        data = got[0]
+        if type(data) is bytes:
+            return views.BagView(memoryview(data), got[1], None)
+        return data  # type: ignore[no-any-return]
+
+    def _release_view(self, g: _Gen, addr: int) -> None:
+        views.unhold(addr)
+        left = self._holds[g] - 1
+        if left:
+            self._holds[g] = left
+            return
+        del self._holds[g]
+        if g in self._left:
+            self._left.remove(g)
+            g.close()
+
     def read_many(self, limit: int = 64) -> list[tuple[Any, ...]]:
         """Up to `limit` bags as (payload, publish_ns), oldest first; [] when nothing is new.
 
@@ -241,6 +278,9 @@ class RingReader:
         q = self._q
         if q[_WRITE_SEQ] < self._next and not q[_MOVED]:
             return []  # nothing new (the node host asks once more before every wait)
+        if self._big and self.views:  # big bags, one at a time, each a view of its slot
+            got = self._read(_VIEW)
+            return [] if got is None else [got]
         out: list[Any] = []
         while True:
             q = self._q
@@ -280,7 +320,7 @@ class RingReader:
                 return out
             # lapped, torn, or the ring moved: the one-bag path sorts it out (and counts drops)
             try:
-                got = self._read(None)
+                got = self._read(_VIEW if self.views else None)  # (into a grown generation: a view)
             except RingError:
                 if out:
                     return out  # hand over what was read whole; the next call raises again
@@ -322,8 +362,23 @@ class RingReader:
         o_ns = q[h + 3]
         o_id = q[h + 4]
         off = (h << 3) + _SLOT_HEADER
-        data: bytes | int
-        if dest is None:
+        data: Any
+        if dest is _VIEW:
+            if self._g.slot_size > self._g.normal[0] and views.VIEWS:
+                addr = views.held_addr(self._g, h)
+                views.hold(addr)  # (a full barrier) before the second look: views.py's handshake
+                if q[h] == v and q[_WRITE_SEQ] <= s + self._count - 2:
+                    g = self._g
+                    self._holds[g] = self._holds.get(g, 0) + 1
+                    data = views.BagView(self._mv[off:off + n].toreadonly(), ts,
+                                         lambda: self._release_view(g, addr))
+                    note = self._note
+                    if note is not None:
+                        note(ts, o_ns, o_id)
+                    return (data, ts, o_ns, o_id) if self._origins else (data, ts)
+                views.unhold(addr)  # the writer is about to reach this slot: copy the bag instead
+            data = self._mv[off:off + n].tobytes()
+        elif dest is None:
             data = self._mv[off:off + n].tobytes()
         else:
             if n > dest.nbytes:
@@ -443,7 +498,10 @@ class RingReader:
         if self._g is not None:
             self._q[self._r + _R_ACTIVE] = 0
             self._q = self._mv = None  # type: ignore[assignment]  # (unusable once closed)
-            self._g.close()
+            if self._holds.get(self._g):
+                self._left.append(self._g)  # a view of it is still held: closed at its release
+            else:
+                self._g.close()
             self._g = None  # type: ignore[assignment]
         if self._stats is not None:
             self._recorder.close()

@@ -65,6 +65,8 @@ class Waiter(Protocol):
     _g: _Gen
     _gap: int
     _check_watcher_s: float
+    spin_ns: int
+
 
     def has_new(self) -> bool: ...
 
@@ -109,6 +111,8 @@ def wait(reader: Waiter, timeout_s: float | None) -> bool:
     w = g.word.value
     if reader.has_new():
         return True
+    if reader.spin_ns and _spin_for([g.word], [w], reader.spin_ns):
+        return True  # taken within the reader's spin window: no sleep, no wake (an input's spin_us)
     claim = _compare_exchange
     if claim is None:
         return _watch(reader, g, w, timeout_s)
@@ -187,6 +191,9 @@ def wait_any(readers: Sequence[Waiter], timeout_s: float | None) -> bool:
         words.append((g.addr, w))
         if r._gap < _SPIN_GAP_NS:
             busy = True
+    spin_ns = max(r.spin_ns for r in readers)
+    if spin_ns and _spin_for([r._g.word for r in readers], [w for _, w in words], spin_ns):
+        return True  # an input's spin window (see wait)
     if busy and _spin([r._g.word for r in readers], [w for _, w in words]):
         return True
     for r in readers:
@@ -223,3 +230,26 @@ def _spin(words: list, expected: list[int]) -> bool:
             return False
 
 
+def _spin_for(words: list, expected: list[int], spin_ns: int) -> bool:
+    """A reader asked to spin (``@node.input(spin_us=...)``): poll the writer's word for up to
+    `spin_ns` of wall time before sleeping, yielding the CPU between looks (a core another
+    process needs is given up at once); True as soon as it changes (a publish, a move or an
+    interrupt). Costs up to a core while the window lasts: a link whose bags come less than
+    the window apart keeps its reader awake, and the writer never pays for a wake."""
+    wall, pause = time.monotonic_ns, os.sched_yield
+    deadline = wall() + spin_ns
+    if len(words) == 1:
+        word, w = words[0], expected[0]
+        while True:
+            if word.value != w:
+                return True
+            if wall() > deadline:
+                return False
+            pause()
+    while True:
+        for word, w in zip(words, expected):
+            if word.value != w:
+                return True
+        if wall() > deadline:
+            return False
+        pause()

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .. import latency
-from ..futex import NEEDS_FENCE, futex_wake
+from ..futex import NEEDS_FENCE, full_fence, futex_wake
 from ..shm import RingError
 from .layout import (
     _FUTEX_Q,
@@ -57,6 +57,7 @@ from .layout import (
     _round_up,
     _unlink_quietly,
 )
+from .views import _HELD_Q
 from .wake import bump_and_wake
 
 if TYPE_CHECKING:
@@ -166,7 +167,7 @@ class RingWriter:
     @property
     def wakes(self) -> int:
         """How many writes found a reader that may be asleep, and so paid for a wake syscall."""
-        return self._wakes if self._publisher is None else self._publisher.wakes
+        return self._wakes if self._publisher is None else self._publisher.wakes + self._wakes
 
     @property
     def compiled(self) -> bool:
@@ -246,6 +247,12 @@ class RingWriter:
         if type(payload) is not bytes:
             payload = memoryview(payload).cast("B")
         n = payload.nbytes if type(payload) is memoryview else len(payload)
+        self._room_for(n)
+        return payload, n
+
+    def _room_for(self, n: int) -> None:
+        """Grow for a bag of `n` bytes, or shrink back once big bags stopped; and in a grown
+        generation, leave a slot a reader holds a view of (views.py): continue in a fresh one."""
         normal_size, normal_count = self._g.normal
         if n > normal_size:
             if n > self._slot_size:
@@ -257,7 +264,58 @@ class RingWriter:
             or time.monotonic_ns() - self._last_big_ns >= _SHRINK_AFTER_S * 1e9
         ):
             self._shrink_if_safe()  # big bags stopped: give the memory back
-        return payload, n
+        if self._grown:
+            g = self._g
+            if self._q[g.slots_q + (self._seq % self._count) * g.stride_q + _HELD_Q] & 0xFFFFFFFF:
+                self._move(self._slot_size, self._count)  # a view of the next slot is held: never wait for it
+
+    def loan(self, nbytes: int) -> contextlib.AbstractContextManager[memoryview]:
+        """A bag of `nbytes` written in place: `with writer.loan(n) as buf:` gives a writable
+        memoryview of the next slot itself; the bag is published when the block ends (an
+        exception publishes nothing). For big bags: no copy of the payload. Other threads'
+        writes wait for the block (the writer's lock); readers never see a partial bag."""
+        return self._loan(nbytes)
+
+    @contextlib.contextmanager
+    def _loan(self, nbytes: int) -> Iterator[memoryview]:
+        if nbytes < 0:
+            raise ValueError(f"a loan of {nbytes} bytes on {self.base}: give the bag's size in bytes")
+        with self._exclusive() as publisher:
+            if self._g is None:
+                raise RingError(f"the writer of {self.base} is closed")
+            if nbytes > self._fits:
+                self._room_for(nbytes)
+            g, q = self._g, self._q
+            s = self._seq + 1
+            h = g.slots_q + (self._seq % self._count) * g.stride_q
+            q[h] = s + s - 1  # odd: readers of the bag it held see it gone from here on
+            full_fence()  # (the odd word before any payload byte, on any machine)
+            off = (h << 3) + _SLOT_HEADER
+            buf = self._mv[off:off + nbytes]
+            try:
+                yield buf
+            finally:
+                buf.release()  # (BufferError if something made from it is still alive: use it inside the block)
+            q[h + 1] = nbytes
+            q[h + 2] = t = _clock()
+            cell = self._cell
+            if cell[0]:
+                q[h + 3], q[h + 4] = cell[0], cell[1]
+            else:
+                q[h + 3], q[h + 4] = t, self._origin_id
+            full_fence()  # every payload byte before the even word
+            q[h] = s + s
+            q[_WRITE_SEQ] = s
+            q[_FUTEX_Q] = s & _WORD_MASK
+            self._seq = s
+            if publisher is None:
+                next(self._slots)  # (the Python publish's own cycle of slots goes on past this one)
+            else:  # the C publisher goes on from this bag
+                publisher.attach(g.mm, g.slots_q * 8, g.stride_q * 8, g.count, g.slot_size, s, self._fits)
+            full_fence()  # the word before the sleepers line (wake.py's handshake)
+            if self._sleepers != _NO_SLEEPERS:
+                self._wakes += 1
+                futex_wake(self._addr)
 
     def _shrink_if_safe(self) -> bool:
         now = time.monotonic_ns()

@@ -102,7 +102,8 @@ def stream_entry(
         # read/dropped/bad: totals over the port's wired links (filled in below), so a
         # reading node's own entry shows what it lost, as the docs promise
         entry["inputs"] = [
-            {"port": p["port"], "delivery_profile": p["delivery_profile"], "read": 0, "dropped": 0, "bad": 0}
+            {"port": p["port"], "delivery_profile": p["delivery_profile"], "read": 0, "dropped": 0, "bad": 0,
+             **({"spin_us": p["spin_us"]} if p.get("spin_us") else {})}  # its polling shows in the node's cpu_percent
             for p in node["inputs"]
         ]
         outputs = []
