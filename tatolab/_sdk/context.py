@@ -484,6 +484,14 @@ class RuntimeContextLimitedAccess:
         if self._report is not None:
             self._report(values)
 
+    def loading(self, what: str) -> None:
+        """Say, in ``setup``, what the node is loading before it can take its first bag (a model,
+        an index): until ``setup`` returns, ``tatolab graph`` shows the node ``loading``, with
+        ``what`` as its reason, rather than ``running``. Call it again to say what comes next."""
+        if not isinstance(what, str) or not what:
+            raise TypeError(f"node {self.node}: ctx.loading takes what is loading, in words, got {what!r}")
+        self.report(loading=what)
+
     @property
     def time(self) -> int:
         """Now, on the machine's monotonic clock, in nanoseconds."""

@@ -74,9 +74,13 @@ def node_entry(node: Node, process: NodeProcess | None) -> dict[str, Any]:
         **process.usage(),
     )
     waiting = process.metrics.get("waiting")
-    entry["state"] = shown_state(process.state, waiting)
+    loading = process.metrics.get("loading")
+    set_up = not loading or process.status is None or process.set_up_ns() != 0
+    entry["state"] = shown_state(process.state, waiting, loading, set_up)
     if entry["state"] is NodeState.WAITING:
         entry["reason"] = waiting
+    elif entry["state"] is NodeState.LOADING:
+        entry["reason"] = f"loading {loading}"
     return entry
 
 
