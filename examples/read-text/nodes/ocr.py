@@ -30,12 +30,8 @@ class TextReader:
         # the model loads once per process, before the first bag; `tatolab graph` shows the node
         # `loading` (with these words) until setup returns
         ctx.loading("the OCR models (rapidocr-onnxruntime: PP-OCRv4 detection and recognition)")
-        from rapidocr_onnxruntime import RapidOCR
-
-        threads = self.config.threads or -1
-        self.engine = RapidOCR(use_cls=False, det_limit_type="max", det_limit_side_len=self.config.longest_side,
-                               intra_op_num_threads=threads, inter_op_num_threads=1)
-        ctx.log.info("OCR models loaded", longest_side=self.config.longest_side, threads=threads)
+        self.engine = load_engine(self.config)
+        ctx.log.info("OCR models loaded", longest_side=self.config.longest_side, threads=self.config.threads)
 
     def process(self, ctx: RuntimeContextLimitedAccess) -> None:
         frame = ctx.inputs.read("frames", into=VideoFrame)
@@ -46,6 +42,14 @@ class TextReader:
         result, _ = self.engine(frame.cpu())
         ctx.outputs.write("texts", {"frame_timestamp_ns": frame.timestamp_ns,
                                     "texts": read_texts(result, self.config.min_score)})
+
+
+def load_engine(config: TextReaderConfig):
+    """RapidOCR with its models from its wheel, as this node runs it (bench/model.py runs the same)."""
+    from rapidocr_onnxruntime import RapidOCR
+
+    return RapidOCR(use_cls=False, det_limit_type="max", det_limit_side_len=config.longest_side,
+                    intra_op_num_threads=config.threads or -1, inter_op_num_threads=1)
 
 
 def read_texts(result: list | None, min_score: float) -> list[dict]:
