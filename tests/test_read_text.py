@@ -114,3 +114,51 @@ def test_saving_the_drawing_node_in_dev_leaves_the_ocr_node_and_its_model_loaded
     finally:
         dev.send_signal(signal.SIGINT)
         dev.communicate(timeout=30)
+
+
+@pytest.mark.slow
+def test_an_agent_sees_the_camera_reads_the_texts_and_finds_the_ocr_node_slowest_over_mcp(runtime, model_venv, tmp_path):
+    """`tatolab mcp` with the official client, on the example as it ships (text.mp4, on a loop)."""
+    import asyncio
+
+    pytest.importorskip("mcp")
+    from test_mcp_live import session_with
+
+    video = make_video()
+    shipped = {word for scene in video.SCENES for word in scene}
+    project = _project(tmp_path, model_venv)
+    env = {k: v for k, v in runtime.env.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    runtime.popen_cli("run", cwd=project, env=env)
+    wait_for(lambda: read_jsonl(project / "texts.jsonl"), timeout=150, what="the first texts read")
+
+    async def asking() -> None:
+        async with asyncio.timeout(240), session_with(runtime, tmp_path) as s:
+            # what does the camera show: a PNG of its newest frame
+            shown = await s.session.call_tool("exchange", {"address": "read_text/camera/video", "timeout": 30})
+            assert not shown.is_error, shown.content
+            images = [block for block in shown.content if block.type == "image"]
+            assert len(images) == 1 and images[0].mime_type == "image/png", shown.content
+
+            # what text was read lately: the bags on ocr/texts
+            error, text, tap = await s.call("tap", address="read_text/ocr/texts", count=5, timeout=30)
+            assert not error, text
+            read = {t["text"] for b in tap["bags"] for t in b["bag"]["texts"]}
+            assert read and read <= shipped, read
+            assert all(set(b["bag"]) == {"frame_timestamp_ns", "texts"} for b in tap["bags"])
+
+            # what is slow: the OCR node, by its process() time, on the path to the texts' file
+            def through_ocr(paths: list[dict]) -> dict | None:
+                return next((p for p in paths if p["to"] == "jsonl/rows" and p["slowest_node"]
+                             and p["slowest_node"]["node"] == "ocr"), None)
+
+            for _ in range(60):
+                error, text, slow = await s.call("slowest_paths", limit=10)
+                assert not error, text
+                path = through_ocr(slow["paths"])
+                if path is not None:
+                    break
+                await asyncio.sleep(0.5)  # the next look at the paths' histograms: they fill as bags arrive
+            assert path is not None, slow
+            assert path["slowest_node"]["process_p50_us"] >= 1000 and path["through"] == ["ocr"], path
+
+    asyncio.run(asking())
