@@ -345,7 +345,9 @@ class ShapedInputPort(InputPort):
 
     def take_block(self) -> AudioBlock | None:
         if not self.blocks:
-            self._shape_arrived()
+            mark = self.taken[0]
+            self._shape_arrived()  # from inside process(): what it takes waited for no call
+            self.taken[0] = mark
             if not self.blocks:
                 return None
         self._offered = False
