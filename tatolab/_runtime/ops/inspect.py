@@ -63,8 +63,10 @@ def add_recordings(graph: dict[str, Any], runtime: Runtime) -> None:
 async def slowest_paths(runtime: Runtime, stream: str | None = None, limit: int = 10) -> dict[str, Any]:
     """What is late, and where: every stream's (or ``stream``'s) source-to-sink paths, slowest first by
     p99 over the last 10 s, each with ``from``, ``to``, ``through``, ``p50_us``, ``p90_us``, ``p99_us``,
-    ``max_us``, ``bags`` and its ``slowest_link`` (the link along it whose bags waited longest before
-    they were read). At most ``limit`` paths (docs/graph.md, "Where time goes")."""
+    ``max_us``, ``bags``, its ``slowest_link`` (the link along it whose bags waited longest before
+    they were read) and its ``slowest_node`` (the node along it whose process() calls took longest:
+    ``node``, ``process_p50_us``, ``process_p99_us``, ``wait_p50_us``). At most ``limit`` paths
+    (docs/graph.md, "Where time goes")."""
     if limit < 1:
         raise ControlError(f"slowest_paths: limit must be at least 1, got {limit}", code="bad_arguments")
     rows = runtime.list_streams()

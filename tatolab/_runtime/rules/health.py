@@ -30,6 +30,7 @@ class NodeState(str, enum.Enum):
     """What a node is doing, as `tatolab graph` and `streams` say it (the value is the word shown)."""
 
     STARTING = "starting"
+    LOADING = "loading"  # running its setup(), which said what it loads (ctx.loading): graph gives what
     RUNNING = "running"
     WAITING = "waiting"  # running, and waiting for what it needs (an input device, a display): graph gives why
     RESTARTING = "restarting"  # its process ended and is being started again
@@ -105,9 +106,12 @@ def state_after_exit(crash_streak: int) -> NodeState:
     return NodeState.CRASHED if crash_streak >= CRASH_LOOP_AFTER else NodeState.RESTARTING
 
 
-def shown_state(state: NodeState, waiting: object) -> NodeState:
-    """The state `graph` shows: a running node that reports ``waiting`` (ctx.report(waiting=why),
+def shown_state(state: NodeState, waiting: object, loading: object = None, set_up: bool = True) -> NodeState:
+    """The state `graph` shows: a running node whose ``setup()`` has not returned and said what it
+    loads (ctx.loading) is ``loading``; one that reports ``waiting`` (ctx.report(waiting=why),
     as the built-ins do while no device or display is there) is ``waiting``."""
+    if state is NodeState.RUNNING and not set_up and isinstance(loading, str) and loading:
+        return NodeState.LOADING
     return NodeState.WAITING if state is NodeState.RUNNING and isinstance(waiting, str) and waiting else state
 
 

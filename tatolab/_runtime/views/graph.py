@@ -56,6 +56,11 @@ def node_entry(node: Node, process: NodeProcess | None) -> dict[str, Any]:
         "cpu_percent": None,
         "memory_bytes": None,
         "metrics": {},
+        # the node's own times (tatolab/_host/status.py), over the last 10 s: each process() call,
+        # and how long the bags handed to it waited inside the node after leaving their ring
+        "process": None,
+        "process_since_start": None,
+        "wait": None,
     }
     if process is None:
         return entry
@@ -73,10 +78,16 @@ def node_entry(node: Node, process: NodeProcess | None) -> dict[str, Any]:
         metrics=dict(process.metrics),
         **process.usage(),
     )
+    if process.status is not None:
+        entry.update(process.status.timings())
     waiting = process.metrics.get("waiting")
-    entry["state"] = shown_state(process.state, waiting)
+    loading = process.metrics.get("loading")
+    set_up = not loading or process.status is None or process.set_up_ns() != 0
+    entry["state"] = shown_state(process.state, waiting, loading, set_up)
     if entry["state"] is NodeState.WAITING:
         entry["reason"] = waiting
+    elif entry["state"] is NodeState.LOADING:
+        entry["reason"] = f"loading {loading}"
     return entry
 
 

@@ -136,9 +136,22 @@ def stream_paths(stream: Any, records: dict[str, dict[str, Any]], topology: Topo
     return paths
 
 
+def _slowest_node(stream: dict[str, Any], on: set[str]) -> dict[str, Any] | None:
+    """The node on a path (``on``: its nodes in this stream) whose process() calls took longest
+    (p99 over the last 10 s), with its times; None when none has any."""
+    timed = [n for n in stream.get("nodes", []) if n["name"] in on and (n.get("process") or {}).get("bags")]
+    node = max(timed, key=lambda n: n["process"]["p99_us"] or 0, default=None)
+    if node is None:
+        return None
+    wait = node.get("wait") or {}
+    return {"node": node["name"], "process_p50_us": node["process"]["p50_us"],
+            "process_p99_us": node["process"]["p99_us"], "wait_p50_us": wait.get("p50_us")}
+
+
 def slowest(graph: dict[str, Any], limit: int = 10) -> list[dict[str, Any]]:
-    """Every stream's paths, slowest (p99 over the last 10 s) first, each naming its stream, and
-    the link along it whose bags waited longest (p99 of read age)."""
+    """Every stream's paths, slowest (p99 over the last 10 s) first, each naming its stream, the
+    link along it whose bags waited longest (p99 of read age), and the node along it whose
+    process() calls took longest (p99)."""
     out = []
     for stream in graph.get("streams", []):
         links = [link for link in stream.get("links", []) if link.get("latency") and link["latency"]["bags"]]
@@ -152,6 +165,7 @@ def slowest(graph: dict[str, Any], limit: int = 10) -> list[dict[str, Any]]:
                      and (link["from"].get("node") in starts or "address" in link["from"])]
             worst = max(along, key=lambda link: link["latency"]["p99_us"] or 0, default=None)
             out.append({"stream": stream["name"], **path, "slowest_link": None if worst is None else
-                        {"key": worst["key"], "p50_us": worst["latency"]["p50_us"], "p99_us": worst["latency"]["p99_us"]}})
+                        {"key": worst["key"], "p50_us": worst["latency"]["p50_us"], "p99_us": worst["latency"]["p99_us"]},
+                        "slowest_node": _slowest_node(stream, on)})
     out.sort(key=lambda p: -(p["p99_us"] or 0))
     return out[:limit]

@@ -20,19 +20,22 @@ def _positive(name: str, value: Any, unit: str, high: float) -> None:
 class Mp4SinkConfig:
     """``path``: the file (relative to the project). With rotation (``rotate_seconds`` and/or
     ``rotate_mb``) the files are ``<stem>-0001.mp4``, ``<stem>-0002.mp4``..., each starting at a
-    keyframe once the current one is that long or that big. ``fragment_ms``: how much a file can
-    lose if the stream or the runtime is killed."""
+    keyframe once the current one is that long or that big; ``rotate_gap_ms``: also when the packets
+    pause longer than that (a file per utterance, when only speech reaches the encoder).
+    ``fragment_ms``: how much a file can lose if the stream or the runtime is killed."""
 
     path: str = "recording.mp4"
     rotate_seconds: float | None = None
     rotate_mb: float | None = None
     fragment_ms: int = 100
+    rotate_gap_ms: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.path, str) or not self.path.strip() or self.path.endswith("/"):
             raise ValueError(f"path must name a file, such as 'recordings/camera.mp4', got {self.path!r}")
         _positive("rotate_seconds", self.rotate_seconds, "seconds", 7 * 24 * 3600)
         _positive("rotate_mb", self.rotate_mb, "megabytes", 1024 * 1024)
+        _positive("rotate_gap_ms", self.rotate_gap_ms, "milliseconds", 24 * 3600 * 1000)
         if isinstance(self.fragment_ms, bool) or not isinstance(self.fragment_ms, int) \
                 or not 10 <= self.fragment_ms <= 10_000:
             raise ValueError(f"fragment_ms must be a whole number of milliseconds from 10 to 10000, "
@@ -47,7 +50,8 @@ class Mp4Sink:
     without encoding again. Tracks line up by ``timestamp_ns``. The file is written in fragments of
     about ``fragment_ms`` (100 ms), each on disk as soon as it is complete, so a stream or runtime
     that is killed leaves a playable file missing at most its last fragment. ``path`` names the
-    file; ``rotate_seconds`` / ``rotate_mb`` start a new numbered file at the next keyframe."""
+    file; ``rotate_seconds`` / ``rotate_mb`` / ``rotate_gap_ms`` start a new numbered file at the next
+    keyframe."""
 
     @node.input(delivery_profile="ordered")
     def tracks(self) -> dict: ...
