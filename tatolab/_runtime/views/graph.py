@@ -77,6 +77,8 @@ def node_entry(node: Node, process: NodeProcess | None) -> dict[str, Any]:
     entry["state"] = shown_state(process.state, waiting)
     if entry["state"] is NodeState.WAITING:
         entry["reason"] = waiting
+    elif entry["state"] is NodeState.FAILED:
+        entry["reason"] = process.last_error  # the one line it ended with
     return entry
 
 
