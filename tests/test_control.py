@@ -76,6 +76,17 @@ def test_a_refusal_travels_as_data_and_the_cli_renders_its_fixes_as_commands_and
     assert render(ControlError("plain")) == "plain"
 
 
+def test_a_bad_expiry_is_worded_with_its_flag_once():
+    from tatolab._runtime.relay.tokens import parse_expiry
+
+    for text, said in (("3y", "--expires '3y' is not a duration; give e.g. 1h, 7d, 30m or never"),
+                       ("0h", "--expires '0h' must be longer than nothing; give e.g. 1h, 7d or never")):
+        with pytest.raises(ValueError) as refused:
+            parse_expiry(text)
+        assert "--" not in str(refused.value)  # no CLI syntax in what the runtime says
+        assert render(ControlError(str(refused.value), code="bad_value", details={"argument": "expires"})) == said
+
+
 def test_the_async_client_asks_and_gets_refusals_as_data(tmp_path):
     import asyncio
     import json
