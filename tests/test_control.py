@@ -138,3 +138,17 @@ def test_the_runtime_lists_every_operation_with_a_description_and_json_schemas()
     assert set(listing["logs"]["arguments"]["properties"]) == {"stream", "node", "level", "since", "tail", "follow"}
     streams_answer = listing["streams"]["$defs"]["Listing"]["properties"]
     assert set(streams_answer) == {"streams", "troubled", "unwritten", "recordings", "relay"}
+
+
+def test_a_stream_or_node_named_in_any_case_is_the_one_the_graph_names():
+    """`run -d --name CaseTest` keeps `casetest`: `stop CaseTest`, `logs --stream CaseTest --node Cam`
+    and the rest find it, by the one URL-safe rule every name goes through."""
+    from tatolab._runtime.ops import OPS, load_all
+
+    load_all()
+    assert OPS["stop"].check({"name": "CaseTest"}) == {"name": "casetest"}
+    assert OPS["start"].check({"name": "Caméra Avant"}) == {"name": "camera-avant"}
+    logs = OPS["logs"].check({"stream": "CaseTest", "node": "Cam"})
+    assert (logs["stream"], logs["node"]) == ("casetest", "cam")
+    assert OPS["graph"].check({}) == {"stream": None}
+    assert OPS["stop"].check({"name": "..."}) == {"name": "..."}  # nothing URL-safe: left to say it names nothing
