@@ -55,7 +55,8 @@ PATH = sys.argv[1]
 {body}
 usage = resource.getrusage(resource.RUSAGE_SELF)
 print(said.splitlines()[0][:150])
-print(usage.ru_maxrss // 1024, round(usage.ru_utime + usage.ru_stime, 2))
+peak = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM")) // 1024
+print(peak, round(usage.ru_utime + usage.ru_stime, 2))
 """
 
 

@@ -179,13 +179,14 @@ try:
 except RecordingError as exc:
     said = f"refused: {exc}"
 print(said)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+print(next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM")) // 1024)
 """
 _CAP = 1 << 30  # address space: the budget, the interpreter and its libraries, far below a bomb
 
 
 def _read_capped(path: Path) -> tuple[str, int]:
-    """What McapSource's reading says of ``path`` in a process capped at 1 GiB, and its peak RSS in MB."""
+    """What McapSource's reading says of ``path`` in a process capped at 1 GiB, and its peak RSS in MB
+    (VmHWM: the process's own, not a parent's that ru_maxrss keeps across exec)."""
     import sys
 
     done = subprocess.run([sys.executable, "-c", _READ_UNDER_A_CAP, str(path), str(_CAP)],
@@ -242,3 +243,36 @@ def test_a_damaged_file_says_it_is_damaged_not_that_it_has_no_channels(tmp_path)
     assert str(caught.value) == (f"{cut} has no channel to replay: the file (40 bytes) is damaged or was cut short "
                                  "before its first channel; record it again with `tatolab record ... --out FILE.mcap`")
     assert "say which with address=" not in str(caught.value)
+
+
+def test_a_full_disk_before_the_first_chunk_says_the_file_holds_no_message(tmp_path, monkeypatch):
+    """The disk takes the header and a part of the first chunk, then nothing: the file is cut back
+    to its header, the size said is the file's, and the summary says no message is in it."""
+    from tatolab._cli.record import summary_lines
+
+    path = tmp_path / "full.mcap"
+    f = McapFile(path, chunk_seconds=0)
+    channel = f.channel("s/counter/count", "json", BAGS[:1])
+    real_write, room = os.write, [100]
+
+    def write(fd: int, data) -> int:  # as a full disk does: a short write, then ENOSPC
+        if fd != f._out.fd:
+            return real_write(fd, data)
+        n = min(len(data), room[0])
+        if n == 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        room[0] -= n
+        return real_write(fd, bytes(memoryview(data)[:n]))
+
+    monkeypatch.setattr(mcap_file.os, "write", write)
+    with pytest.raises(DiskFull):
+        for i, bag in enumerate(BAGS * 100):
+            f.add(channel, 1_000 + i, 1_000 + i, formats.encode_json(bag), i)
+    monkeypatch.undo()
+    assert f.size == path.stat().st_size and f.chunks_on_disk == 0
+    row = {"state": "ended", "seconds": 0.4, "path": str(path), "bytes": f.size, "indexed": False,
+           "readable": False, "reason": "disk full",
+           "channels": {"s/counter/count": {"kind": "json", "bags": 0, "dropped": 0, "bytes": 0}}}
+    first = summary_lines(row)[0]
+    assert first == (f"recorded 0.4 s to {path} ({f.size} B, no message in it: the disk was full before its "
+                     "first chunk); ended: disk full")

@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tatolab._control import paths
 from tatolab._control.errors import ControlError
@@ -54,6 +54,7 @@ class Recording:
     tasks: list[asyncio.Task] = field(default_factory=list)
     released: bool = False
     why: str | None = None  # why the runtime stopped it, when not asked to (its streams stopped)
+    on_end: Callable[[], None] | None = None  # told once it has ended (its mark for the next runtime goes)
 
     @property
     def addresses(self) -> list[str]:
@@ -70,7 +71,7 @@ class Recording:
                "bytes": last.get("bytes", 0), "channels": channels,
                "bags": sum(c["bags"] for c in channels.values()),
                "dropped": sum(c["dropped"] for c in channels.values())}
-        for key in ("reason", "indexed", "error"):
+        for key in ("reason", "indexed", "readable", "error"):
             if key in last:
                 row[key] = last[key]
         if row.get("reason") == "stopped" and self.why:
@@ -129,6 +130,17 @@ async def start(streams: dict[str, LoadedStream], starter: ProcessStarter, recor
     return recording
 
 
+def skip_ids(used: str) -> None:
+    """A recording id the previous runtime gave (``rec-N``, listed as cut) is not given again."""
+    global _ids
+    try:
+        n = int(used.removeprefix("rec-"))
+    except ValueError:
+        return
+    current = next(_ids)
+    _ids = itertools.count(max(current, n + 1))
+
+
 async def _next_event(process: Started) -> dict[str, Any] | None:
     assert process.stdout is not None
     while True:
@@ -181,6 +193,8 @@ async def _end(recording: Recording) -> None:
     for task in recording.tasks:
         if task is not current and not task.done():
             task.cancel()  # the wait for its streams to stop, when it ended otherwise
+    if recording.on_end is not None:
+        recording.on_end()
     async with recording.updates:
         recording.updates.notify_all()
     recording.ended.set()
