@@ -276,3 +276,18 @@ def test_a_full_disk_before_the_first_chunk_says_the_file_holds_no_message(tmp_p
     first = summary_lines(row)[0]
     assert first == (f"recorded 0.4 s to {path} ({f.size} B, no message in it: the disk was full before its "
                      "first chunk); ended: disk full")
+
+
+@pytest.mark.parametrize("compression", ["zstd", "lz4", "none"])
+def test_each_compression_the_recorder_writes_is_read_back_chunk_by_chunk(tmp_path, compression):
+    path = tmp_path / "c.mcap"
+    f = McapFile(path, compression=compression, chunk_seconds=0)  # a chunk per message
+    channel = f.channel("s/counter/count", "json", BAGS[:formats.SCHEMA_SAMPLE])
+    for i, bag in enumerate(BAGS * 5):
+        f.add(channel, 1_000 + i, 1_000 + i, formats.encode_json(bag), i)
+    f.finish()
+    recording = Recording(path)
+    counts = recording.channel(None)
+    assert recording.indexed and counts.count == len(BAGS) * 5
+    assert [bag_of(counts, d)[0] for _, d in recording.messages(counts, None, None)] == BAGS * 5
+    assert [t for t, _ in recording.messages(counts, 1_010, 1_012)] == [1_010, 1_011, 1_012]
