@@ -29,3 +29,10 @@ class AddressError(TatolabError):
 
 class ProjectError(TatolabError):
     """A project cannot be loaded: no ``@stream``, several without a target, a failing import."""
+
+
+class CannotRun(TatolabError):
+    """Raised by a node (in ``setup()``, or on a thread of its own) when its configuration can never
+    work: a file that is not what it must be, a setting out of range. The node ends once, with this
+    message as its one line, and stays ``failed`` (in ``graph`` and ``streams``) until its stream is
+    changed or started again: restarting it could only fail the same way."""

@@ -185,12 +185,12 @@ def problems(reader: str, environ: Mapping[str, str] | None = None) -> list[str]
 
 def unknown(environ: Mapping[str, str] | None = None) -> list[str]:
     """Each TATOLAB_* name that is no setting (a typo would otherwise be ignored without a word)."""
-    import difflib  # here: only the runtime warns of unknown names
-
     environ = os.environ if environ is None else environ
     found = []
     for name in sorted(environ):
         if name.startswith("TATOLAB_") and name not in SETTINGS and name not in INTERNAL:
+            import difflib  # only when there is a name to place: not on every command's path
+
             close = difflib.get_close_matches(name, list(SETTINGS), n=1)
             hint = f"did you mean {close[0]}?" if close else "the settings are listed in README (Settings)"
             found.append(f"{name} is not a setting of Tatolab, so it changes nothing ({hint})")
@@ -199,13 +199,13 @@ def unknown(environ: Mapping[str, str] | None = None) -> list[str]:
 
 def refuse_bad(reader: str) -> None:
     """Stop the program, saying what is wrong, if a setting it reads has a value not allowed
-    (and warn, once, of a TATOLAB_* name that is no setting)."""
+    (and warn, once, of a TATOLAB_* name that is no setting: `tatolabd` as it starts, `tatolab`
+    at each command)."""
     found = problems(reader)
     if found:
         raise SystemExit("error: " + "\nerror: ".join(found))
-    if reader == RUNTIME:
-        for line in unknown():
-            print(f"warning: {line}", file=sys.stderr)
+    for line in unknown():
+        print(f"warning: {line}", file=sys.stderr)
 
 
 def readme_table() -> str:

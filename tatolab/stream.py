@@ -1,6 +1,6 @@
 """The Tatolab API a project's ``stream.py`` and nodes use, and the errors they can meet."""
 
-from tatolab._errors import AddressError, BagError, ConfigError, GraphError, NodeDefinitionError, TatolabError
+from tatolab._errors import AddressError, BagError, CannotRun, ConfigError, GraphError, NodeDefinitionError, TatolabError
 from tatolab._sdk.builder import (
     Exposure,
     InputRef,
@@ -25,6 +25,7 @@ __all__ = [
     "AudioBlock",
     "BagError",
     "CameraSource",
+    "CannotRun",
     "ConfigError",
     "DisplayWindow",
     "Exposure",

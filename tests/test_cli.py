@@ -138,3 +138,15 @@ def test_the_sdk_wheel_is_tagged_for_what_it_holds(tmp_path: Path):
     assert wheel.name.endswith("-py3-none-any.whl") is not compiled
     assert f"Tag: {wheel.name.removesuffix('.whl').split('-', 2)[2]}\n" in info
     assert ("Root-Is-Purelib: false" in info) is compiled
+
+
+def test_expose_public_says_one_true_line_whether_or_not_other_machines_can_reach_it():
+    from tatolab._cli.expose import exposed_line
+
+    unreachable = exposed_line({"address": "cam/camera/video", "kept": True, "cut": [], "reachable": False}, "public")
+    assert unreachable.startswith("cam/camera/video is public (recorded for the kept stream), but nothing outside "
+                                  "this machine can reach it yet")
+    assert "your other machines can read it" not in unreachable and "\n" not in unreachable
+    reachable = exposed_line({"address": "cam/camera/video", "kept": False, "cut": [], "reachable": True}, "public")
+    assert reachable == ("cam/camera/video is public: your other machines can read it by URL too, over your "
+                         "tailnet (`tatolab url` gives its URL)")

@@ -76,6 +76,17 @@ def test_a_refusal_travels_as_data_and_the_cli_renders_its_fixes_as_commands_and
     assert render(ControlError("plain")) == "plain"
 
 
+def test_a_bad_expiry_is_worded_with_its_flag_once():
+    from tatolab._runtime.relay.tokens import parse_expiry
+
+    for text, said in (("3y", "--expires '3y' is not a duration; give e.g. 1h, 7d, 30m or never"),
+                       ("0h", "--expires '0h' must be longer than nothing; give e.g. 1h, 7d or never")):
+        with pytest.raises(ValueError) as refused:
+            parse_expiry(text)
+        assert "--" not in str(refused.value)  # no CLI syntax in what the runtime says
+        assert render(ControlError(str(refused.value), code="bad_value", details={"argument": "expires"})) == said
+
+
 def test_the_async_client_asks_and_gets_refusals_as_data(tmp_path):
     import asyncio
     import json
@@ -127,3 +138,17 @@ def test_the_runtime_lists_every_operation_with_a_description_and_json_schemas()
     assert set(listing["logs"]["arguments"]["properties"]) == {"stream", "node", "level", "since", "tail", "follow"}
     streams_answer = listing["streams"]["$defs"]["Listing"]["properties"]
     assert set(streams_answer) == {"streams", "troubled", "unwritten", "recordings", "relay"}
+
+
+def test_a_stream_or_node_named_in_any_case_is_the_one_the_graph_names():
+    """`run -d --name CaseTest` keeps `casetest`: `stop CaseTest`, `logs --stream CaseTest --node Cam`
+    and the rest find it, by the one URL-safe rule every name goes through."""
+    from tatolab._runtime.ops import OPS, load_all
+
+    load_all()
+    assert OPS["stop"].check({"name": "CaseTest"}) == {"name": "casetest"}
+    assert OPS["start"].check({"name": "Caméra Avant"}) == {"name": "camera-avant"}
+    logs = OPS["logs"].check({"stream": "CaseTest", "node": "Cam"})
+    assert (logs["stream"], logs["node"]) == ("casetest", "cam")
+    assert OPS["graph"].check({}) == {"stream": None}
+    assert OPS["stop"].check({"name": "..."}) == {"name": "..."}  # nothing URL-safe: left to say it names nothing

@@ -87,3 +87,26 @@ def test_install_without_systemd_says_how_to_run_tatolabd_instead(installer_env,
     assert f"     {env['TOOL_BIN']}/tatolabd\n" in installed.stdout
     assert not (tmp_path / "config" / "systemd").exists()
     assert "Undo it: scripts/uninstall (from a clone), which runs: uv tool uninstall tatolab" in installed.stdout
+
+
+@pytest.mark.slow
+def test_uninstall_leaves_the_tool_while_a_tatolabd_runs_and_says_its_pid(installer_env, tmp_path):
+    from harness import Runtime
+
+    env = installer_env("uv", REACHABLE)
+    assert script("install", env).returncode == 0
+    runtime = Runtime(tmp_path)  # the same socket folder as the installer's environment
+    runtime.start()
+    try:
+        assert runtime.process is not None
+        refused = script("uninstall", env)
+        assert refused.returncode == 1
+        assert (f"tatolabd is running (pid {runtime.process.pid}), started from this tool: stop it first "
+                f"(Ctrl-C in its terminal, or `kill {runtime.process.pid}`), then run scripts/uninstall again") \
+            in refused.stderr
+        assert Path(env["TOOL_BIN"], "tatolab").exists()  # the tool stays under the running runtime
+    finally:
+        runtime.stop()
+    removed = script("uninstall", env)
+    assert removed.returncode == 0, removed.stderr
+    assert not Path(env["TOOL_BIN"], "tatolab").exists()

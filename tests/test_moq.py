@@ -821,3 +821,28 @@ def test_a_killed_video_encoder_process_leaves_a_gap_its_readers_go_on_and_the_r
 def node_pids_of(runtime: Runtime, stream: str) -> list[int]:
     graph = json.loads(runtime.cli("graph", "--stream", stream, check=True).stdout)
     return [n["pid"] for s in graph["streams"] for n in s["nodes"]]
+
+
+def test_graph_shows_a_remote_links_url_without_its_token():
+    import asyncio as aio
+
+    from tatolab._runtime.lifecycle.streams import LoadedStream
+    from tatolab._runtime.views.graph import stream_entry
+
+    url = "https://100.64.0.7:4443/lab/cam/detector/motion?jwt=eyJhbGciOi.secret.sig"
+
+    async def loaded() -> LoadedStream:
+        graph = {"nodes": [{"name": "probe", "class": "nodes.p:P", "inputs": [
+                     {"port": "motion", "delivery_profile": "newest"}], "outputs": []}],
+                 "links": [{"from": {"address": "lab/cam/detector/motion", "url": url},
+                            "to": {"node": "probe", "port": "motion"}}], "exposures": []}
+        stream = LoadedStream("s", Path("/p"), graph, "attached")
+        stream.changes = [{"change": "connect", "output": url, "input": "probe/motion"}]
+        return stream
+
+    entry = stream_entry(aio.run(loaded()), {"name": "s", "state": "attached"}, now_ns=0,
+                         read_counters=lambda base: {})
+    shown = json.dumps(entry)
+    assert "secret" not in shown
+    assert entry["links"][0]["from"]["url"] == "https://100.64.0.7:4443/lab/cam/detector/motion?jwt=..."
+    assert entry["changes"][0]["output"].endswith("?jwt=...")

@@ -162,6 +162,15 @@ def _walked() -> list[str]:
     return [step if isinstance(step, str) else step.command for steps in WALK.values() for step in steps]
 
 
+def test_the_readme_lists_every_mcp_tool_and_no_other():
+    from tatolab._mcp.tools import TOOLS
+
+    text = README.read_text()
+    start = text.index("serves the same operations to an agent as MCP tools")
+    listed = re.findall(r"`([a-z_]+)`", text[start:text.index("), the node catalog", start)])
+    assert listed == [tool.name for tool in TOOLS]
+
+
 def test_every_readme_command_is_run_or_listed():
     commands = set(readme_commands(README.read_text()))
     walked = set(_walked()) - WALK_ONLY

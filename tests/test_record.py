@@ -333,7 +333,7 @@ def test_kill_9_of_the_recorder_leaves_a_file_read_up_to_its_last_chunk_and_ctrl
     def log_of(name: str) -> str:  # a node added live that fails to start is removed again, its error logged
         return runtime.cli("logs", "--stream", "src", "--node", name).stdout
 
-    wait_for(lambda: "RecordingError" in log_of("nochannel") and "RecordingError" in log_of("notmcap"),
+    wait_for(lambda: "cannot run" in log_of("nochannel") and "cannot run" in log_of("notmcap"),
              timeout=60, what="both McapSource nodes to fail at start")
     assert f"{twice} has no channel src/nope/x; its channels: src/counter/count" in log_of("nochannel")
     assert f"{notes} is not an MCAP file" in log_of("notmcap")

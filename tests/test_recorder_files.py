@@ -164,3 +164,130 @@ def test_mcap_sources_of_one_stream_over_one_file_share_one_start(tmp_path):
     assert _anchor(f"{stream}video+bags", "video", path, 2_000) == 1_000  # started later, plays in step
     assert _anchor(f"{stream}other+bags", "other", tmp_path / "other.mcap", 3_000) == 3_000
     assert _anchor(str(tmp_path / "tatolab-ns-8+video+bags"), "video", path, 4_000) == 4_000
+
+
+_READ_UNDER_A_CAP = """
+import resource, sys
+from pathlib import Path
+cap = int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_AS, (cap, cap))  # the bomb may not take the machine with it
+from tatolab._recorder.reading import Recording, RecordingError
+try:
+    recording = Recording(Path(sys.argv[1]))
+    channel = recording.channel(None)
+    said = f"played {sum(1 for _ in recording.messages(channel, None, None))} messages"
+except RecordingError as exc:
+    said = f"refused: {exc}"
+print(said)
+print(next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM")) // 1024)
+"""
+_CAP = 1 << 30  # address space: the budget, the interpreter and its libraries, far below a bomb
+
+
+def _read_capped(path: Path) -> tuple[str, int]:
+    """What McapSource's reading says of ``path`` in a process capped at 1 GiB, and its peak RSS in MB
+    (VmHWM: the process's own, not a parent's that ru_maxrss keeps across exec)."""
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _READ_UNDER_A_CAP, str(path), str(_CAP)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    said, peak = done.stdout.strip().splitlines()
+    return said, int(peak)
+
+
+@pytest.mark.parametrize("compression", ["zstd", "lz4"])
+def test_a_decompression_bomb_is_refused_in_one_line_within_the_budget(tmp_path, compression):
+    """A chunk declaring 2 GB uncompressed is refused before a byte is decompressed; one declaring
+    1 MB that holds 2 GB is stopped one byte past its 1 MB. Either is one line naming the file, in a
+    process that never holds more than its budget (the mcap library allocated the 2 GB)."""
+    from mcap_bombs import bomb
+
+    from tatolab._recorder.bounded import BUDGET_BYTES
+
+    honest, liar = tmp_path / "honest.mcap", tmp_path / "liar.mcap"
+    size = bomb(honest, compression, 2 << 30, 2 << 30)
+    assert size < 10 << 20  # a small file...
+    bomb(liar, compression, 2 << 30, 1 << 20)
+    said, peak = _read_capped(honest)
+    assert said.startswith(f"refused: {honest}: the chunk at byte ") and "passes McapSource's budget of 256.0 MB" in said
+    assert "\n" not in said
+    assert peak < 150, f"{peak} MB to refuse it"
+    said, peak = _read_capped(liar)
+    assert said == (f"refused: {liar}: the chunk at byte 109 holds more than the 1048576 bytes it declares: "
+                    "the file is damaged or made to exhaust memory")
+    assert peak < 150 + BUDGET_BYTES // 2**20
+
+
+def test_a_long_recording_without_an_index_is_scanned_and_played_in_bounded_memory(tmp_path):
+    """A million messages and no index (the recorder killed): setup's scan keeps counts, not a list of
+    every message's time (36 bytes a message: 1.7 GB for a 2 GB file of small ones), and playback
+    holds one chunk at a time. The interpreter and its libraries take about 46 MB here."""
+    from mcap_bombs import many_messages
+
+    path = tmp_path / "long.mcap"
+    many_messages(path, 1_000_000)
+    said, peak = _read_capped(path)
+    assert said == "played 1000000 messages"
+    assert peak < 64, f"{peak} MB to play it"
+
+
+def test_a_damaged_file_says_it_is_damaged_not_that_it_has_no_channels(tmp_path):
+    path = tmp_path / "all.mcap"
+    _write(path, finish=False, chunk_seconds=0)
+    data = path.read_bytes()
+    cut = tmp_path / "cut.mcap"
+    cut.write_bytes(data[:40])  # the header and a torn record: no channel survived
+    with pytest.raises(RecordingError) as caught:
+        Recording(cut).channel(None)
+    assert str(caught.value) == (f"{cut} has no channel to replay: the file (40 bytes) is damaged or was cut short "
+                                 "before its first channel; record it again with `tatolab record ... --out FILE.mcap`")
+    assert "say which with address=" not in str(caught.value)
+
+
+def test_a_full_disk_before_the_first_chunk_says_the_file_holds_no_message(tmp_path, monkeypatch):
+    """The disk takes the header and a part of the first chunk, then nothing: the file is cut back
+    to its header, the size said is the file's, and the summary says no message is in it."""
+    from tatolab._cli.record import summary_lines
+
+    path = tmp_path / "full.mcap"
+    f = McapFile(path, chunk_seconds=0)
+    channel = f.channel("s/counter/count", "json", BAGS[:1])
+    real_write, room = os.write, [100]
+
+    def write(fd: int, data) -> int:  # as a full disk does: a short write, then ENOSPC
+        if fd != f._out.fd:
+            return real_write(fd, data)
+        n = min(len(data), room[0])
+        if n == 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        room[0] -= n
+        return real_write(fd, bytes(memoryview(data)[:n]))
+
+    monkeypatch.setattr(mcap_file.os, "write", write)
+    with pytest.raises(DiskFull):
+        for i, bag in enumerate(BAGS * 100):
+            f.add(channel, 1_000 + i, 1_000 + i, formats.encode_json(bag), i)
+    monkeypatch.undo()
+    assert f.size == path.stat().st_size and f.chunks_on_disk == 0
+    row = {"state": "ended", "seconds": 0.4, "path": str(path), "bytes": f.size, "indexed": False,
+           "readable": False, "reason": "disk full",
+           "channels": {"s/counter/count": {"kind": "json", "bags": 0, "dropped": 0, "bytes": 0}}}
+    first = summary_lines(row)[0]
+    assert first == (f"recorded 0.4 s to {path} ({f.size} B, no message in it: the disk was full before its "
+                     "first chunk); ended: disk full")
+
+
+@pytest.mark.parametrize("compression", ["zstd", "lz4", "none"])
+def test_each_compression_the_recorder_writes_is_read_back_chunk_by_chunk(tmp_path, compression):
+    path = tmp_path / "c.mcap"
+    f = McapFile(path, compression=compression, chunk_seconds=0)  # a chunk per message
+    channel = f.channel("s/counter/count", "json", BAGS[:formats.SCHEMA_SAMPLE])
+    for i, bag in enumerate(BAGS * 5):
+        f.add(channel, 1_000 + i, 1_000 + i, formats.encode_json(bag), i)
+    f.finish()
+    recording = Recording(path)
+    counts = recording.channel(None)
+    assert recording.indexed and counts.count == len(BAGS) * 5
+    assert [bag_of(counts, d)[0] for _, d in recording.messages(counts, None, None)] == BAGS * 5
+    assert [t for t, _ in recording.messages(counts, 1_010, 1_012)] == [1_010, 1_011, 1_012]

@@ -61,6 +61,21 @@ def test_install_writes_and_enables_the_unit_and_starts_nothing_as_systemctl_ena
     assert "not started (`tatolab service install --now` starts it too)" in installed.stdout
 
 
+def test_install_copies_every_setting_the_runtime_reads_and_says_which(service_env, tmp_path):
+    env = {k: v for k, v in service_env(REACHABLE).items() if not k.startswith("TATOLAB_")}
+    env.update(TATOLAB_MOQ_PORT="4555", TATOLAB_MACHINE_LOCK=str(tmp_path / "lock"),
+               TATOLAB_CLI_TIMEOUT_S="30")  # the CLI's own: not the runtime's
+    installed = tatolab(env, "service", "install")
+    assert installed.returncode == 0, installed.stderr
+    text = (tmp_path / "config" / "systemd" / "user" / "tatolabd.service").read_text()
+    for name, value in (("TATOLAB_MOQ_PORT", "4555"), ("XDG_RUNTIME_DIR", str(tmp_path / "run")),
+                        ("XDG_STATE_HOME", str(tmp_path / "state")), ("TATOLAB_MACHINE_LOCK", str(tmp_path / "lock"))):
+        assert f"Environment={name}={value}\n" in text, name
+    assert "TATOLAB_CLI_TIMEOUT_S" not in text and "XDG_CONFIG_HOME" not in text
+    assert ("copied into it, as set here: TATOLAB_MACHINE_LOCK, TATOLAB_MOQ_PORT, XDG_RUNTIME_DIR, XDG_STATE_HOME "
+            "(every Tatolab and XDG setting tatolabd reads that is set in this shell; no other)") in installed.stdout
+
+
 def test_install_now_writes_a_unit_systemd_accepts_starts_it_and_uninstall_removes_it(service_env, tmp_path):
     env = service_env(REACHABLE)
     installed = tatolab(env, "service", "install", "--now")

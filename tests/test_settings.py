@@ -52,6 +52,12 @@ def test_a_misspelt_setting_is_warned_about():
         "TATOLAB_SURFACE_SLOT is not a setting of Tatolab, so it changes nothing (did you mean TATOLAB_SURFACE_SLOTS?)"]
 
 
+def test_the_cli_warns_of_a_misspelt_setting_as_readme_says(tmp_path):
+    result = run("tatolab", "streams", TATOLAB_MOQ_PROT="4444", XDG_RUNTIME_DIR=str(tmp_path))
+    assert result.stderr.splitlines()[0] == ("warning: TATOLAB_MOQ_PROT is not a setting of Tatolab, so it changes "
+                                             "nothing (did you mean TATOLAB_MOQ_PORT?)")
+
+
 def test_values_in_range_are_read_and_unset_gives_the_default():
     assert settings.value("TATOLAB_SURFACE_SLOTS", {"TATOLAB_SURFACE_SLOTS": "6"}) == 6
     assert settings.value("TATOLAB_SURFACE_SLOTS", {}) == 32

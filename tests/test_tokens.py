@@ -108,7 +108,7 @@ def test_paths_that_climb_are_refused_also_percent_encoded(keeper):
 def test_expiry_words():
     assert parse_expiry("1h") == 3600 and parse_expiry("7d") == 7 * 86400 and parse_expiry("never") is None
     for bad in ("soon", "0h", "-1d", ""):
-        with pytest.raises(ValueError, match="--expires"):
+        with pytest.raises(ValueError, match="^expires '"):
             parse_expiry(bad)
 
 
@@ -138,3 +138,40 @@ def test_the_viewer_page_and_its_list_need_the_token_and_a_host_it_serves(keeper
                                       lambda grant: {"outputs": [PATH]}, keeper)
         assert status == 421 and PATH.encode() not in body
     assert viewer.host_ok("localhost:4443", 4443) and viewer.host_ok("[::1]:4443", 4443)
+
+
+def test_a_revoked_or_expired_link_says_so_and_two_host_headers_are_refused(keeper):
+    revoked, record = keeper.mint(PATH, None)
+    keeper.revoke(record["id"])
+    status, _, body = _get(keeper, f"/?jwt={revoked}", {})
+    assert status == 401 and b"<h1>This link was revoked</h1>" in body and b"incomplete" not in body
+    status, _, body = _get(keeper, "/outputs.json", {"authorization": f"Bearer {revoked}"})
+    assert json.loads(body)["heading"] == "This link was revoked"
+    assert viewer.heading("the token has expired; ask its owner for a new URL") == "This link has expired"
+    assert b"<h1>This link is incomplete</h1>" in _get(keeper, "/", {})[2]
+    # two Host headers: refused, never the last one quietly believed (nor the first)
+    token = keeper.owner_token(PATH)
+    head = (f"GET /outputs.json HTTP/1.1\r\nHost: evil.example:4443\r\nHost: 127.0.0.1:4443\r\n"
+            f"Authorization: Bearer {token}\r\n\r\n").encode()
+    status, _, body = viewer.answer(head, 4443, lambda grant: {"outputs": [PATH]}, keeper)
+    assert status == 400 and body == b"two Host headers: refused\n"
+    one = f"GET /outputs.json HTTP/1.1\r\nHost: 127.0.0.1:4443\r\nAuthorization: Bearer {token}\r\n\r\n".encode()
+    assert viewer.answer(one, 4443, lambda grant: {"outputs": [PATH]}, keeper)[0] == 200
+
+
+def test_tokens_ended_a_week_ago_leave_the_register_and_stay_refused(tmp_path, keeper, monkeypatch):
+    from tatolab._runtime.relay import tokens
+
+    expiring, soon = keeper.mint(PATH, 60)
+    revoked, gone = keeper.mint(PATH, None)
+    keeper.revoke(gone["id"])
+    live, kept = keeper.mint(PATH, None)
+    later = time.time() + 8 * 86400
+    monkeypatch.setattr(tokens.time, "time", lambda: later)
+    newest, new = keeper.mint(PATH, None)  # a mint prunes what ended more than a week ago
+    assert set(keeper.register) == {kept["id"], new["id"]}
+    assert set(Keeper(tmp_path).register) == {kept["id"], new["id"]}  # and so does the file
+    for token in (expiring, revoked):
+        assert refused(keeper, token) in ("the token is not one this runtime minted",
+                                          "the token has expired; ask its owner for a new URL")
+    assert keeper.check(live, PATH).scope == PATH and newest

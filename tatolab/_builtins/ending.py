@@ -6,9 +6,19 @@ import os
 import traceback
 from typing import Any, NoReturn
 
+from tatolab._errors import CannotRun
+from tatolab._host.failing import cannot_run_line
+from tatolab._host.spec import EXIT_CANNOT_RUN
+
 
 def end_node(ctx: Any, what: str, exc: BaseException) -> NoReturn:
     """Log ``what: <exception>`` with its traceback and end the process, so the runtime restarts
-    the node: raised on a thread of the node's own, the exception would end only that thread."""
+    the node: raised on a thread of the node's own, the exception would end only that thread.
+
+    ``CannotRun`` (a file or setting that can never work) ends it once instead: one line, no
+    traceback, and the runtime marks the node failed without restarting it."""
+    if isinstance(exc, CannotRun):
+        ctx.log.error(cannot_run_line(ctx.node, exc), cannot_run=True)
+        os._exit(EXIT_CANNOT_RUN)
     ctx.log.error(f"{what}: {type(exc).__name__}: {exc}", traceback=traceback.format_exc())
     os._exit(1)

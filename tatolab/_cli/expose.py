@@ -24,12 +24,19 @@ MEANING = {
 def cmd_expose(args: argparse.Namespace) -> int:
     level = "internal" if args.remove else "public" if args.public else "private"
     result = Client().request("expose", address=args.address, level=level)
-    print(f"{result['address']} is {MEANING[level]}" + (" (recorded for the kept stream)" if result["kept"] else ""))
+    print(exposed_line(result, level))
     if result["cut"]:
         print(f"cut readers: {', '.join(result['cut'])}")
-    if level == "public" and result.get("reachable") is False:
-        print(f"{result['address']}: {UNREACHABLE}")
     return 0
+
+
+def exposed_line(result: dict[str, Any], level: str) -> str:
+    """What `expose` did, in one line that is true: a public output nothing outside can reach yet
+    is said to be public, and unreachable, never also readable by the other machines."""
+    kept = " (recorded for the kept stream)" if result["kept"] else ""
+    if level == "public" and result.get("reachable") is False:
+        return f"{result['address']} is public{kept}, but {UNREACHABLE}"
+    return f"{result['address']} is {MEANING[level]}{kept}"
 
 
 def register(commands: Any) -> None:

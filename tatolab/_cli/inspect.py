@@ -47,6 +47,10 @@ def trouble_lines(nodes: list[dict[str, Any]]) -> list[str]:
     for node in nodes:
         restarts = node["restarts"]
         state = "hung" if node.get("hung") else node["state"]
+        if state == "failed":  # it can never run as configured: its one line says why and the fix
+            lines.append(f"{node['stream']}/{node['name']} failed: {node.get('last_error') or 'it cannot run'}. "
+                         f"`tatolab logs --stream {node['stream']} --node {node['name']}` shows more.")
+            continue
         text = f"{node['stream']}/{node['name']} {state}, restarted {counted(restarts, 'time')}"
         if node.get("last_error"):
             text += f"; last error: {node['last_error'].splitlines()[0]}"

@@ -31,6 +31,8 @@ def summary_lines(row: dict[str, Any]) -> list[str]:
     else:
         verb = "recorded"
         state = "indexed" if row.get("indexed", True) else "not indexed: readable up to its last chunk"
+        if row.get("readable") is False:
+            state = "no message in it: the disk was full before its first chunk"
     lines = [f"{verb} {row['seconds']:.1f} s to {row['path']} ({size(row['bytes'])}, {state})"]
     if row.get("reason") and row["reason"] not in ("stopped", "seconds", "bags"):
         lines[0] += f"; ended: {row['reason']}"

@@ -26,8 +26,15 @@ from tatolab._cli.output import fail
 
 UNIT_NAME = "tatolabd.service"
 WANTED_BY = "default.target"
-# Passed on so the service's runtime uses the same state folder and lock as this shell's CLI.
-_CARRIED_ENV = ("XDG_STATE_HOME", "TATOLAB_MACHINE_LOCK")
+
+
+def carried_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """Every setting the runtime reads (each TATOLAB_* and XDG_* one of _settings.py that `tatolabd`
+    reads) that is set here: the service's runtime then runs as one started from this shell would,
+    with the same socket, state folder, lock, port... None other is copied."""
+    environ = dict(os.environ) if environ is None else environ
+    return {name: environ[name] for name, setting in settings.SETTINGS.items()
+            if settings.RUNTIME in setting.readers and environ.get(name)}
 
 
 def unit_folder() -> Path:
@@ -139,7 +146,7 @@ def cmd_install(args: argparse.Namespace) -> int:
     folder = unit_folder()
     unit = folder / UNIT_NAME
     wants = folder / f"{WANTED_BY}.wants" / UNIT_NAME
-    env = {key: os.environ[key] for key in _CARRIED_ENV if os.environ.get(key)}
+    env = carried_env()
     folder.mkdir(parents=True, exist_ok=True)
     unit.write_text(unit_text(tatolabd, env))
     wants.parent.mkdir(parents=True, exist_ok=True)
@@ -148,6 +155,11 @@ def cmd_install(args: argparse.Namespace) -> int:
     wants.symlink_to(unit)
     print(f"wrote {unit}: it starts {tatolabd} at login and restarts it if it crashes")
     print(f"enabled it ({wants})")
+    if env:
+        print(f"copied into it, as set here: {', '.join(sorted(env))} (every Tatolab and XDG setting tatolabd "
+              "reads that is set in this shell; no other)")
+    else:
+        print("no Tatolab or XDG setting tatolabd reads is set here, so the unit sets none")
     start = "systemctl --user start tatolabd"
     if problem is not None:
         print(f"No systemd user manager answers now ({problem}), so nothing was started: the unit "

@@ -65,10 +65,15 @@ def start_line(result: dict[str, Any]) -> str | None:
         return None  # an older runtime
     nodes = result["nodes"]
     took = f" in {result['start_ms'] / 1000:.2f} s" if result.get("start_ms") is not None else ""
-    if not result["not_ready"]:
+    failed: dict[str, str] = result.get("failed") or {}
+    if not result["not_ready"] and not failed:
         return f"{nodes} {'node' if nodes == 1 else 'nodes'} running{took}"
-    return (f"{result['ready']} of {nodes} nodes running{took}; not called yet (no input, or still starting): "
-            f"{', '.join(result['not_ready'])}; `tatolab logs --stream {result['name']}` says more")
+    line = f"{result['ready']} of {nodes} {'node' if nodes == 1 else 'nodes'} running{took}"
+    for name, reason in sorted(failed.items()):  # the host's line: "node X cannot run: ..."
+        line += f"; node {name} failed at its start: {reason.removeprefix(f'node {name} cannot run: ')}"
+    if result["not_ready"]:
+        line += f"; not called yet (no input, or still starting): {', '.join(result['not_ready'])}"
+    return line + f"; `tatolab logs --stream {result['name']}` says more"
 
 
 def cmd_streams(args: argparse.Namespace) -> int:

@@ -27,6 +27,22 @@ class Events(AsyncIterator[E], Generic[E]):
     """The return annotation of an operation that keeps talking: events of type ``E``."""
 
 
+# Arguments that name a stream or a node: one rule for names everywhere. A stream or node is named
+# as the graph names it, URL-safe (`run -d --name CaseTest` keeps `casetest`), so each of these is
+# made URL-safe as it arrives: `stop CaseTest`, `logs --stream CaseTest` find `casetest`.
+NAMED = ("stream", "name", "node")
+
+
+def _as_named(text: str) -> str:
+    from tatolab._errors import AddressError
+    from tatolab._sdk.naming import url_safe
+
+    try:
+        return url_safe(text)
+    except AddressError:
+        return text  # nothing URL-safe in it: the operation says it names nothing
+
+
 @dataclass(frozen=True)
 class Operation:
     name: str
@@ -46,7 +62,11 @@ class Operation:
             typed = msgspec.convert(args, self.arguments)
         except msgspec.ValidationError as exc:
             raise ControlError(f"bad arguments for {self.name}: {_problem(exc)}", code="bad_arguments") from None
-        return {name: getattr(typed, name) for name in self.arguments.__struct_fields__}
+        checked = {name: getattr(typed, name) for name in self.arguments.__struct_fields__}
+        for key in NAMED:
+            if isinstance(checked.get(key), str):
+                checked[key] = _as_named(checked[key])
+        return checked
 
     def schema(self) -> dict[str, Any]:
         # msgspec describes a union of TypedDicts member by member: anyOf is assembled here

@@ -25,10 +25,12 @@ from typing import Any
 
 from tatolab import _records
 from tatolab._classpath import load_class
+from tatolab._errors import CannotRun, ConfigError
+from tatolab._host.failing import cannot_run_line
 from tatolab._hints import missing_module_line
 from tatolab._host.imports import ImportReporter
 from tatolab._host.orphans import die_with_parent
-from tatolab._host.spec import read_spec
+from tatolab._host.spec import EXIT_CANNOT_RUN, read_spec
 
 EXIT_CRASHED = 1
 EXIT_BAD_NODE = 3
@@ -206,6 +208,8 @@ def main() -> None:
         node_class = load_class(spec["class"])
         runner = NodeRunner(spec, node_class, sink)
         imports.flush()
+    except (CannotRun, ConfigError) as exc:  # its config can never work: said once, never restarted
+        cannot_run(sink, spec["node"], exc)
     except Exception as exc:
         _drain_output()
         sink.emit(
@@ -223,6 +227,8 @@ def main() -> None:
     signal.signal(signal.SIGINT, lambda *_: control.stop(wake=False))
     try:
         runner.run(control)
+    except CannotRun as exc:
+        cannot_run(sink, spec["node"], exc)
     except Exception as exc:
         _drain_output()
         sink.emit(
@@ -234,6 +240,13 @@ def main() -> None:
         sys.exit(EXIT_CRASHED)
     _drain_output()
     sys.exit(0)
+
+
+def cannot_run(sink: _RecordSink, node: str, exc: BaseException) -> None:
+    """End the node once, with one line: the runtime shows it failed and does not restart it."""
+    _drain_output()
+    sink.emit("error", cannot_run_line(node, exc), {"cannot_run": True})
+    sys.exit(EXIT_CANNOT_RUN)
 
 
 def _drain_output() -> None:

@@ -13,6 +13,10 @@ from typing import Any, Literal, TypedDict, Union
 
 import msgspec
 
+# How a node host's process ends when its node can never run (CannotRun, a config that does not
+# fit): the runtime marks the node failed and does not restart it.
+EXIT_CANNOT_RUN = 4
+
 
 class LinkSpec(TypedDict, total=False):
     key: str  # the graph's link key: "<node>/<port>-><node>/<port>" (or "<address>->...")

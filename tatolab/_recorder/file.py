@@ -81,6 +81,7 @@ class McapFile:
         self.writer = Writer(self._out, chunk_size=chunk_bytes,  # type: ignore[arg-type]
                              compression=COMPRESSIONS[compression])
         self.closed = False
+        self.chunks_on_disk = 0  # chunks written whole: none means no message can be read back
         self._guarded(self.writer.start, PROFILE, f"tatolab {__version__}")
         self._schemas: dict[str, int] = {}
 
@@ -93,6 +94,7 @@ class McapFile:
             result = call(*args)
         except DiskFull:
             os.ftruncate(self._out.fd, self._good)
+            self._out.offset = self._good  # what the file holds now: the part written before the disk filled is gone
             self._close_fd()
             raise
         self._good = self._out.offset
@@ -113,11 +115,14 @@ class McapFile:
         return self._guarded(self.writer.register_channel, address, encoding, schema_id, {"tatolab.kind": kind})
 
     def add(self, channel_id: int, log_time: int, publish_time: int, data: bytes, sequence: int) -> None:
+        before = self._good
         self._guarded(self.writer.add_message, channel_id, log_time, data, publish_time, sequence & 0xFFFFFFFF)
         now = time.monotonic()
         if now - self._last_chunk >= self._chunk_seconds:
             self._last_chunk = now
             self._guarded(self.writer.flush)
+        if self._good > before:
+            self.chunks_on_disk += 1  # a chunk (of messages) reached the file whole
 
     def finish(self) -> None:
         """Close the last chunk and write the summary and indexes: a valid, indexed file."""

@@ -1,26 +1,35 @@
 """A recording opened for replay: its channels, and one channel's messages back as bags.
 
-An indexed file (a clean end) is read through its summary; one without (its recorder killed, the
-disk full) is read from the start up to its last whole chunk, as the ``mcap`` library allows.
+Read through ``bounded.py``: the file as a stream, chunk by chunk, in memory bounded by
+``BUDGET_BYTES`` whatever the file declares. A finished file's channels and times come from its
+summary; one without (its recorder killed, the disk full) is scanned once from the start, up to
+its last whole record. Messages are replayed in file order (a recording's channel is written in
+log-time order).
 """
 
 from __future__ import annotations
 
 import json
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from mcap.exceptions import EndOfFile, McapError
-from mcap.writer import MCAP0_MAGIC
-from mcap.reader import NonSeekingReader, make_reader
-
+from tatolab._errors import CannotRun
 from tatolab._recorder import formats
+from tatolab._recorder.bounded import (
+    BUDGET_BYTES, MAGIC, OP_CHANNEL, OP_CHUNK, OP_MESSAGE, OP_SCHEMA, OP_STATISTICS, SUMMARY_BUDGET_BYTES,
+    BoundedReader, BoundError, ChannelRecord, Schema, Statistics, _Body, _MESSAGE, channel_of, mb, schema_of,
+    statistics_of,
+)
+
+__all__ = ["BUDGET_BYTES", "Channel", "Recording", "RecordingError", "bag_of"]
+
+_DATA = frozenset({OP_SCHEMA, OP_CHANNEL, OP_MESSAGE, OP_CHUNK})
 
 
-class RecordingError(ValueError):
-    """A file McapSource cannot replay; the text names the file, what it found and the fix."""
+class RecordingError(CannotRun, ValueError):
+    """A file McapSource cannot replay; the text names the file, what it found and the fix.
+    A ``CannotRun``: the node that meets one ends once and stays failed, never restarted."""
 
 
 @dataclass
@@ -41,6 +50,28 @@ def _kind(message_encoding: str, schema_name: str) -> str:
     raise RecordingError(f"{message_encoding} messages of schema {schema_name or 'none'}")
 
 
+class _Known:
+    """The schemas and channels met so far, within SUMMARY_BUDGET_BYTES."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.schemas: dict[int, Schema] = {}
+        self.channels: dict[int, ChannelRecord] = {}
+        self.kept = 0
+
+    def add(self, opcode: int, body: _Body) -> None:
+        self.kept += len(body.data)
+        if self.kept > SUMMARY_BUDGET_BYTES:
+            raise BoundError(f"{self.label}: its schemas and channels pass {mb(SUMMARY_BUDGET_BYTES)}, "
+                             "more than McapSource keeps of a file")
+        if opcode == OP_SCHEMA:
+            schema = schema_of(body)
+            self.schemas.setdefault(schema.id, schema)
+        else:
+            channel = channel_of(body)
+            self.channels.setdefault(channel.id, channel)
+
+
 class Recording:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -50,63 +81,96 @@ class Recording:
             raise RecordingError(f"cannot open {path}: {exc.strerror}") from None
         self.indexed = False
         self.channels: dict[str, Channel] = {}
+        self.foreign: list[str] = []  # channels Tatolab did not write: listed, never replayed
+        self._ids: dict[str, set[int]] = {}
         self.first_ns = self.last_ns = 0
+        self._reader = BoundedReader(self._file, str(path))
         try:
-            if self._file.read(len(MCAP0_MAGIC)) != MCAP0_MAGIC:
-                raise RecordingError("it does not start as one does")
+            if self._file.read(len(MAGIC)) != MAGIC:
+                raise ValueError("it does not start as one does")
             self._read_summary()
-        except (McapError, ValueError, EOFError, OSError, struct.error) as exc:
+        except BoundError as exc:
+            self._file.close()
+            raise RecordingError(str(exc)) from None
+        except (ValueError, EOFError, OSError) as exc:
             self._file.close()
             raise RecordingError(f"{path} is not an MCAP file Tatolab can read ({exc or type(exc).__name__}); "
                                  "`tatolab record ... --out FILE.mcap` writes one") from None
 
     def _read_summary(self) -> None:
-        found: list[tuple[str, str, str, bytes, int | None]] = []
-        summary = None
-        try:
-            self._file.seek(0)
-            summary = make_reader(self._file).get_summary()
-        except (McapError, ValueError, EOFError, struct.error):
-            summary = None  # not indexed (its recorder was killed): read from the start
-        if summary is not None and summary.statistics is not None:
+        known = _Known(str(self.path))
+        stats: Statistics | None = None
+        footer = self._reader.footer()
+        if footer is not None:
+            wanted = frozenset({OP_SCHEMA, OP_CHANNEL, OP_STATISTICS})
+            for opcode, _, body in self._reader.records(footer[0], footer[1], wanted):
+                if body is None:
+                    continue
+                fields = _Body(body, f"{self.path}: its summary")
+                if opcode == OP_STATISTICS:
+                    stats = statistics_of(fields)
+                else:
+                    known.add(opcode, fields)
+        counts: dict[int, int | None] = {}
+        if stats is not None and known.channels:
             self.indexed = True
-            stats = summary.statistics
             self.first_ns, self.last_ns = stats.message_start_time, stats.message_end_time
-            for cid, ch in summary.channels.items():
-                schema = summary.schemas.get(ch.schema_id)
-                found.append((ch.topic, ch.message_encoding, schema.name if schema else "",
-                              schema.data if schema else b"", stats.channel_message_counts.get(cid, 0)))
-        else:
-            self._file.seek(0)
-            times: list[int] = []
-            seen: dict[str, tuple[str, str, str, bytes, int | None]] = {}
-            for schema, ch, message in self._scan():
-                seen.setdefault(ch.topic, (ch.topic, ch.message_encoding, schema.name if schema else "",
-                                           schema.data if schema else b"", None))
-                times.append(message.log_time)
-            if not seen and not self._file.tell():
-                raise RecordingError("it is empty")
-            found = list(seen.values())
-            self.first_ns, self.last_ns = (min(times), max(times)) if times else (0, 0)
-        for topic, encoding, schema_name, schema_data, count in found:
+            counts = {cid: stats.channel_message_counts.get(cid, 0) for cid in known.channels}
+        else:  # not finished (its recorder was killed): scan it once, keeping no more than the counts
+            known = _Known(str(self.path))
+            first = last = None
+            for channel_id, log_time, _ in self._walk(known, None):
+                first = log_time if first is None or log_time < first else first
+                last = log_time if last is None or log_time > last else last
+                counts[channel_id] = (counts.get(channel_id) or 0) + 1
+            self.first_ns, self.last_ns = first or 0, last or 0
+        for cid, ch in known.channels.items():
+            schema = known.schemas.get(ch.schema_id)
+            name = schema.name if schema else ""
             try:
-                kind = _kind(encoding, schema_name)
+                kind = _kind(ch.message_encoding, name)
             except RecordingError:
-                continue  # a channel Tatolab did not write: listed by channels_found, never replayed
-            json_schema = json.loads(schema_data) if kind == "json" and schema_data else {}
-            self.channels[topic] = Channel(topic, kind, json_schema, count)
+                self.foreign.append(ch.topic)
+                continue
+            json_schema = json.loads(schema.data) if kind == "json" and schema and schema.data else {}
+            self._ids.setdefault(ch.topic, set()).add(cid)
+            if ch.topic not in self.channels:
+                self.channels[ch.topic] = Channel(ch.topic, kind, json_schema, counts.get(cid) if self.indexed else None)
 
-    def _scan(self) -> Iterator[tuple[Any, Any, Any]]:
-        """Every message up to the last whole chunk, in file order."""
-        self._file.seek(0)
-        try:
-            yield from NonSeekingReader(self._file).iter_messages(log_time_order=False)
-        except (EndOfFile, McapError, ValueError, EOFError, struct.error):
-            return  # the end of what was written before the recorder stopped
+    def _walk(self, known: _Known | None, keep_chunk: Any) -> Iterator[tuple[int, int, memoryview]]:
+        """(channel id, log time, data) of every message in file order, up to the last whole record;
+        schemas and channels met go to ``known``. A chunk ``keep_chunk(start, end)`` refuses is skipped
+        undecompressed. A record cut short by the end of the file ends the walk; one past the budget,
+        or a chunk holding other than it declares, raises BoundError."""
+        keep = keep_chunk or (lambda start, end: True)
+        for opcode, at, body in self._reader.records(len(MAGIC), None, _DATA):
+            if body is None:
+                continue
+            if opcode == OP_CHUNK:
+                records: Iterator[tuple[int, memoryview | None]] = self._reader.chunk(body, at, keep)
+            else:
+                records = iter([(opcode, body)])
+            for inner, data in records:
+                if data is None:
+                    continue
+                fields = _Body(data, f"{self.path}: the record at byte {at}")
+                if inner == OP_MESSAGE:
+                    channel_id, _, log_time, _ = fields.unpack(_MESSAGE)
+                    yield channel_id, log_time, fields.rest()
+                elif inner in (OP_SCHEMA, OP_CHANNEL) and known is not None:
+                    known.add(inner, fields)
 
     def channel(self, address: str | None) -> Channel:
         """The channel named ``address``; with None, the file's only channel."""
         names = ", ".join(sorted(self.channels)) or "none"
+        if not self.channels:
+            size = self._reader.size
+            if self.foreign:
+                raise RecordingError(f"{self.path} has no channel McapSource replays: its channels "
+                                     f"({', '.join(sorted(self.foreign))}) were not written by `tatolab record`")
+            raise RecordingError(f"{self.path} has no channel to replay: the file ({size} bytes) is damaged or "
+                                 "was cut short before its first channel; record it again with "
+                                 "`tatolab record ... --out FILE.mcap`")
         if address is None:
             if len(self.channels) == 1:
                 return next(iter(self.channels.values()))
@@ -117,18 +181,21 @@ class Recording:
         return self.channels[address]
 
     def messages(self, channel: Channel, start_ns: int | None, end_ns: int | None) -> Iterator[tuple[int, bytes]]:
-        """(log time, data) of the channel's messages in log-time order, within [start_ns, end_ns]."""
-        if self.indexed:
-            self._file.seek(0)
-            reader = make_reader(self._file)
-            for _, _, message in reader.iter_messages(topics=[channel.topic], starting_at=start_ns,
-                                                      ending_at=end_ns):
-                yield message.log_time, message.data
-            return
-        for _, ch, message in self._scan():
-            if ch.topic == channel.topic and (start_ns is None or message.log_time >= start_ns) \
-                    and (end_ns is None or message.log_time <= end_ns):
-                yield message.log_time, message.data
+        """(log time, data) of the channel's messages, within [start_ns, end_ns], in file order.
+        Raises RecordingError when the file breaks the budget or is damaged on the way."""
+        ids = self._ids.get(channel.topic, set())
+        lo = start_ns if start_ns is not None else -1
+        hi = end_ns if end_ns is not None else 2**64
+
+        def keep(first: int, last: int) -> bool:
+            return not (last < lo or first > hi)
+
+        try:
+            for channel_id, log_time, data in self._walk(None, keep):
+                if channel_id in ids and lo <= log_time <= hi:
+                    yield log_time, bytes(data)
+        except BoundError as exc:
+            raise RecordingError(str(exc)) from None
 
     def close(self) -> None:
         self._file.close()

@@ -231,5 +231,6 @@ class Recorder:
                 reason, self.error = "disk full", f"the disk took no more ({exc.strerror}): the recording stopped"
         for channel in self.channels:
             channel.reader.close()
-        return {**self.summary(), "reason": reason, "indexed": reason != "disk full",
+        readable = reason != "disk full" or self.file.chunks_on_disk > 0  # else only the file's header is there
+        return {**self.summary(), "reason": reason, "indexed": reason != "disk full", "readable": readable,
                 **({"error": self.error} if self.error else {})}

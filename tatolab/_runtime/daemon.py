@@ -135,6 +135,7 @@ async def serve(lock: MachineLock) -> None:
 
     say("info", f"tatolabd {__version__} running (pid {os.getpid()}), listening on {sock_path}",
         socket=str(sock_path), state=str(state), relay_port=runtime.relay.port if runtime.relay else None)
+    runtime.recall_cut_recordings()
     loading = asyncio.create_task(runtime.load_kept_at_start(), name="load kept streams")
     clean = False
     try:

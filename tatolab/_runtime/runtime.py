@@ -17,6 +17,7 @@ from tatolab._control import paths
 from tatolab._runtime.processes.compiler import compile_stream, project_python
 from tatolab._runtime.processes.environment import command_env
 from tatolab._runtime.lifecycle.line import Line
+from tatolab._runtime.stored.recording_marks import CutRecording, RecordingMarks
 from tatolab._runtime.stored.kept import KeptLoadFailed, KeptStreams, preflight, strip_reason
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.processes.nodes import restart_nodes, start_nodes, stop_nodes
@@ -118,6 +119,17 @@ class Runtime:
         self.relay: Relay | None = None  # the MoQ relay serving exposed outputs (tatolabd sets it: use_relay)
         self.line = Line()  # loads compiled and started at once; the others wait in it (line.py)
         self.recordings: dict[str, Any] = {}  # id -> recordings.Recording (ops/record.py)
+        self.recording_marks = RecordingMarks(self.kept.state)  # those in progress, for the next runtime
+
+    def recall_cut_recordings(self) -> None:
+        """List the recordings the previous runtime died with as cut, with their files, and say so."""
+        from tatolab._runtime.lifecycle.recordings import skip_ids
+
+        for mark in self.recording_marks.left_behind():
+            cut = CutRecording(mark)
+            self.recordings[cut.id] = cut
+            skip_ids(cut.id)
+            self.kept.say("warning", cut.line(), recording=cut.id, path=cut.path)
 
     # -- starting ------------------------------------------------------------------------------
 

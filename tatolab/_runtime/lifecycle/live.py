@@ -78,7 +78,7 @@ async def started(process: NodeProcess, has_inputs: bool, timeout: float, since_
     or its process ended, or ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
-        if process.crash_streak or process.restarts:  # counted once its end was read, with its last error
+        if process.crash_streak or process.restarts or process.state == NodeState.FAILED:  # with its last error
             return Start(process.pid, "failed", None, process.last_error or "its process ended")
         if process.state == NodeState.STOPPED:  # removed (or its stream stopped) meanwhile
             return Start(None, "stopped", None)

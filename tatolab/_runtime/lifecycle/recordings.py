@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tatolab import _settings as settings
 from tatolab._control import paths
@@ -56,6 +56,7 @@ class Recording:
     released: bool = False
     why: str | None = None  # why the runtime stopped it, when not asked to (its streams stopped)
     asked: str = ""  # the path asked for (``path`` is the next free name when that was taken)
+    on_end: Callable[[], None] | None = None  # told once it has ended (its mark for the next runtime goes)
 
     @property
     def addresses(self) -> list[str]:
@@ -74,7 +75,7 @@ class Recording:
                "dropped": sum(c["dropped"] for c in channels.values())}
         if self.asked and self.asked != self.path:
             row["asked"] = self.asked
-        for key in ("reason", "indexed", "error"):
+        for key in ("reason", "indexed", "readable", "error"):
             if key in last:
                 row[key] = last[key]
         if row.get("reason") == "stopped" and self.why:
@@ -157,6 +158,17 @@ async def start(streams: dict[str, LoadedStream], starter: ProcessStarter, recor
     return recording
 
 
+def skip_ids(used: str) -> None:
+    """A recording id the previous runtime gave (``rec-N``, listed as cut) is not given again."""
+    global _ids
+    try:
+        n = int(used.removeprefix("rec-"))
+    except ValueError:
+        return
+    current = next(_ids)
+    _ids = itertools.count(max(current, n + 1))
+
+
 async def _next_event(process: Started) -> dict[str, Any] | None:
     assert process.stdout is not None
     while True:
@@ -209,6 +221,8 @@ async def _end(recording: Recording) -> None:
     for task in recording.tasks:
         if task is not current and not task.done():
             task.cancel()  # the wait for its streams to stop, when it ended otherwise
+    if recording.on_end is not None:
+        recording.on_end()
     async with recording.updates:
         recording.updates.notify_all()
     recording.ended.set()

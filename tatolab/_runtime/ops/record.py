@@ -31,6 +31,7 @@ class RecordingRow(TypedDict, total=False):
     channels: dict[str, Any]  # per address: kind (json, video, audio), bags, dropped, bytes
     reason: str  # why it ended: stopped, seconds, bags, streams stopped, disk full, recorder ended
     indexed: bool  # the file has its summary and index (false: readable up to its last chunk)
+    readable: bool  # false: no chunk reached the file (the disk was full before its first)
     error: str
     asked: str  # the path asked for, when a file was there: ``path`` is the next free name
 
@@ -94,6 +95,12 @@ from before. Answers once the file is open, with the recording's id.
 
     options = {"seconds": seconds, "bags": bags, "compression": compression, "profile": profile, "start": start}
     recording = await recs.start(runtime.streams, runtime.starter, table, addresses, out, options, find, confined)
+    marks = runtime.recording_marks  # a runtime killed meanwhile leaves it listed as cut at its next start
+    marks.add(recording.id, recording.path, recording.addresses)
+    if recording.state == "ended":
+        marks.remove(recording.id)
+    else:
+        recording.on_end = lambda: marks.remove(recording.id)
     return recording.row()  # type: ignore[return-value]
 
 

@@ -37,6 +37,7 @@ class Kept(TypedDict):
     start_ms: float | None  # from the request until every node ran (None: not all did in time)
     ready: int  # nodes that made their first process() call
     not_ready: list[str]
+    failed: dict[str, str]  # node -> the one line it ended with: it can never run as configured
 
 
 class LogEvent(TypedDict):

@@ -21,6 +21,7 @@ from tatolab._runtime import surfaces
 from tatolab._runtime.stored.logs import StreamLog
 from tatolab._runtime.lifecycle.streams import LinkWiring, LoadedStream, OutputRing, link_key
 from tatolab._runtime.processes.supervisor import NodeProcess
+from tatolab._runtime.rules.health import NodeState
 from tatolab._runtime.surfaces import is_builtin, python_for
 
 READY_POLL_S = 0.01
@@ -132,14 +133,16 @@ async def wait_ready(stream: LoadedStream, timeout: float, since_ns: int | None 
     deadline = time.monotonic() + timeout
     while True:
         ready = {name: node.ready_ns() for name, node in stream.nodes.items()}
-        waiting = sorted(name for name, ns in ready.items() if not ns)
+        failed = {name: node.last_error or "it cannot run" for name, node in stream.nodes.items()
+                  if node.state is NodeState.FAILED}
+        waiting = sorted(name for name, ns in ready.items() if not ns and name not in failed)
         if not waiting or stream.ended.is_set() or time.monotonic() >= deadline:
             break
         await asyncio.sleep(READY_POLL_S)
     last = max((ns for ns in ready.values() if ns), default=0)
     began = since_ns if since_ns is not None else stream.started_ns
     return {"start_ms": round((last - began) / 1e6, 1) if last else None,
-            "ready": len(ready) - len(waiting), "not_ready": waiting}
+            "ready": len(ready) - len(waiting) - len(failed), "not_ready": waiting, "failed": failed}
 
 
 async def stop_nodes(stream: LoadedStream, reason: Reason | str, *, by_runtime: bool = False) -> None:

@@ -60,6 +60,7 @@ class NodeProcess:
         self.state = NodeState.STARTING
         self.restarts = 0
         self.last_error: str | None = None
+        self.cannot_run: str | None = None  # the host's one line when the node can never run (state failed)
         self.process: Started | None = None
         self._stopping = False
         self._task: asyncio.Task | None = None
@@ -169,6 +170,12 @@ class NodeProcess:
             code = await self._run_once()
             if self._stopping:
                 break
+            if code == host_spec.EXIT_CANNOT_RUN and self._kill_reason is None:
+                # its configuration can never work: the host said why in one line; restarting
+                # could only fail the same way, so it stays failed until its stream changes
+                self.state = NodeState.FAILED
+                self.last_error = self.cannot_run or self.last_error or "it cannot run with this configuration"
+                return
             if self._kill_reason is not None:
                 how = f"was {self._kill_reason.split(':', 1)[0]} and was killed"
                 self.last_error = self._kill_reason
@@ -202,6 +209,7 @@ class NodeProcess:
             self.last_error = f"could not start node {self.name}: {exc.strerror or exc}"
             return 127
         self.imports = None
+        self.cannot_run = None
         self.imported_files = set()
         self.metrics = {}
         self.broken_links = {}  # a new process opens every link afresh
@@ -307,6 +315,8 @@ class NodeProcess:
                     continue
                 if record.get("level") in ("error", "critical"):
                     self.last_error = record.get("message")
+                    if isinstance(record.get("fields"), dict) and record["fields"].get("cannot_run"):
+                        self.cannot_run = str(record.get("message"))
                 fields = record.get("fields")
                 if isinstance(fields, dict) and fields.get("broken") and isinstance(fields.get("link"), str):
                     self.broken_links[fields["link"]] = str(record.get("message", "it stopped reading it"))

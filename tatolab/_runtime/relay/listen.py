@@ -31,12 +31,12 @@ from typing import Any, Callable
 from tatolab._runtime.relay import cert as certs
 from tatolab._runtime.relay import config, viewer
 from tatolab._runtime.relay.bridge import Bridge
+from tatolab._runtime.relay.refusals import Refusals
 from tatolab._runtime.relay.scopes import Scopes, View
 from tatolab._runtime.relay.tokens import Grant, Keeper, Refused, token_of
 
 CUT = 403  # the code network readers are cut with when an output stops being theirs to read
 UNAUTHORIZED = 401  # moq's unauthorized: a client gives up instead of dialling again
-LOG_EVERY_S = 10.0  # a refusal of the same path for the same reason is logged at most this often
 # a session's transport counters are gone once it closes, so they are read this often while it lives:
 # a closed session's count misses at most this much of its end
 SAMPLE_S = 0.25
@@ -93,7 +93,7 @@ class Listeners:
         self.page_outputs = page_outputs
         self.open: dict[str, Listener] = {}  # relay thread only
         self.problems: dict[str, str] = {}  # kind -> why that wanted listener is not serving
-        self._said: dict[tuple[str, str], tuple[float, int]] = {}  # (path, reason) -> (last logged, not logged since)
+        self.refusals = Refusals()  # counted and said in summary: relay thread only
         self.lock = threading.Lock()  # guards readers and closed_bytes
         self.readers: list[Reader] = []
         self.closed_bytes: dict[str, int] = {}
@@ -199,19 +199,20 @@ class Listeners:
         return cut
 
     def _refused(self, kind: str, path: str, reason: str) -> None:
-        """Log a refusal, once per path and reason every LOG_EVERY_S (a flood of bad sessions
-        must not flood the log); how many more there were is said with the next line."""
-        key = (path, reason)
-        now = time.monotonic()
-        last, quiet = self._said.get(key, (0.0, 0))
-        if now - last < LOG_EVERY_S:
-            self._said[key] = (last, quiet + 1)
-            return
-        if len(self._said) > 1000:
-            self._said.clear()
-        self._said[key] = (now, 0)
-        more = f" ({quiet} more like it since)" if quiet else ""
-        self.bridge.say("warning", f"MoQ relay refused a session for {path} ({kind}): {reason}{more}")
+        """Count a refusal; say it at once only when it is its listener's first of that reason
+        this interval, the rest in one line at the interval's end (refusals.py): a flood of bad
+        sessions must not flood the log."""
+        line, summary_at = self.refusals.refused(kind, path, reason, time.monotonic())
+        if line is not None:
+            self.bridge.say("warning", line)
+        if summary_at is not None:
+            delay = max(0.0, summary_at - time.monotonic())
+            self.bridge.loop.call_later(delay, self._summarize, kind)
+
+    def _summarize(self, kind: str) -> None:
+        line = self.refusals.summary(kind, time.monotonic())
+        if line is not None:
+            self.bridge.say("warning", line, refused=self.refusals.total.get(kind, 0))
 
     def _expire(self, reader: Reader) -> None:
         self.bridge.say("info", f"MoQ relay: a session reading {reader.path or '/'} ended: its token expired")

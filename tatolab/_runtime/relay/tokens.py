@@ -44,6 +44,7 @@ ALGORITHM = "HS256"
 MAX_TOKEN = 4096  # bytes: a token is ~300; anything longer is refused unread
 MAX_PATH = 1024
 OPEN_CODE_S = 30.0  # a one-use code opening the viewer: long enough for a browser's cold start
+KEEP_ENDED_S = 7 * 86400  # an expired or revoked token stays listed (and refused by name) this long, then goes
 
 
 class Refused(Exception):
@@ -98,10 +99,22 @@ def parse_expiry(text: str) -> float | None:
         value = float(text[:-1])
         unit = units[text[-1]]
     except (KeyError, ValueError, IndexError):
-        raise ValueError(f"--expires {text!r} is not a duration; give e.g. 1h, 7d, 30m or never") from None
+        raise ValueError(f"expires {text!r} is not a duration; give e.g. 1h, 7d, 30m or never") from None
     if not value > 0:
-        raise ValueError(f"--expires {text!r} must be longer than nothing; give e.g. 1h, 7d or never")
+        raise ValueError(f"expires {text!r} must be longer than nothing; give e.g. 1h, 7d or never")
     return value * unit
+
+
+def _pruned(register: dict[str, dict[str, Any]], now: float) -> dict[str, dict[str, Any]]:
+    """The register less the tokens that expired or were revoked more than KEEP_ENDED_S ago: it
+    holds the live tokens and the recently ended, not every token ever minted. A pruned token is
+    still refused (as not one this runtime minted): only a token in the register is ever accepted."""
+    def ended(record: dict[str, Any]) -> float | None:
+        if record.get("revoked"):
+            return record.get("revoked_at") or record.get("issued") or 0
+        return record.get("expires")
+
+    return {i: r for i, r in register.items() if (end := ended(r)) is None or end > now - KEEP_ENDED_S}
 
 
 class Keeper:
@@ -159,7 +172,7 @@ class Keeper:
             claims["exp"] = record["expires"]
         with self.lock:
             token = jwt.encode(claims, self._secret, ALGORITHM, headers={"kid": self.kid})
-            register: dict[str, dict[str, Any]] = {**self.register, record["id"]: record}
+            register: dict[str, dict[str, Any]] = {**_pruned(self.register, now), record["id"]: record}
             self._save_register(register)
             self.register = register
         return token, record
@@ -168,8 +181,9 @@ class Keeper:
         with self.lock:
             if token_id not in self.register:
                 raise KeyError(token_id)
-            record = {**self.register[token_id], "revoked": True}
-            register = {**self.register, token_id: record}
+            now = int(time.time())
+            record = {**self.register[token_id], "revoked": True, "revoked_at": now}
+            register = {**_pruned(self.register, now), token_id: record}
             self._save_register(register)
             self.register = register
         return record
@@ -179,7 +193,9 @@ class Keeper:
         register's public tokens are all marked revoked. Returns the new key's id."""
         with self.lock:
             kid, secret = self._new_key()
-            register = {i: {**r, "revoked": True} for i, r in self.register.items()}
+            now = int(time.time())
+            register = {i: {**r, "revoked": True, "revoked_at": r.get("revoked_at") or now}
+                        for i, r in _pruned(self.register, now).items()}
             self._save_register(register)
             self.kid, self._secret, self.register = kid, secret, register
         return kid

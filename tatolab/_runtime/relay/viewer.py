@@ -35,16 +35,31 @@ TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=u
 NOT_BUILT = ("<!doctype html><meta charset=utf-8><title>tatolab viewer</title><p>The viewer page's MoQ client "
              "(moq-viewer.js, which every install of tatolab carries) is missing from this install: install "
              "tatolab again, then reload this page.</p>")
-INCOMPLETE = ("<!doctype html><meta charset=utf-8><meta name=referrer content=no-referrer>"
-              "<title>tatolab viewer: link incomplete</title><h1>This link is incomplete</h1>"
-              "<p id=why>{why}</p><p>A viewer link carries a token (<code>?jwt=...</code>) that says which outputs "
-              "it may show. Ask the output's owner for its link: <code>tatolab url &lt;stream&gt;/&lt;node&gt;/"
-              "&lt;port&gt;</code> prints it.</p>")
 SPENT = (f"this one-use link was used already or is older than {OPEN_CODE_S:g} s (it opens the page once); "
          "`tatolab url <stream>/<node>/<port> --open` makes another")
 NOT_YOURS = ("this one-use link opens only in a browser of the user who asked for it; open the link "
              "`tatolab url` prints in your own browser")
 TOKEN_META = b'<meta name="tatolab-token" content="%s">\n'
+REFUSED = ("<!doctype html><meta charset=utf-8><meta name=referrer content=no-referrer>"
+           "<title>tatolab viewer: {title}</title><h1>{heading}</h1>"
+           "<p id=why>{why}</p><p>A viewer link carries a token (<code>?jwt=...</code>) that says which outputs "
+           "it may show. Ask the output's owner for its link: <code>tatolab url &lt;stream&gt;/&lt;node&gt;/"
+           "&lt;port&gt;</code> prints it.</p>")
+# a refusal's heading, by the start of its reason (tokens.py's words); anything else: not valid here
+HEADINGS = (("the token was revoked", "This link was revoked"), ("the token has expired", "This link has expired"),
+            ("the URL has no token", "This link is incomplete"), ("the token is too long", "This link is incomplete"),
+            ("the token is not a JWT", "This link is incomplete"))
+
+
+def heading(reason: str) -> str:
+    """The page's heading for a refused token: what happened to the link, in a few words."""
+    return next((words for start, words in HEADINGS if reason.startswith(start)), "This link does not open here")
+
+
+class BadRequest(ValueError):
+    """A request head this page will not read (two Host headers: which one was meant is unknowable)."""
+
+
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
            421: "Misdirected Request"}
@@ -74,7 +89,9 @@ def page(target: str, headers: dict[str, str], port: int, outputs: Callable[[Gra
         try:
             keeper.check(token_of(parts.query), "")
         except Refused as refused:
-            return 401, TYPES[".html"], INCOMPLETE.format(why=html.escape(refused.reason)).encode()
+            said = heading(refused.reason)
+            return 401, TYPES[".html"], REFUSED.format(title=said.removeprefix("This ").lower(), heading=said,
+                                                       why=html.escape(refused.reason)).encode()
         if not bundle.exists():
             return 200, TYPES[".html"], NOT_BUILT.encode()
         return 200, TYPES[".html"], (FOLDER / "index.html").read_bytes()
@@ -86,7 +103,7 @@ def page(target: str, headers: dict[str, str], port: int, outputs: Callable[[Gra
         try:
             grant = keeper.check(token, "")
         except Refused as refused:
-            return 401, TYPES[".json"], json.dumps({"error": refused.reason}).encode()
+            return 401, TYPES[".json"], json.dumps({"error": refused.reason, "heading": heading(refused.reason)}).encode()
         return 200, TYPES[".json"], json.dumps(outputs(grant)).encode()
     return 404, TYPES[".txt"], b"not found\n"
 
@@ -94,11 +111,13 @@ def page(target: str, headers: dict[str, str], port: int, outputs: Callable[[Gra
 def opened(query: str, keeper: Keeper, peer: Callable[[], Optional[int]]) -> Answer:
     """The viewer page for a one-use code (``/open?code=``), holding the token the code stands for."""
     if peer() != os.getuid():
-        return 403, TYPES[".html"], INCOMPLETE.format(why=html.escape(NOT_YOURS)).encode()
+        return 403, TYPES[".html"], REFUSED.format(title="link of another user", heading="This link is not yours to open",
+                                                   why=html.escape(NOT_YOURS)).encode()
     codes = urllib.parse.parse_qs(query).get("code") or [""]
     token = keeper.redeem(codes[0]) if codes[0] else None
     if token is None:
-        return 401, TYPES[".html"], INCOMPLETE.format(why=html.escape(SPENT)).encode()
+        return 401, TYPES[".html"], REFUSED.format(title="link used already", heading="This link was used already",
+                                                   why=html.escape(SPENT)).encode()
     body = (FOLDER / "index.html").read_bytes()
     head = body.find(b"<title>")
     meta = TOKEN_META % html.escape(token).encode()
@@ -106,15 +125,31 @@ def opened(query: str, keeper: Keeper, peer: Callable[[], Optional[int]]) -> Ans
 
 
 def parse(head: bytes) -> tuple[str, str, dict[str, str]]:
-    """(method, target, headers) of an HTTP/1 request head."""
+    """(method, target, headers) of an HTTP/1 request head; BadRequest for two Host or
+    Authorization headers (RFC 9112 refuses the first; the second is never quietly preferred)."""
     lines = head.decode("latin-1").split("\r\n")
     method, _, rest = lines[0].partition(" ")
-    headers = {}
+    headers: dict[str, str] = {}
     for line in lines[1:]:
         name, sep, value = line.partition(":")
         if sep:
-            headers[name.strip().lower()] = value.strip()
+            name = name.strip().lower()
+            if name in ("host", "authorization") and name in headers:
+                raise BadRequest(f"two {name.title()} headers")
+            headers[name] = value.strip()
     return method, rest.split(" ", 1)[0], headers
+
+
+def answer(head: bytes, port: int, outputs: Callable[[Grant], dict], keeper: Keeper,
+           peer: Callable[[], Optional[int]] = lambda: None) -> Answer:
+    """The answer to one request head (``peer``: the uid of the connection's other end, None: unknown)."""
+    try:
+        method, target, headers = parse(head)
+    except BadRequest as bad:
+        return 400, TYPES[".txt"], f"{bad}: refused\n".encode()
+    if method != "GET":
+        return 405, TYPES[".txt"], b"only GET\n"
+    return page(target, headers, port, outputs, keeper, peer)
 
 
 async def serve(host: str, port: int, outputs: Callable[[Grant], dict], keeper: Keeper,
@@ -124,13 +159,9 @@ async def serve(host: str, port: int, outputs: Callable[[Grant], dict], keeper: 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-            method, target, headers = parse(head[:MAX_REQUEST])
-            if method != "GET":
-                status, kind, body = 405, TYPES[".txt"], b"only GET\n"
-            else:
-                status, kind, body = page(target, headers, port, outputs, keeper,
-                                          lambda: peer_uid(writer.get_extra_info("peername"),
-                                                           writer.get_extra_info("sockname")))
+            status, kind, body = answer(head[:MAX_REQUEST], port, outputs, keeper,
+                                        lambda: peer_uid(writer.get_extra_info("peername"),
+                                                         writer.get_extra_info("sockname")))
             writer.write(f"HTTP/1.1 {status} {REASONS[status]}\r\nContent-Type: {kind}\r\n"
                          f"Content-Length: {len(body)}\r\nCache-Control: no-store\r\n"
                          "Referrer-Policy: no-referrer\r\nX-Content-Type-Options: nosniff\r\n"

@@ -35,6 +35,7 @@ class NodeState(str, enum.Enum):
     WAITING = "waiting"  # running, and waiting for what it needs (an input device, a display): graph gives why
     RESTARTING = "restarting"  # its process ended and is being started again
     CRASHED = "crashed"  # it ended CRASH_LOOP_AFTER times in a row; still retried, at the longest backoff
+    FAILED = "failed"  # it said it can never run as configured (CannotRun): not restarted until its stream changes
     STOPPED = "stopped"
 
     def __str__(self) -> str:
@@ -117,5 +118,6 @@ def shown_state(state: NodeState, waiting: object, loading: object = None, set_u
 
 def is_trouble(node: dict) -> bool:
     """Whether ``tatolab streams`` should mention this node (from its ``graph`` entry)."""
-    return (node.get("state") in (NodeState.RESTARTING, NodeState.CRASHED) or bool(node.get("restarts"))
+    return (node.get("state") in (NodeState.RESTARTING, NodeState.CRASHED, NodeState.FAILED)
+            or bool(node.get("restarts"))
             or bool(node.get("hung")))

@@ -14,6 +14,7 @@ from tatolab import __version__
 from tatolab._graph import Node
 from tatolab._control.errors import Reason
 from tatolab._links import ring
+from tatolab._runtime.relay.tokens import redact
 from tatolab._runtime.rules.exposure import exposure_levels
 from tatolab._runtime.rules.health import NodeState, shown_state
 from tatolab._runtime.machine import machine_name
@@ -88,6 +89,8 @@ def node_entry(node: Node, process: NodeProcess | None) -> dict[str, Any]:
         entry["reason"] = waiting
     elif entry["state"] is NodeState.LOADING:
         entry["reason"] = f"loading {loading}"
+    elif entry["state"] is NodeState.FAILED:
+        entry["reason"] = process.last_error  # the one line it ended with
     return entry
 
 
@@ -149,7 +152,7 @@ def stream_entry(
         to = link["to"]
         entry = {
             "key": key,
-            "from": dict(link["from"]),
+            "from": _shown(link["from"]),
             "to": dict(to),
             "delivery_profile": profiles.get((to["node"], to["port"])),
             "state": "waiting",
@@ -199,11 +202,17 @@ def stream_entry(
         "nodes": nodes,
         "links": links,
         "paths": stream_paths(stream, records, topology),
-        "changes": [dict(change) for change in stream.changes],  # live changes since it loaded, oldest first
+        "changes": [_shown(change) for change in stream.changes],  # live changes since it loaded, oldest first
     }
     if stream.mode == "kept":  # its record holds the graph from `run -d`: a restart loads that one
         entry["changed_since_recorded"] = bool(stream.changes)
     return entry
+
+
+def _shown(entry: Any) -> dict[str, Any]:
+    """A link's source (or a change) as graph shows it: a URL's token left out (``?jwt=...``), as in
+    the log; `tatolab url` is where a user asks for one."""
+    return {k: redact(v) if isinstance(v, str) and "jwt=" in v else v for k, v in dict(entry).items()}
 
 
 def _sum_into_inputs(nodes: list[dict[str, Any]], links: list[dict[str, Any]]) -> None:
