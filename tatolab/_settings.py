@@ -127,6 +127,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("TATOLAB_MOQ_PUBLIC", addresses, None, "IP addresses, comma-separated (empty: none)",
             "the machine's Tailscale addresses", (RUNTIME,), "where public outputs are also served",
             empty_is_unset=False),
+    Setting("TATOLAB_MOQ_GROUP_MS", whole(0, 10_000), 100, "a whole number of milliseconds from 0 to 10000", "100",
+            (RUNTIME,), "how long one MoQ group of an output's bags spans (0: a group per bag)"),
     Setting("TATOLAB_SURFACE_SLOTS", whole(1, 1024), 32, "a whole number from 1 to 1024", "32", (RUNTIME,),
             "frames the surface pool holds at once"),
     Setting("TATOLAB_SURFACE_HOLDERS", whole(16, 4096), 1024, "a whole number from 16 to 4096", "1024", (RUNTIME,),

@@ -817,3 +817,28 @@ def test_a_killed_video_encoder_process_leaves_a_gap_its_readers_go_on_and_the_r
 def node_pids_of(runtime: Runtime, stream: str) -> list[int]:
     graph = json.loads(runtime.cli("graph", "--stream", stream, check=True).stdout)
     return [n["pid"] for s in graph["streams"] for n in s["nodes"]]
+
+
+# -- issue 41, part 3: an ordered reader by URL that keeps up gets every bag ---------------------------------------
+
+def summary_of(reader: Reader) -> dict:
+    events = reader.finish(timeout=120)
+    assert events[-1] == {"end": "count"}, events[-3:]
+    (summary,) = [e["summary"] for e in events if "summary" in e]
+    return summary
+
+
+@pytest.mark.slow
+def test_four_readers_of_a_1khz_output_by_its_url_each_get_every_bag_of_ten_seconds(
+        runtime, project_venv, tmp_path, readers):
+    # a group per bag: moq-lite sends the newest group first and a reader's next_group skips one
+    # that comes after a newer one, so each reader silently missed some of every 5,000
+    runtime.cli("run", "-d", cwd=make_project(tmp_path / "pace", project_venv, {
+        "stream.py": PACE_STREAM, "nodes/__init__.py": "", "nodes/pace.py": PACE_NODE}), check=True)
+    url, fingerprint = url_of(runtime, "pace/pace/bags")
+    four = [readers(url, fingerprint, 10_000, "--summary") for _ in range(4)]
+    for reader in four:
+        summary = summary_of(reader)
+        # 10,000 bags at 1 kHz: 10 s at least; the bags' own numbers, first to last, none missing
+        assert summary["got"] == 10_000 and summary["missing"] == 0 and summary["out_of_order"] == 0, summary
+        assert not [e for e in reader.events if "missed" in e], [e for e in reader.events if "missed" in e][:3]

@@ -164,6 +164,10 @@ class Relay:
                if output is not None and output.videos else {}),
         }
 
+    def missed(self, pull: PullId) -> int:
+        """Bags of the URL link ``pull`` its relay never handed over (ordered.py)."""
+        return self._dialer.missed.get(pull, 0)
+
     def reader_index(self, path: str) -> int | None:
         output = self._serving.outputs.get(path)
         return output.reader_index if output else None
