@@ -842,3 +842,106 @@ def test_four_readers_of_a_1khz_output_by_its_url_each_get_every_bag_of_ten_seco
         # 10,000 bags at 1 kHz: 10 s at least; the bags' own numbers, first to last, none missing
         assert summary["got"] == 10_000 and summary["missing"] == 0 and summary["out_of_order"] == 0, summary
         assert not [e for e in reader.events if "missed" in e], [e for e in reader.events if "missed" in e][:3]
+
+
+URL_PACE_STREAM = PACE_STREAM.replace("Exposure.PRIVATE", "Exposure.PUBLIC")
+
+COUNTING_SINKS = """
+import time
+from dataclasses import dataclass
+from tatolab.stream import node
+
+
+@dataclass
+class NumbersConfig:
+    path: str
+    delay_ms: int = 0
+
+
+@node
+class Numbers:
+    # every bag's number, one a line (a delay_ms reader falls behind on purpose)
+    @node.input(delivery_profile="ordered")
+    def bags(self) -> dict: ...
+
+    def __init__(self, config: NumbersConfig) -> None:
+        self.file = open(config.path, "a", buffering=1 << 12)
+        self.delay = config.delay_ms / 1000
+
+    def process(self, ctx) -> None:
+        bag = ctx.inputs.read("bags")
+        if bag is not None:
+            self.file.write(f"{bag['n']}\\n")
+            if self.delay:
+                self.file.flush()
+                time.sleep(self.delay)
+"""
+
+URL_READERS_STREAM = """
+from tatolab.stream import StreamBuilder, stream
+from nodes.numbers import Numbers
+
+
+@stream
+def readers(stream_builder: StreamBuilder) -> None:
+    keeping_up = stream_builder.add(Numbers, name="keeping_up", config={"path": "kept.txt"})
+    stream_builder.connect(stream_builder.remote_output("URL"), keeping_up.input("bags"))
+    slow = stream_builder.add(Numbers, name="slow", config={"path": "slow.txt", "delay_ms": 20})
+    stream_builder.connect(stream_builder.remote_output("URL"), slow.input("bags"))
+"""
+
+
+def numbers(path: Path) -> list[int]:
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    return [int(line) for line in lines[:-1]]  # the last line may be half written
+
+
+def url_links(runtime: Runtime, stream: str) -> dict[str, dict]:
+    graph = json.loads(runtime.cli("graph", "--stream", stream, check=True).stdout)
+    (entry,) = graph["streams"]
+    return {link["to"]["node"]: link for link in entry["links"] if "url" in link["from"]}
+
+
+@pytest.mark.slow
+def test_remote_output_by_url_of_a_1khz_output_gets_every_bag_and_a_slow_reader_s_drops_show_in_graph(
+        project_venv, tmp_path):
+    alpha = started(tmp_path / "alpha", TATOLAB_MACHINE_NAME="alpha", TATOLAB_MOQ_PUBLIC="127.0.0.2")
+    beta = started(tmp_path / "beta", TATOLAB_MACHINE_NAME="beta")
+    alpha.cli("run", "-d", cwd=make_project(tmp_path / "pace", project_venv, {
+        "stream.py": URL_PACE_STREAM, "nodes/__init__.py": "", "nodes/pace.py": PACE_NODE}), check=True)
+    pinned = alpha.cli("url", "pace/pace/bags", "--public", check=True).stdout.splitlines()[2].split()[-1]
+    project = make_project(tmp_path / "readers", project_venv, {
+        "stream.py": URL_READERS_STREAM.replace("URL", pinned),
+        "nodes/__init__.py": "", "nodes/numbers.py": COUNTING_SINKS})
+    beta.cli("run", "-d", cwd=project, check=True)
+    kept = project / "kept.txt"
+    # 10,000 bags at 1 kHz: 10 s at least of one reader that keeps up
+    wait_for(lambda: len(numbers(kept)) >= 10_000, timeout=120, what="10,000 bags read from alpha over MoQ")
+    links = url_links(beta, "readers")
+    ns = numbers(kept)
+    # where a bag could be lost, each counted: alpha's relay lapped on its ring, the network, beta's ring
+    lost = {"alpha relay": output_entry(alpha, "pace/pace/bags")["network"]["dropped"],
+            "network": links["keeping_up"]["network_missed"], "beta ring": links["keeping_up"]["counters"]["dropped"]}
+    assert gaps(ns) == 0 and lost == {"alpha relay": 0, "network": 0, "beta ring": 0}, \
+        f"{gaps(ns)} of {len(ns)} bags missing; counted: {lost}"
+
+    # the reader that falls behind (20 ms a bag, at 1 kHz): what it skipped is counted where graph
+    # shows a link's drops, never a silent gap; the network handed it every bag
+    slow_file = project / "slow.txt"
+    wait_for(lambda: gaps(numbers(slow_file)) > 0, timeout=60, what="the slow reader to skip bags")
+    skipped = gaps(numbers(slow_file))
+    slow = url_links(beta, "readers")["slow"]
+    assert slow["network_missed"] == 0, slow
+    assert slow["counters"]["dropped"] >= skipped > 0, (slow["counters"], skipped)
+    graph = json.loads(beta.cli("graph", "--stream", "readers", check=True).stdout)
+    (node,) = [n for n in graph["streams"][0]["nodes"] if n["name"] == "slow"]
+    assert node["inputs"][0]["dropped"] >= skipped, node["inputs"]
+
+
+def gaps(ns: list[int]) -> int:
+    """Bags missing between the numbers read (asserting they came in order)."""
+    assert all(a < b for a, b in zip(ns, ns[1:])), "out of order or repeated"
+    return sum(b - a - 1 for a, b in zip(ns, ns[1:]))

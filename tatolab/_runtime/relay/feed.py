@@ -28,7 +28,7 @@ from the old ones (``bags_sent``, ``video_frames``): a relay that still holds th
 groups takes the new ones as newer, not as repeats of ones it has.
 
 Ownership: an ``Output`` is made, changed and dropped by the relay's thread (``serve.py``); its
-track maps are only swapped there. Its counters (``bags_sent``, ``encoding``, ``frames_*``,
+track maps are only swapped there. Its counters (``bags_sent``, ``dropped``, ``encoding``, ``frames_*``,
 ``encoder``, ``fed``, ``video_frames``) are written by its pump thread alone and read, unlocked, by
 ``graph`` and ``feed`` (a count one bag behind is fine; ``feed`` reads ``fed`` only once the pump
 ended). ``reader_index`` is written by ``feed`` and read by ``graph``.
@@ -61,6 +61,7 @@ class Output:
     task: asyncio.Task | None = None
     stopping: asyncio.Task | None = None  # a feeder told to stop: the next one starts after it ended
     bags_sent: int = 0
+    dropped: int = 0  # bags its ring's writer lapped the relay's reader on (the relay fell behind), ever
     reader_index: int | None = None  # the ring's reader record it holds while someone subscribes
     encoding: bool = False  # its H.264 encoder is open (someone reads its video track)
     encodes: int = 0  # how many times an encoder was started for it
@@ -194,6 +195,7 @@ def pump(output: Output, base: str, index: int, stop: threading.Event, say: Any)
     reader = RingReader(base, index, "ordered", start="now")
     demands: dict[int, tuple[Any, Any]] = {}
     groups = Groups(group_ns())
+    dropped_seen = reader.dropped
     encoder: EncoderProcess | None = None
     try:
         while not stop.is_set():
@@ -215,37 +217,45 @@ def pump(output: Output, base: str, index: int, stop: threading.Event, say: Any)
                 encoder.dispose()  # the last video reader left: the encoder stops
                 encoder = None
                 output.encoding = False
-            if bags:
-                got = reader.read()
+            if bags:  # every bag already written, in one pass (a thread woken once per bag falls behind sooner)
+                batch = reader.read_many()
+                if reader.dropped != dropped_seen:  # the ring lapped us: said in graph's network (relay.py)
+                    output.dropped += reader.dropped - dropped_seen
             else:  # video only: the newest frame; an encoder behind its source skips, never lags
                 backlog = reader.read_many()
-                got = backlog[-1] if backlog else None
+                batch = backlog[-1:]
                 if len(backlog) > 1:
                     reader.discard(len(backlog) - 1)
                     output.frames_skipped += len(backlog) - 1
-            if got is None:
+            dropped_seen = reader.dropped
+            if not batch:
                 reader.wait(WAIT_S)
                 continue
-            payload, publish_ns = got
             groups.close_except(bags)  # a track no longer read (or renewed): its open group ends
-            for track in bags:
-                groups.write(track, output.bags_sent, payload, publish_ns)
-            if bags:
-                output.bags_sent += 1
-                output.fed = True
-            if encoder is not None:
-                for data, stamp_us, _keyframe in encoder.encode(payload):
-                    for video in videos:
-                        video.write_frame(data, stamp_us)  # groups start at its keyframes
-                    output.video_frames += 1
+            for payload, publish_ns in batch:
+                for track in bags:
+                    groups.write(track, output.bags_sent, payload, publish_ns)
+                if bags:
+                    output.bags_sent += 1
                     output.fed = True
-                output.frames_encoded, output.encoder = encoder.frames, encoder.name
+                if encoder is not None:
+                    encode(output, encoder, videos, payload)
     finally:
         groups.close_except([])
         if encoder is not None:
             encoder.dispose()
             output.encoding = False
         reader.close()
+
+
+def encode(output: Output, encoder: EncoderProcess, videos: list[Any], payload: bytes) -> None:
+    """One video bag through the output's encoder, to its video tracks."""
+    for data, stamp_us, _keyframe in encoder.encode(payload):
+        for video in videos:
+            video.write_frame(data, stamp_us)  # groups start at its keyframes
+        output.video_frames += 1
+        output.fed = True
+    output.frames_encoded, output.encoder = encoder.frames, encoder.name
 
 
 def group_ns() -> int:

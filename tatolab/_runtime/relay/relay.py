@@ -154,6 +154,8 @@ class Relay:
             "readers": readers,
             "bytes_sent": sent,
             "bags_sent": output.bags_sent if output else 0,
+            # bags the relay never read because its ring's writer lapped it (it fell behind)
+            "dropped": output.dropped if output else 0,
             "reading": output is not None and output.reader_index is not None,
             **({"video": {"encoding": output.encoding, "encodes": output.encodes,
                           "frames_encoded": output.frames_encoded, "frames_skipped": output.frames_skipped,
