@@ -846,6 +846,23 @@ def test_four_readers_of_a_1khz_output_by_its_url_each_get_every_bag_of_ten_seco
 
 URL_PACE_STREAM = PACE_STREAM.replace("Exposure.PRIVATE", "Exposure.PUBLIC")
 
+
+@pytest.mark.slow
+def test_four_readers_of_a_1khz_output_through_a_joined_relay_each_get_every_bag_of_ten_seconds(
+        runtime, project_venv, tmp_path, readers, standin):
+    standin.start()
+    runtime.cli("run", "-d", cwd=make_project(tmp_path / "pace", project_venv, {
+        "stream.py": URL_PACE_STREAM, "nodes/__init__.py": "", "nodes/pace.py": PACE_NODE}), check=True)
+    machine = json.loads(runtime.cli("graph", check=True).stdout)["runtime"]["name"]
+    runtime.cli("relay", "join", f"{standin.url()}#sha256={standin.cert.fingerprint}", check=True)
+    wait_for(lambda: "(connected)" in runtime.cli("relay", check=True).stdout, what="the runtime to join the relay")
+    four = [readers(standin.url(f"{machine}/pace/pace/bags"), standin.cert.fingerprint, 10_000, "--summary")
+            for _ in range(4)]
+    for reader in four:
+        summary = summary_of(reader)
+        assert summary["got"] == 10_000 and summary["missing"] == 0 and summary["out_of_order"] == 0, summary
+    assert output_entry(runtime, "pace/pace/bags")["network"]["dropped"] == 0
+
 COUNTING_SINKS = """
 import time
 from dataclasses import dataclass
