@@ -62,7 +62,8 @@ async def main(args: argparse.Namespace) -> str:
             while got < args.count:
                 # each group's bags in order, then the next group (moq skips a group that comes late)
                 try:
-                    frame = await asyncio.wait_for(group.read_frame(), args.timeout) if group is not None else None
+                    async with asyncio.timeout(args.timeout):  # (no task a bag, as wait_for makes)
+                        frame = await group.read_frame() if group is not None else None
                 except moq.Error:  # the group was cut short: the next group's number says how much
                     frame = None
                 if frame is None:
