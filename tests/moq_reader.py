@@ -2,6 +2,7 @@
 process so a test can watch it, stop it, or run it in another network namespace.
 
     python moq_reader.py URL FINGERPRINT COUNT [--idle-s S] [--hold-s S] [--timeout S] [--summary] [--slow-ms MS]
+                         [--max-age-s S]
 
 It reads each group's bags in order, then the next group (the relay puts up to 100 ms of bags in a
 group, numbered by its first bag's number). It prints one JSON line per event: {"connected": ...},
@@ -52,7 +53,7 @@ async def main(args: argparse.Namespace) -> str:
             raise TimeoutError
         broadcast = announced.result()
         # every bag, in order (without a staleness allowance, a group that arrives late is skipped)
-        track = await broadcast.subscribe_track("bags", moq.Subscription(max_age_us=10_000_000))
+        track = await broadcast.subscribe_track("bags", moq.Subscription(max_age_us=int(args.max_age_s * 1e6)))
         say(subscribed=path)
         got = 0
         group = None
@@ -102,6 +103,7 @@ if __name__ == "__main__":
     parser.add_argument("--idle-s", type=float, default=0.0)
     parser.add_argument("--hold-s", type=float, default=0.0)
     parser.add_argument("--timeout", type=float, default=15.0)
+    parser.add_argument("--max-age-s", type=float, default=10.0, help="how late a group may come and still be read")
     parser.add_argument("--summary", action="store_true", help="no line per bag: one summary line of them at the end")
     parser.add_argument("--slow-ms", type=float, default=0.0, help="sleep this long after each bag (a reader that falls behind)")
     args = parser.parse_args()

@@ -847,6 +847,21 @@ def test_four_readers_of_a_1khz_output_by_its_url_each_get_every_bag_of_ten_seco
             (summary, counted)
 
 
+
+@pytest.mark.slow
+def test_a_url_reader_that_falls_behind_is_told_what_it_missed_never_a_silent_gap(
+        runtime, project_venv, tmp_path, readers):
+    runtime.cli("run", "-d", cwd=make_project(tmp_path / "pace", project_venv, {
+        "stream.py": PACE_STREAM, "nodes/__init__.py": "", "nodes/pace.py": PACE_NODE}), check=True)
+    url, fingerprint = url_of(runtime, "pace/pace/bags")
+    # 3 ms a bag at 1 kHz, taking groups up to 0.5 s late: it falls behind and groups expire before it reads them
+    slow = readers(url, fingerprint, 3_000, "--summary", "--slow-ms", "3", "--max-age-s", "0.5")
+    summary = summary_of(slow)
+    missed = sum(e["missed"] for e in slow.events if "missed" in e)
+    assert summary["missing"] > 0 and summary["out_of_order"] == 0, summary
+    assert missed == summary["missing"], (missed, summary)  # each missing bag told, by the groups' numbers
+
+
 URL_PACE_STREAM = PACE_STREAM.replace("Exposure.PRIVATE", "Exposure.PUBLIC")
 
 
