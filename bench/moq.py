@@ -121,8 +121,14 @@ async def moq_latencies(url: str, fingerprint: str, count: int) -> list[float]:
     async with moq.Client(url, tls_fingerprints=[fingerprint], websocket_enabled=False, reconnect=False) as client:
         broadcast = await asyncio.wait_for(client.announced_broadcast(path), 10)
         track = await broadcast.subscribe_track("bags", moq.Subscription(max_age_us=10_000_000))
-        while len(out) < count:
-            frame = await asyncio.wait_for(track.read_frame(), 10)
+        group = None
+        while len(out) < count:  # each group's bags in order, then the next group
+            frame = await asyncio.wait_for(group.read_frame(), 10) if group is not None else None
+            if frame is None:
+                group = await asyncio.wait_for(track.next_group(), 10)
+                if group is None:
+                    raise RuntimeError("the track ended")
+                continue
             out.append(time.monotonic_ns() / 1000 - frame.timestamp_us)
     return out
 

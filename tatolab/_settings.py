@@ -129,6 +129,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             empty_is_unset=False),
     Setting("TATOLAB_RECORDINGS", absolute_path, None, "an absolute path", "unset: only the recorded stream's project",
             (RUNTIME,), "a folder where an agent's MCP record_start may also write (else only in the recorded stream's project)"),
+    Setting("TATOLAB_MOQ_GROUP_MS", whole(0, 10_000), 100, "a whole number of milliseconds from 0 to 10000", "100",
+            (RUNTIME,), "how long one MoQ group of an output's bags spans (0: a group per bag)"),
     Setting("TATOLAB_SURFACE_SLOTS", whole(1, 1024), 32, "a whole number from 1 to 1024", "32", (RUNTIME,),
             "frames the surface pool holds at once"),
     Setting("TATOLAB_SURFACE_HOLDERS", whole(16, 4096), 1024, "a whole number from 16 to 4096", "1024", (RUNTIME,),

@@ -1,9 +1,14 @@
 """A plain MoQ client (moq-rs, no tatolab code) that reads an output by its URL, run as its own
 process so a test can watch it, stop it, or run it in another network namespace.
 
-    python moq_reader.py URL FINGERPRINT COUNT [--idle-s S] [--hold-s S] [--timeout S]
+    python moq_reader.py URL FINGERPRINT COUNT [--idle-s S] [--hold-s S] [--timeout S] [--summary] [--slow-ms MS]
+                         [--max-age-s S]
 
-It prints one JSON line per event: {"connected": ...}, {"bag": <decoded bag>, "bytes": n},
+It reads each group's bags in order, then the next group (the relay puts up to 100 ms of bags in a
+group, numbered by its first bag's number). It prints one JSON line per event: {"connected": ...},
+{"bag": <decoded bag>, "bytes": n}, {"missed": n, "at": bag number} (a group's number says bags
+never came), with --summary no line per bag but {"summary": {got, first, last, missing, out_of_order}}
+(of the bags' own "n") at the end,
 {"received_before_subscribe": n}, {"holding": n} (COUNT bags read, the session kept open for
 --hold-s) and, at the end, {"end": why, "got": n}; a session the relay
 refuses for its token ends {"end": "refused: unauthorized"}.
@@ -48,15 +53,42 @@ async def main(args: argparse.Namespace) -> str:
             raise TimeoutError
         broadcast = announced.result()
         # every bag, in order (without a staleness allowance, a group that arrives late is skipped)
-        track = await broadcast.subscribe_track("bags", moq.Subscription(max_age_us=10_000_000))
+        track = await broadcast.subscribe_track("bags", moq.Subscription(max_age_us=int(args.max_age_s * 1e6)))
         say(subscribed=path)
         got = 0
-        while got < args.count:
-            frame = await asyncio.wait_for(track.read_frame(), args.timeout)
-            if frame is None:
-                return "track ended"
-            got += 1
-            say(bag=msgspec.msgpack.decode(frame.payload), bytes=len(frame.payload), ts_us=frame.timestamp_us)
+        group = None
+        expected: int | None = None  # the next bag's number: a group is numbered by its first bag's
+        ns: list[int] = []
+        try:
+            while got < args.count:
+                # each group's bags in order, then the next group (moq skips a group that comes late)
+                try:
+                    async with asyncio.timeout(args.timeout):  # (no task a bag, as wait_for makes)
+                        frame = await group.read_frame() if group is not None else None
+                except moq.Error:  # the group was cut short: the next group's number says how much
+                    frame = None
+                if frame is None:
+                    group = await asyncio.wait_for(track.next_group(), args.timeout)
+                    if group is None:
+                        return "track ended"
+                    if expected is not None and group.sequence != expected:
+                        say(missed=group.sequence - expected, at=expected)
+                    expected = group.sequence
+                    continue
+                got += 1
+                expected = (expected or 0) + 1
+                bag = msgspec.msgpack.decode(frame.payload)
+                if args.summary:
+                    ns.append(bag["n"])
+                else:
+                    say(bag=bag, bytes=len(frame.payload), ts_us=frame.timestamp_us)
+                if args.slow_ms:
+                    await asyncio.sleep(args.slow_ms / 1000)
+        finally:
+            if args.summary and ns:
+                # the bags' own numbers: how many of the run from the first to the last never came
+                say(summary={"got": len(ns), "first": ns[0], "last": ns[-1], "missing": ns[-1] - ns[0] + 1 - len(set(ns)),
+                             "out_of_order": sum(1 for a, b in zip(ns, ns[1:]) if b <= a)})
         if args.hold_s:
             say(holding=got)
             await asyncio.sleep(args.hold_s)
@@ -71,6 +103,9 @@ if __name__ == "__main__":
     parser.add_argument("--idle-s", type=float, default=0.0)
     parser.add_argument("--hold-s", type=float, default=0.0)
     parser.add_argument("--timeout", type=float, default=15.0)
+    parser.add_argument("--max-age-s", type=float, default=10.0, help="how late a group may come and still be read")
+    parser.add_argument("--summary", action="store_true", help="no line per bag: one summary line of them at the end")
+    parser.add_argument("--slow-ms", type=float, default=0.0, help="sleep this long after each bag (a reader that falls behind)")
     args = parser.parse_args()
     try:
         why = asyncio.run(main(args))

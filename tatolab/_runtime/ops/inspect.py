@@ -41,8 +41,28 @@ async def graph(runtime: Runtime, stream: str | None = None) -> dict[str, Any]:
     graph = build_graph(runtime.streams, rows, only=stream)
     if runtime.relay is not None:
         add_network(graph, runtime.relay)
+        add_url_missed(graph, runtime, runtime.relay)
     add_recordings(graph, runtime)
     return graph
+
+
+def add_url_missed(graph: dict[str, Any], runtime: Runtime, relay: Relay) -> None:
+    """A URL link's bags the relay it reads never handed over (it fell behind, or a group came
+    late), counted in its ``dropped`` as a ring's are, and on their own as ``network_missed``."""
+    for entry in graph["streams"]:
+        stream = runtime.streams.get(entry["name"])
+        if stream is None:
+            continue
+        inputs = {(node["name"], p["port"]): p for node in entry["nodes"] for p in node.get("inputs", [])}
+        for link in entry["links"]:
+            if "url" not in link["from"]:
+                continue
+            missed = link["network_missed"] = relay.missed((stream.instance, link["key"]))
+            if missed and link["counters"] is not None:
+                link["counters"]["dropped"] += missed
+                port = inputs.get((link["to"]["node"], link["to"]["port"]))
+                if port is not None:
+                    port["dropped"] += missed
 
 
 def add_recordings(graph: dict[str, Any], runtime: Runtime) -> None:

@@ -4,8 +4,8 @@ relay on the internet (``tatolab relay join``). Each dials again with backoff.
 
 Ownership: ``Dialer`` lives on the relay thread; its pull map and upstream task are touched there
 only. ``upstream_state`` is a string written there and read by ``relay status`` on the runtime's
-loop (one assignment, no lock needed). Each link's state is told to the runtime's loop
-(``on_pull_state``), which owns the links.
+loop (one assignment, no lock needed); so is each count in ``missed``, read by ``graph``. Each
+link's state is told to the runtime's loop (``on_pull_state``), which owns the links.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import asyncio
 from typing import Any, Callable
 
 from tatolab._links.ring import RingWriter
+from tatolab._runtime.relay import ordered
 from tatolab._runtime.relay.bridge import Bridge
 from tatolab._runtime.relay.pulls import Pull, PullId, split_url
 from tatolab._runtime.relay.tokens import redact
@@ -33,6 +34,8 @@ class Dialer:
         self.bridge = bridge
         self.on_pull_state = on_pull_state  # called on the runtime's loop
         self.pulls: dict[PullId, tuple[Pull, asyncio.Task]] = {}
+        # bags each URL link's relay never handed it (its reading fell behind, or a group came late)
+        self.missed: dict[PullId, int] = {}
         self.upstream_task: asyncio.Task | None = None
         self.upstream_state = "not joined"
 
@@ -44,6 +47,7 @@ class Dialer:
             if wanted.get(pull_id) != pull:
                 task.cancel()
                 del self.pulls[pull_id]
+                self.missed.pop(pull_id, None)
         for pull_id, pull in wanted.items():
             if pull_id not in self.pulls:
                 self.pulls[pull_id] = (pull, self.bridge.loop.create_task(self._pull(pull)))
@@ -104,10 +108,9 @@ class Dialer:
             # a staleness allowance: without one, a group that arrives after a newer one is skipped
             track = await broadcast.subscribe_track(TRACK, moq.Subscription(max_age_us=KEEP_US))
             self._pull_state(pull, None)
-            while True:
-                frame = await track.read_frame()
-                if frame is None:
-                    break
+            async for frame, missed in ordered.bags(track):
+                if missed:
+                    self.missed[pull.id] = self.missed.get(pull.id, 0) + missed
                 writer.write(frame.payload)
             self._pull_state(pull, f"{redact(pull.url)} stopped serving {pull.path}; waiting for it")
 

@@ -163,6 +163,8 @@ class Relay:
             "readers": readers,
             "bytes_sent": sent,
             "bags_sent": output.bags_sent if output else 0,
+            # bags the relay never read because its ring's writer lapped it (it fell behind)
+            "dropped": output.dropped if output else 0,
             "reading": output is not None and output.reader_index is not None,
             **({"video": {"encoding": output.encoding, "encodes": output.encodes,
                           "frames_encoded": output.frames_encoded, "frames_skipped": output.frames_skipped,
@@ -172,6 +174,10 @@ class Relay:
                              else {"pid": None, "restarts": 0, "last_error": None})}}
                if output is not None and output.videos else {}),
         }
+
+    def missed(self, pull: PullId) -> int:
+        """Bags of the URL link ``pull`` its relay never handed over (ordered.py)."""
+        return self._dialer.missed.get(pull, 0)
 
     def reader_index(self, path: str) -> int | None:
         output = self._serving.outputs.get(path)
