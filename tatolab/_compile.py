@@ -25,6 +25,7 @@ from tatolab._errors import ProjectError, TatolabError
 from tatolab._hints import missing_module_line
 from tatolab._sdk.naming import url_safe
 from tatolab._sdk.nodes import is_node
+from tatolab._source_imports import SourceOnlyLoader, from_source
 from tatolab._user_code import user_code
 
 GRAPH_VERSION = 1
@@ -43,6 +44,7 @@ def compile_project(
         raise ProjectError(f"The project folder {str(project)!r} does not exist.")
     if str(project) not in sys.path[:1]:
         sys.path.insert(0, str(project))
+    from_source(str(project))
 
     source, function_name, is_file = _parse_target(target, file)
     module, label = _load_file(project, source) if is_file else _load_module(source)
@@ -99,7 +101,7 @@ def _load_file(project: Path, relative: str) -> tuple[types.ModuleType, str]:
         raise ProjectError(f"There is no {relative} in {project}. {hint}")
     # A private module name: the file is not importable by the node host, so nodes can't live in it.
     module_name = "_tatolab_stream_" + re.sub(r"\W", "_", label.removesuffix(".py"))
-    spec = importlib.util.spec_from_file_location(module_name, path)
+    spec = importlib.util.spec_from_file_location(module_name, path, loader=SourceOnlyLoader(module_name, str(path)))
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module

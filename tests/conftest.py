@@ -108,6 +108,7 @@ def _end_what_tests_started():
         rt = LIVE.pop()
         rt.end_commands()
         rt.stop()
+        rt.remove_run_dir()
 
 
 @pytest.fixture

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -64,7 +66,9 @@ class Runtime:
         self.root = root
         self.env = dict(os.environ)
         self.env.update(
-            XDG_RUNTIME_DIR=str(root / "run"),
+            # a short folder of its own for the socket (a Unix socket's path holds at most 107 bytes, and a test's
+            # temporary folder, under a pytest-xdist worker's, can take most of them); removed with the test
+            XDG_RUNTIME_DIR=tempfile.mkdtemp(prefix="tl-run-"),
             XDG_STATE_HOME=str(root / "state"),
             TATOLAB_MACHINE_LOCK=str(root / "machine.lock"),
             # its MoQ relay's own port, one it binds itself (never one another program may take from under a
@@ -74,8 +78,8 @@ class Runtime:
             PYTHONUNBUFFERED="1",
         )
         self.env.pop("VIRTUAL_ENV", None)
-        (root / "run").mkdir(parents=True, exist_ok=True)
-        self.socket = root / "run" / "streamlib" / "local-api.sock"
+        self.run_dir = Path(self.env["XDG_RUNTIME_DIR"])
+        self.socket = self.run_dir / "streamlib" / "local-api.sock"
         self.process: subprocess.Popen | None = None
         self.seen_pids: set[int] = set()
         self.commands: list[subprocess.Popen] = []  # `tatolab dev`, `run`, `tap`... started by popen_cli
@@ -177,6 +181,10 @@ class Runtime:
                 pass
         self.seen_pids.update(pids)
         return pids
+
+    def remove_run_dir(self) -> None:
+        """Its socket's folder, once the test is over (a later test never reuses it)."""
+        shutil.rmtree(self.run_dir, ignore_errors=True)
 
     def stop(self, sig: int = signal.SIGTERM) -> str:
         self.node_pids()

@@ -188,7 +188,7 @@ def test_headless_chromium_opens_the_viewer_by_its_one_use_link_and_reads_bags(r
             assert "code=" not in page.url and page.url.endswith(f"/{ADDRESS}")  # the spent code left the address
             again = browser.new_page()
             again.goto(link)
-            assert "This link is incomplete" in again.inner_text("h1") and "used already" in again.inner_text("#why")
+            assert "This link was used already" in again.inner_text("h1") and "used already" in again.inner_text("#why")
         finally:
             browser.close()
 

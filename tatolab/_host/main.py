@@ -31,6 +31,7 @@ from tatolab._hints import missing_module_line
 from tatolab._host.imports import ImportReporter
 from tatolab._host.orphans import die_with_parent
 from tatolab._host.spec import EXIT_CANNOT_RUN, read_spec
+from tatolab._source_imports import from_source
 
 EXIT_CRASHED = 1
 EXIT_BAD_NODE = 3
@@ -180,6 +181,7 @@ def import_from(project: str, sources: str | None) -> None:
         live = {"", project, os.path.realpath(project), os.getcwd()}
         sys.path[:] = [entry for entry in sys.path if entry not in live]
     sys.path.insert(0, sources or project)
+    from_source(sources or project)
 
 
 def main() -> None:

@@ -133,7 +133,7 @@ def checked_paths(project: Path, source: StreamSource | None) -> list[Path]:
 def _dubious_below(folder: Path, everything: bool) -> Iterator[tuple[Path, str]]:
     """(path, why) for each entry below ``folder`` that must not run as this user (``_why``).
 
-    ``everything`` (a .venv): every folder and file, and the folders its ``.pth`` files add to
+    ``everything`` (a .venv): every folder, every file of code, pyvenv.cfg and every program, and the folders its ``.pth`` files add to
     ``sys.path``. Else (the project's own code): every folder Python can import from (a name that
     is an identifier, ``__pycache__`` too) and every file of code in them (``CODE``). A link is
     judged by its target, and a linked folder walked once."""
@@ -159,6 +159,8 @@ def _dubious_below(folder: Path, everything: bool) -> Iterator[tuple[Path, str]]
                 info = entry.stat()
             except OSError:  # gone, or a link to nothing: nothing of it can run
                 continue
+            if everything and not is_folder and not _venv_code(entry.name, info):
+                continue  # data beside the code (uv's .lock is made writable by all): never run
             why = _why(info)
             if why is not None:
                 yield Path(entry.path), why
@@ -167,6 +169,12 @@ def _dubious_below(folder: Path, everything: bool) -> Iterator[tuple[Path, str]]
                 folders.append(Path(entry.path))
             elif everything and why is None and entry.name.endswith(".pth") and stat.S_ISREG(info.st_mode):
                 yield from _pth_folders(Path(entry.path))
+
+
+def _venv_code(name: str, info: os.stat_result) -> bool:
+    """Whether a file of a .venv is one Python runs or reads to know what to run: code, pyvenv.cfg,
+    and every program (bin/python, the scripts beside it)."""
+    return name.endswith(CODE) or name == "pyvenv.cfg" or bool(info.st_mode & 0o111)
 
 
 def _pth_folders(pth: Path) -> Iterator[tuple[Path, str]]:

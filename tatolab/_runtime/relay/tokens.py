@@ -244,7 +244,7 @@ class Keeper:
         record = register.get(token_id) if isinstance(token_id, str) else None
         if record is None and level == "private" and token_id is None:
             raise Refused("the token is an owner's URL from before owner URLs had ids (so it could not be "
-                          "revoked alone); `tatolab url` gives its new URL", path)
+                          "revoked alone); asking for the output's URL again (tatolab url) gives its new one", path)
         if record is None or record.get("lvl", "public") != level:
             raise Refused("the token is not one this runtime minted", path)
         if record["revoked"]:

@@ -36,9 +36,9 @@ NOT_BUILT = ("<!doctype html><meta charset=utf-8><title>tatolab viewer</title><p
              "(moq-viewer.js, which every install of tatolab carries) is missing from this install: install "
              "tatolab again, then reload this page.</p>")
 SPENT = (f"this one-use link was used already or is older than {OPEN_CODE_S:g} s (it opens the page once); "
-         "`tatolab url <stream>/<node>/<port> --open` makes another")
+         "opening the output again (tatolab url, its open option) makes another")
 NOT_YOURS = ("this one-use link opens only in a browser of the user who asked for it; open the link "
-             "`tatolab url` prints in your own browser")
+             "tatolab url prints in your own browser")
 TOKEN_META = b'<meta name="tatolab-token" content="%s">\n'
 REFUSED = ("<!doctype html><meta charset=utf-8><meta name=referrer content=no-referrer>"
            "<title>tatolab viewer: {title}</title><h1>{heading}</h1>"
