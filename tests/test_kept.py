@@ -256,13 +256,15 @@ def test_a_truncated_record_is_reported_and_the_runtime_still_starts(runtime, pr
     keep(runtime, whole)
     runtime.stop()
     record = state_folder(runtime) / "streams" / "cut.json"
-    record.write_bytes(record.read_bytes()[:120])
+    data = record.read_bytes()
+    size = data.index(json.dumps(str(cut)).encode()) + len(json.dumps(str(cut))) + 1  # cut just past its project
+    record.write_bytes(data[:size])
 
     runtime.start()
     produces(whole / "out.jsonl", "the other kept stream to start")
     assert table(runtime)["cut"] == ["failed", "-", str(cut)]
     [line] = failed_lines(runtime)
-    assert line.startswith(f"cut failed: its record {record} is damaged and cannot be read (120 bytes, ")
+    assert line.startswith(f"cut failed: its record {record} is damaged and cannot be read ({size} bytes, ")
     logged = [r for r in read_jsonl(state_folder(runtime) / "runtime.jsonl") if "cut" in r["message"]]
     assert any(str(record) in r["message"] and r["level"] == "error" for r in logged)
 

@@ -39,6 +39,7 @@ NOT_RUN = {
     "scripts/test": "runs this test suite itself; CI runs it (.ci/run)",
     'scripts/test -m "not slow"': "runs this test suite itself; CI runs the whole of it",
     "scripts/test tests/test_run.py": "runs a file of this test suite; CI runs the whole of it",
+    "scripts/test --stress": "runs this test suite itself beside two CPU hogs; CI runs the whole of it",
     "git clone <this repository's URL> tatolab": "a placeholder URL; test_viewer_bundle.py builds from a clone's files",
     'uv tool install "./tatolab[runtime]"': "installs the runtime's dependencies from the package index (minutes); "
                                             "test_viewer_bundle.py builds and installs the same wheel without them",
