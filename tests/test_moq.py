@@ -775,6 +775,81 @@ def test_headless_chromium_plays_a_video_output_on_the_viewer_page(runtime, proj
              what="the encoder to stop once the viewer page is gone")
 
 
+# what the page's canvas shows now, as a short digest (the same picture gives the same digest)
+PICTURE = """(() => { const c = document.getElementById('picture');
+  const d = c.toDataURL(); let h = 0; for (let i = 0; i < d.length; i++) h = (h * 31 + d.charCodeAt(i)) | 0;
+  return c.width + 'x' + c.height + ':' + h; })()"""
+
+
+def watch_picture(page, seconds: float, bucket_s: float = 5.0) -> list[int]:
+    """Samples the page's canvas and status for ``seconds``; the number of new pictures seen in each
+    ``bucket_s`` of it. Every status seen while watching must say the page is playing."""
+    import time
+
+    start = time.monotonic()
+    changes = [0] * max(1, int(seconds // bucket_s))
+    last = page.evaluate(PICTURE)
+    while (elapsed := time.monotonic() - start) < seconds:
+        page.wait_for_timeout(250)
+        status = page.inner_text("#status")
+        assert status.startswith("playing "), (round(elapsed, 1), status, changes)
+        now = page.evaluate(PICTURE)
+        if now != last:
+            changes[min(int(elapsed // bucket_s), len(changes) - 1)] += 1
+            last = now
+    return changes
+
+
+@pytest.mark.slow
+def test_the_viewer_page_keeps_playing_says_when_it_stops_and_plays_again_after_a_dropped_subscription(
+        runtime, project_venv, tmp_path):
+    """What a user sees: the picture keeps changing (30 s watched, each 5 s of it), the page says
+    "playing" only while it does; when the subscription drops (the output unexposed) the page says it
+    stopped and why, and once the output is served again it plays again by itself. The relay's H.264
+    track ends each group with an empty marker frame, which @moq/watch 0.2 handed to WebCodecs
+    ("Null or empty decoder buffer"): the picture froze within seconds while the page said "playing"."""
+    playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
+    browser_path = _chromium()
+    if browser_path is None:
+        pytest.skip("no chromium here (.ci/run installs Debian's)")
+    runtime.cli("run", "-d", cwd=make_project(tmp_path / "bars", project_venv, {"stream.py": VIDEO_SOURCE}),
+                check=True)
+    address = "bars/pattern/video"
+    viewer = runtime.cli("url", address, check=True).stdout.splitlines()[3].split()[-1]
+    with playwright.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 640, "height": 480})
+            errors: list[str] = []
+            page.on("console", lambda message: errors.append(message.text) if message.type == "error"
+                    and "favicon" not in message.text and "404" not in message.text else None)
+            page.goto(viewer)
+            page.wait_for_function("document.getElementById('status').textContent.startsWith('playing ')",
+                                   timeout=60_000)
+            changes = watch_picture(page, 30)
+            assert all(changes), f"the picture stopped changing: new pictures per 5 s {changes}; {errors}"
+            assert not errors, errors
+            video = output_entry(runtime, address)["network"]["video"]
+            # one subscription, one encode, for as long as the page watched
+            assert video["encoding"] is True and video["encodes"] == 1 and video["restarts"] == 0, video
+
+            # a hiccup: the output's subscription is cut (unexposed), then it is served again
+            runtime.cli("expose", address, "--remove", check=True)
+            page.wait_for_function("document.getElementById('status').textContent.startsWith('stopped: ')",
+                                   timeout=30_000)
+            stopped = page.inner_text("#status")
+            assert "playing" not in stopped and ("not served" in stopped or "connection" in stopped), stopped
+            runtime.cli("expose", address, check=True)
+            page.wait_for_function("document.getElementById('status').textContent.startsWith('playing ')",
+                                   timeout=60_000)
+            again = watch_picture(page, 10)
+            assert all(again), f"the picture did not play again after the hiccup: {again}"
+        finally:
+            browser.close()
+    wait_for(lambda: output_entry(runtime, address)["network"]["video"]["encoding"] is False, timeout=45,
+             what="the encoder to stop once the viewer page is gone")
+
+
 @pytest.mark.slow
 def test_a_killed_video_encoder_process_leaves_a_gap_its_readers_go_on_and_the_runtime_carries_on(
         runtime, project_venv, tmp_path):
