@@ -628,35 +628,102 @@ def test_what_the_relay_serves_and_reads():
     assert split_url("https://relay.example/m/s/n/p?jwt=x") == ("https://relay.example/m/s/n/p?jwt=x", None, "m/s/n/p")
 
 
-def test_which_exposed_outputs_are_video_and_their_frame_size():
-    import asyncio as aio
+def test_what_an_output_carries_is_told_by_its_bags_not_its_name_or_author(tmp_path):
+    """A ring whose bags name frames is a video output at their size, whatever its port is called
+    and whoever writes it; any other bag is not; nothing written yet is not known yet."""
+    import uuid
 
-    from tatolab._runtime.relay.wanted import wanted
-    from tatolab._runtime.lifecycle.streams import LoadedStream, OutputRing
+    import msgspec
 
-    def builtin(name: str, cls: str, config: dict) -> dict:
-        return {"name": name, "class": f"tatolab._builtins.{cls}", "builtin": True, "config": config,
-                "outputs": [{"port": "video"}]}
+    from tatolab._links import shm
+    from tatolab._links.ring import RingWriter, create_ring, reap
+    from tatolab._runtime.relay.wanted import carried
 
-    async def loaded() -> LoadedStream:
-        graph = {
-            "nodes": [builtin("bars", "test_pattern:TestPatternSource", {"width": 640, "height": 360}),
-                      builtin("fx", "glsl:GlslPixelEffect", {"shader": "..."}),
-                      builtin("cam", "camera:CameraSource", {"width": None}),
-                      # a user's node claiming to be built-in is not: the runtime runs only its own code
-                      {"name": "mine", "class": "nodes.mine:Mine", "builtin": True, "config": {},
-                       "outputs": [{"port": "video"}]}],
-            "links": [{"from": {"node": "bars", "port": "video"}, "to": {"node": "fx", "port": "video"}}],
-            "exposures": [{"node": n, "port": "video", "level": "private"} for n in ("bars", "fx", "cam", "mine")]}
-        stream = LoadedStream("s", Path("/p"), graph, "kept")
-        stream.rings = {(n, "video"): OutputRing(n) for n in ("bars", "fx", "cam", "mine")}
-        return stream
+    prefix = f"{shm.private_folder()}/tatolab-test-{os.getpid()}-{uuid.uuid4().hex[:8]}-"
+    try:
+        frames, plain, empty = (prefix + name for name in ("detector+boxes", "count+n", "quiet+video"))
+        for base in (frames, plain, empty):
+            create_ring(base, slot_size=1024, slot_count=4)
+        frame = {"surface_id": "3#17", "width": 640, "height": 360, "format": "rgba8", "timestamp_ns": 1, "boxes": []}
+        writer = RingWriter(frames)
+        writer.write(msgspec.msgpack.encode({"n": 0}))  # the newest bag decides
+        writer.write(msgspec.msgpack.encode(frame))
+        RingWriter(plain).write(msgspec.msgpack.encode({"n": 1, "surface": "not a frame"}))
+        RingWriter(empty)
+        assert carried(frames) == (640, 360)
+        assert carried(plain) is False
+        assert carried(empty) is None
+        assert carried(prefix + "gone+video") is None  # a ring that is not there (yet, or any more)
+    finally:
+        reap(prefix)
 
-    serve = wanted({"s": aio.run(loaded())}, "box")
-    assert {p: (s.video, s.size) for p, s in serve.items()} == {
-        "box/s/bars/video": (True, (640, 360)), "box/s/fx/video": (True, (640, 360)),  # its input's size
-        "box/s/cam/video": (True, (1280, 720)),  # the camera's own: a guess until its first keyframe
-        "box/s/mine/video": (False, (1280, 720))}
+
+# a detector's drawing: a frame with a box that moves, on an output not named video
+BOXES_NODE = """
+import numpy as np
+from tatolab.stream import VideoFrame, node
+
+
+@node(execution="continuous", interval_ms=33)
+class Boxes:
+    @node.output()
+    def drawn(self) -> dict: ...
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def process(self, ctx) -> None:
+        picture = np.zeros((120, 160, 4), dtype=np.uint8)
+        x = (self.n * 4) % 140
+        picture[40:80, x:x + 20] = (255, 0, 0, 255)
+        self.n += 1
+        ctx.outputs.write("drawn", VideoFrame.from_numpy(picture))
+"""
+
+BOXES_STREAM = """
+from tatolab.stream import Exposure, StreamBuilder, stream
+from nodes.boxes import Boxes
+
+
+@stream
+def boxes(stream_builder: StreamBuilder) -> None:
+    boxes = stream_builder.add(Boxes, name="detector")
+    stream_builder.expose(boxes.output("drawn"), Exposure.PRIVATE)
+"""
+
+
+@pytest.mark.slow
+def test_a_python_nodes_frames_on_any_port_play_as_a_picture(runtime, video_venv, tmp_path):
+    """A Python node writing VideoFrames (a detector drawing boxes) on an output called ``drawn``:
+    served as H.264 with its catalog at the frames' own size, listed as video to the viewer page."""
+    import urllib.request
+
+    runtime.cli("run", "-d", cwd=make_project(tmp_path / "boxes", video_venv, {
+        "stream.py": BOXES_STREAM, "nodes/__init__.py": "", "nodes/boxes.py": BOXES_NODE}), check=True)
+    address = "boxes/detector/drawn"
+    # once its first frame is written, the relay serves it as video (graph shows its encoder's state)
+    wait_for(lambda: "video" in output_entry(runtime, address).get("network", {}), timeout=60,
+             what="the relay to serve the frames as video")
+    url, fingerprint = url_of(runtime, address)
+    reader = video_reader(url, fingerprint, 40, "--timeout", "30")
+    try:
+        catalog = until(reader, "catalog")
+        assert [(v["width"], v["height"]) for v in catalog.values()] == [(160, 120)], catalog
+        picture = until(reader, "picture")
+        assert (picture["width"], picture["height"]) == (160, 120)
+        out, err = reader.communicate(timeout=60)
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+            reader.communicate()
+    assert '"end": "count"' in out, (out, err)
+    viewer = runtime.cli("url", address, check=True).stdout.splitlines()[3].split()[-1]
+    page, _, rest = viewer.partition("?jwt=")
+    token = rest.split("#")[0]
+    request = urllib.request.Request(page + "outputs.json", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        listed = json.loads(answer.read())["outputs"]
+    assert [(o["path"].split("/", 1)[1], o["video"]) for o in listed] == [(address, True)], listed
 
 
 @pytest.mark.slow
