@@ -1,6 +1,6 @@
 """A soak: the workload a user leaves on, run for a given time, with what it saw printed every minute.
 
-    .venv/bin/python bench/soak.py [--minutes 10] [--readers 4] [--churn 20]
+    .venv/bin/python bench/soak.py [--minutes 10] [--readers 4] [--churn 20] [--without page,record,remote]
 
 Starts two real tatolabd on temporary paths (tests/harness.py), alpha and beta, and keeps on, for
 --minutes (default 10):
