@@ -37,7 +37,6 @@ from tatolab._links.ring import RingError, RingReader
 from tatolab._runtime.processes.nodes import claim_reader, release_reader
 from tatolab._runtime.relay.bridge import Bridge
 from tatolab._runtime.relay.encoding import EncoderProcess
-from tatolab._runtime.relay.video import CONFIG
 from tatolab._runtime.relay.wanted import TRACK, VIDEO_TRACK, Serve
 
 WAIT_S = 0.25  # a pump looks at its tracks' subscribers at least this often
@@ -177,7 +176,7 @@ def publish_video(broadcast: Any, init: bytes) -> Any:
     import moq
 
     return broadcast.publish_video(moq.VideoFormat.AVC3, init, track=VIDEO_TRACK,
-                                   hint=moq.VideoHint(optimize_for_latency=True, bitrate=CONFIG.bitrate))
+                                   hint=moq.VideoHint(optimize_for_latency=True))
 
 
 def pump(output: Output, base: str, index: int, stop: threading.Event, say: Any) -> None:
