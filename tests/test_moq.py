@@ -631,35 +631,102 @@ def test_what_the_relay_serves_and_reads():
     assert split_url("https://relay.example/m/s/n/p?jwt=x") == ("https://relay.example/m/s/n/p?jwt=x", None, "m/s/n/p")
 
 
-def test_which_exposed_outputs_are_video_and_their_frame_size():
-    import asyncio as aio
+def test_what_an_output_carries_is_told_by_its_bags_not_its_name_or_author(tmp_path):
+    """A ring whose bags name frames is a video output at their size, whatever its port is called
+    and whoever writes it; any other bag is not; nothing written yet is not known yet."""
+    import uuid
 
-    from tatolab._runtime.relay.wanted import wanted
-    from tatolab._runtime.lifecycle.streams import LoadedStream, OutputRing
+    import msgspec
 
-    def builtin(name: str, cls: str, config: dict) -> dict:
-        return {"name": name, "class": f"tatolab._builtins.{cls}", "builtin": True, "config": config,
-                "outputs": [{"port": "video"}]}
+    from tatolab._links import shm
+    from tatolab._links.ring import RingWriter, create_ring, reap
+    from tatolab._runtime.relay.wanted import carried
 
-    async def loaded() -> LoadedStream:
-        graph = {
-            "nodes": [builtin("bars", "test_pattern:TestPatternSource", {"width": 640, "height": 360}),
-                      builtin("fx", "glsl:GlslPixelEffect", {"shader": "..."}),
-                      builtin("cam", "camera:CameraSource", {"width": None}),
-                      # a user's node claiming to be built-in is not: the runtime runs only its own code
-                      {"name": "mine", "class": "nodes.mine:Mine", "builtin": True, "config": {},
-                       "outputs": [{"port": "video"}]}],
-            "links": [{"from": {"node": "bars", "port": "video"}, "to": {"node": "fx", "port": "video"}}],
-            "exposures": [{"node": n, "port": "video", "level": "private"} for n in ("bars", "fx", "cam", "mine")]}
-        stream = LoadedStream("s", Path("/p"), graph, "kept")
-        stream.rings = {(n, "video"): OutputRing(n) for n in ("bars", "fx", "cam", "mine")}
-        return stream
+    prefix = f"{shm.private_folder()}/tatolab-test-{os.getpid()}-{uuid.uuid4().hex[:8]}-"
+    try:
+        frames, plain, empty = (prefix + name for name in ("detector+boxes", "count+n", "quiet+video"))
+        for base in (frames, plain, empty):
+            create_ring(base, slot_size=1024, slot_count=4)
+        frame = {"surface_id": "3#17", "width": 640, "height": 360, "format": "rgba8", "timestamp_ns": 1, "boxes": []}
+        writer = RingWriter(frames)
+        writer.write(msgspec.msgpack.encode({"n": 0}))  # the newest bag decides
+        writer.write(msgspec.msgpack.encode(frame))
+        RingWriter(plain).write(msgspec.msgpack.encode({"n": 1, "surface": "not a frame"}))
+        RingWriter(empty)
+        assert carried(frames) == (640, 360)
+        assert carried(plain) is False
+        assert carried(empty) is None
+        assert carried(prefix + "gone+video") is None  # a ring that is not there (yet, or any more)
+    finally:
+        reap(prefix)
 
-    serve = wanted({"s": aio.run(loaded())}, "box")
-    assert {p: (s.video, s.size) for p, s in serve.items()} == {
-        "box/s/bars/video": (True, (640, 360)), "box/s/fx/video": (True, (640, 360)),  # its input's size
-        "box/s/cam/video": (True, (1280, 720)),  # the camera's own: a guess until its first keyframe
-        "box/s/mine/video": (False, (1280, 720))}
+
+# a detector's drawing: a frame with a box that moves, on an output not named video
+BOXES_NODE = """
+import numpy as np
+from tatolab.stream import VideoFrame, node
+
+
+@node(execution="continuous", interval_ms=33)
+class Boxes:
+    @node.output()
+    def drawn(self) -> dict: ...
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def process(self, ctx) -> None:
+        picture = np.zeros((120, 160, 4), dtype=np.uint8)
+        x = (self.n * 4) % 140
+        picture[40:80, x:x + 20] = (255, 0, 0, 255)
+        self.n += 1
+        ctx.outputs.write("drawn", VideoFrame.from_numpy(picture))
+"""
+
+BOXES_STREAM = """
+from tatolab.stream import Exposure, StreamBuilder, stream
+from nodes.boxes import Boxes
+
+
+@stream
+def boxes(stream_builder: StreamBuilder) -> None:
+    boxes = stream_builder.add(Boxes, name="detector")
+    stream_builder.expose(boxes.output("drawn"), Exposure.PRIVATE)
+"""
+
+
+@pytest.mark.slow
+def test_a_python_nodes_frames_on_any_port_play_as_a_picture(runtime, video_venv, tmp_path):
+    """A Python node writing VideoFrames (a detector drawing boxes) on an output called ``drawn``:
+    served as H.264 with its catalog at the frames' own size, listed as video to the viewer page."""
+    import urllib.request
+
+    runtime.cli("run", "-d", cwd=make_project(tmp_path / "boxes", video_venv, {
+        "stream.py": BOXES_STREAM, "nodes/__init__.py": "", "nodes/boxes.py": BOXES_NODE}), check=True)
+    address = "boxes/detector/drawn"
+    # once its first frame is written, the relay serves it as video (graph shows its encoder's state)
+    wait_for(lambda: "video" in output_entry(runtime, address).get("network", {}), timeout=60,
+             what="the relay to serve the frames as video")
+    url, fingerprint = url_of(runtime, address)
+    reader = video_reader(url, fingerprint, 40, "--timeout", "30")
+    try:
+        catalog = until(reader, "catalog")
+        assert [(v["width"], v["height"]) for v in catalog.values()] == [(160, 120)], catalog
+        picture = until(reader, "picture")
+        assert (picture["width"], picture["height"]) == (160, 120)
+        out, err = reader.communicate(timeout=60)
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+            reader.communicate()
+    assert '"end": "count"' in out, (out, err)
+    viewer = runtime.cli("url", address, check=True).stdout.splitlines()[3].split()[-1]
+    page, _, rest = viewer.partition("?jwt=")
+    token = rest.split("#")[0]
+    request = urllib.request.Request(page + "outputs.json", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        listed = json.loads(answer.read())["outputs"]
+    assert [(o["path"].split("/", 1)[1], o["video"]) for o in listed] == [(address, True)], listed
 
 
 @pytest.mark.slow
@@ -774,6 +841,83 @@ def test_headless_chromium_plays_a_video_output_on_the_viewer_page(runtime, proj
     video = output_entry(runtime, address)["network"]["video"]
     assert video["encodes"] == 1 and video["frames_encoded"] > 0, video
     # the page closed: its player's subscription ends and so does the encode
+    wait_for(lambda: output_entry(runtime, address)["network"]["video"]["encoding"] is False, timeout=45,
+             what="the encoder to stop once the viewer page is gone")
+
+
+# what the page's canvas shows now, as a short digest (the same picture gives the same digest)
+PICTURE = """(() => { const c = document.getElementById('picture');
+  const d = c.toDataURL(); let h = 0; for (let i = 0; i < d.length; i++) h = (h * 31 + d.charCodeAt(i)) | 0;
+  return c.width + 'x' + c.height + ':' + h; })()"""
+
+
+def watch_picture(page, seconds: float, bucket_s: float = 5.0) -> list[int]:
+    """Samples the page's canvas and status for ``seconds``; the number of new pictures seen in each
+    ``bucket_s`` of it. Every status seen while watching must say the page is playing."""
+    import time
+
+    start = time.monotonic()
+    changes = [0] * max(1, int(seconds // bucket_s))
+    last = page.evaluate(PICTURE)
+    while (elapsed := time.monotonic() - start) < seconds:
+        page.wait_for_timeout(250)
+        status = page.inner_text("#status")
+        assert status.startswith("playing "), (round(elapsed, 1), status, changes)
+        now = page.evaluate(PICTURE)
+        if now != last:
+            changes[min(int(elapsed // bucket_s), len(changes) - 1)] += 1
+            last = now
+    return changes
+
+
+@pytest.mark.slow
+def test_the_viewer_page_keeps_playing_says_when_it_stops_and_plays_again_after_a_dropped_subscription(
+        runtime, project_venv, tmp_path):
+    """What a user sees: the picture keeps changing (30 s watched, each 5 s of it), the page says
+    "playing" only while it does; when the subscription drops (the output unexposed) the page says it
+    stopped and why, and once the output is served again it plays again by itself. The relay's H.264
+    track ends each group with an empty marker frame, which @moq/watch 0.2 handed to WebCodecs
+    ("Null or empty decoder buffer"): the picture froze within seconds while the page said "playing"."""
+    playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
+    browser_path = _chromium()
+    if browser_path is None:
+        pytest.skip("no chromium here (.ci/run installs Debian's)")
+    runtime.cli("run", "-d", cwd=make_project(tmp_path / "bars", project_venv, {"stream.py": VIDEO_SOURCE}),
+                check=True)
+    address = "bars/pattern/video"
+    viewer = runtime.cli("url", address, check=True).stdout.splitlines()[3].split()[-1]
+    with playwright.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 640, "height": 480})
+            errors: list[str] = []
+            page.on("console", lambda message: errors.append(message.text) if message.type == "error"
+                    and "favicon" not in message.text and "404" not in message.text else None)
+            page.goto(viewer)
+            page.wait_for_function("document.getElementById('status').textContent.startsWith('playing ')",
+                                   timeout=60_000)
+            changes = watch_picture(page, 30)
+            assert all(changes), f"the picture stopped changing: new pictures per 5 s {changes}; {errors}"
+            assert not errors, errors
+            video = output_entry(runtime, address)["network"]["video"]
+            # one subscription, one encode, for as long as the page watched
+            assert video["encoding"] is True and video["encodes"] == 1 and video["restarts"] == 0, video
+
+            # a hiccup: the output's subscription is cut (unexposed), then it is served again
+            runtime.cli("expose", address, "--remove", check=True)
+            # it says it stopped and why: the output is not served (or the connection ended)
+            page.wait_for_function("(s => s.startsWith('stopped: ') && (s.includes('not served') || "
+                                   "s.includes('connection')))(document.getElementById('status').textContent)",
+                                   timeout=30_000)
+            stopped = page.inner_text("#status")
+            assert "playing" not in stopped, stopped
+            runtime.cli("expose", address, check=True)
+            page.wait_for_function("document.getElementById('status').textContent.startsWith('playing ')",
+                                   timeout=60_000)
+            again = watch_picture(page, 10)
+            assert all(again), f"the picture did not play again after the hiccup: {again}"
+        finally:
+            browser.close()
     wait_for(lambda: output_entry(runtime, address)["network"]["video"]["encoding"] is False, timeout=45,
              what="the encoder to stop once the viewer page is gone")
 

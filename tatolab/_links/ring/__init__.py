@@ -14,7 +14,7 @@ Every name below is importable from here, as it was when the ring was one module
 """
 
 from ..shm import RingError
-from .counters import read_counters, release_reader
+from .counters import newest_bag, read_counters, release_reader
 from .layout import (
     DEFAULT_LINK_MEMORY_MB,
     LINK_MEMORY_ENV,
@@ -38,6 +38,7 @@ __all__ = [
     "RingWriter",
     "RingReader",
     "wait_any",
+    "newest_bag",
     "read_counters",
     "release_reader",
     "MAX_READERS",

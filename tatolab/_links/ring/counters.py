@@ -1,15 +1,17 @@
-"""The runtime's look at a ring: its live counters, and clearing a reader's record.
+"""The runtime's look at a ring: its live counters, its newest bag, and clearing a reader's record.
 
-The runtime never writes or reads bags: it opens the newest generation, reads the header
+The runtime never writes bags, and reads none in order (no reader record): it opens the newest generation, reads the header
 and the reader table (layout.py) as they are at that moment, and closes it again.
 """
 
 from __future__ import annotations
 
 from .. import latency
+from ..futex import NEEDS_FENCE, fence
 from ..shm import RingError
 from .layout import (
     _RECORD_BYTES,
+    _SLOT_HEADER,
     _WRITE_SEQ,
     MAX_READERS,
     _Gen,
@@ -79,3 +81,31 @@ def release_reader(base: str, index: int) -> None:
         stats.clear(index)  # its latency block too
     finally:
         stats.close()
+
+
+def newest_bag(base: str) -> bytes | None:
+    """A copy of the ring's newest bag as it is now (the seqlock's read, reader.py), or None while
+    none was written (or the writer kept lapping the copy): what the relay looks at to tell what
+    an output carries. Takes no reader record and counts nothing."""
+    g = _open_for_runtime(base)
+    try:
+        q = g.q
+        for _ in range(3):
+            ws = q[_WRITE_SEQ]
+            if ws <= g.base_seq:
+                return None  # no bag in this generation yet
+            h = g.slots_q + ((ws - 1) % g.count) * g.stride_q
+            v = q[h]
+            if NEEDS_FENCE:
+                fence()
+            n = q[h + 1]
+            if v != 2 * ws or n > g.slot_size:
+                continue  # the writer is on it: look again
+            off = (h << 3) + _SLOT_HEADER
+            data = g.mv[off:off + n].tobytes()
+            fence()
+            if q[h] == v:
+                return data
+        return None
+    finally:
+        g.close()

@@ -10,6 +10,7 @@ wanted set over with ``call_soon_threadsafe``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 import subprocess
 from typing import Any, Callable
@@ -24,9 +25,10 @@ from tatolab._runtime.relay.plan import KINDS, Served, Target, plan
 from tatolab._runtime.relay.encoding import parameter_sets
 from tatolab._runtime.relay.scopes import Scopes
 from tatolab._runtime.relay.tokens import Grant, Keeper
-from tatolab._runtime.relay.wanted import Serve
+from tatolab._runtime.relay.wanted import Serve, carried
 
 RENEW_CHECK_S = 3600.0
+CARRIED_CHECK_S = 0.5  # an exposed output that wrote nothing yet is looked at again this often
 
 
 class Serving:
@@ -43,6 +45,9 @@ class Serving:
         self.origins: dict[str, Any] = {}
         self.outputs: dict[str, Output] = {}
         self._seeds: dict[tuple[int, int], bytes] = {}  # frame size -> H.264 parameter sets
+        # (path, ring) -> what its bags are (wanted.carried): a frame size, or False for other bags
+        self._carried: dict[tuple[str, str], tuple[int, int] | bool] = {}
+        self._watching: asyncio.Task | None = None  # looks again at outputs that wrote nothing yet
         self.scopes = Scopes(self.outputs, lambda o: self._seeds.get(o.serve.size) if o.videos else None)
         self.listeners = Listeners(bridge, port, keeper, self.scopes,
                                    lambda: {p: o.serve.level for p, o in self.outputs.items()}, page_outputs,
@@ -71,8 +76,36 @@ class Serving:
             except Exception as exc:  # never leaves the relay's thread without saying why
                 self.bridge.say("error", f"MoQ relay: could not serve the exposed outputs: {exc}")
 
+    def _classified(self, serve: Serve) -> Serve:
+        """``serve`` as a video output (at its frames' size) when its bags name frames; told once per
+        ring, by its first bag seen (an output that wrote nothing yet is looked at again later)."""
+        key = (serve.path, serve.out.base)
+        seen = self._carried.get(key)
+        if seen is None:
+            seen = carried(serve.out.base)
+            if seen is None:
+                return serve
+            self._carried[key] = seen
+        return dataclasses.replace(serve, video=True, size=seen) if isinstance(seen, tuple) else serve
+
+    def _unclassified(self) -> list[Serve]:
+        return [s for s in self.wanted.values() if (s.path, s.out.base) not in self._carried]
+
+    async def _watch_unclassified(self) -> None:
+        """Until every exposed output wrote something: once one did, serve it as what it carries."""
+        while pending := self._unclassified():
+            await asyncio.sleep(CARRIED_CHECK_S)
+            if any(carried(s.out.base) is not None for s in pending):
+                self.request_sync(self.wanted)
+
     async def _apply(self, wanted: dict[str, Serve]) -> None:
+        wanted = {path: self._classified(serve) for path, serve in wanted.items()}
+        bases = {(s.path, s.out.base) for s in wanted.values()}
+        for key in set(self._carried) - bases:
+            del self._carried[key]
         self.wanted = wanted
+        if self._unclassified() and (self._watching is None or self._watching.done()):
+            self._watching = self.bridge.loop.create_task(self._watch_unclassified())
         if wanted and not self.origins:
             try:
                 import moq
@@ -105,7 +138,15 @@ class Serving:
             output = self.outputs.get(path)
             if output is None:
                 output = self.outputs[path] = Output(serve)
+            found_frames = serve.video and not output.serve.video
             output.serve = serve
+            if found_frames and output.made and path not in steps.refeed:
+                # its first frame came after it was published: published anew, with its video track
+                init = await self._parameter_sets(serve)
+                if init is not None:
+                    for key, (origin, _) in list(output.made.items()):
+                        output.unpublish(key)
+                        output.publish(key, origin, init)
             if path in steps.refeed:  # new rings, or private -> public: the feeder waits for the new tracks too
                 output.stop_feeding()
             kinds = steps.add.get(path, ())
@@ -158,6 +199,8 @@ class Serving:
             self._syncing.cancel()
         if self._renewing is not None:
             self._renewing.cancel()
+        if self._watching is not None:
+            self._watching.cancel()
         for path in list(self.outputs):
             self._drop(path, ("loopback", "public"))
         await self.listeners.stop_all()

@@ -26,6 +26,7 @@ CONFIG = H264EncoderConfig(bitrate=2_500_000, preset="veryfast", tune="zerolaten
 
 
 def is_video_bag(bag: Any) -> bool:
+    """A bag that names a frame in the surface pool (what a ``VideoFrame`` sends)."""
     return isinstance(bag, dict) and isinstance(bag.get("surface_id"), str)
 
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+import msgspec
+
+from tatolab._links.ring import RingError, newest_bag
 from tatolab._runtime.rules.exposure import exposure_levels
 from tatolab._runtime.lifecycle.streams import LoadedStream, OutputRing
-from tatolab._runtime.surfaces import is_builtin
+from tatolab._runtime.relay.video import is_video_bag
 
 TRACK = "bags"  # the track of bags of an output's broadcast: each bag one frame, msgpack as the ring holds it
 # a video output's broadcast also carries its frames as H.264 in the moq-dev media format: this
@@ -22,8 +25,10 @@ class Serve:
     path: str  # <machine>/<stream>/<node>/<port>
     level: str  # private | public
     out: OutputRing
-    video: bool = False  # its bags name frames: also served as H.264
-    size: tuple[int, int] = (1280, 720)  # a video output's frame size as its node's config says (else a guess)
+    # its bags name frames, so it is also served as H.264, at their size: the relay decides by
+    # looking at them (``carried``; serve.py), not by the port's name or who wrote the node
+    video: bool = False
+    size: tuple[int, int] = (1280, 720)
 
     @property
     def public(self) -> bool:
@@ -36,34 +41,32 @@ def wanted(streams: Mapping[str, LoadedStream], machine: str) -> dict[str, Serve
     for stream in streams.values():
         if stream.ended.is_set():
             continue
-        nodes = {n.get("name"): n for n in stream.graph.get("nodes", [])}
         for (node, port), level in exposure_levels(stream.graph).items():
             out = stream.rings.get((node, port))
             if out is not None and level in ("private", "public"):
                 path = f"{machine}/{stream.name}/{node}/{port}"
-                spec = nodes.get(node, {})
-                found[path] = Serve(path, level, out, is_video(spec, port), configured_size(stream.graph, node))
+                found[path] = Serve(path, level, out)
     return found
 
 
-def configured_size(graph: dict, node: str) -> tuple[int, int]:
-    """The frame size a video node's config asks for, or else the one of the node its frames come
-    from (a pixel effect keeps its input's size); 1280x720 when none says. A wrong guess only
-    misstates the catalog's coded size: each keyframe carries the real one (avc3)."""
-    nodes = {n.get("name"): n for n in graph.get("nodes", [])}
-    seen: set[str] = set()
-    while node in nodes and node not in seen:
-        seen.add(node)
-        config = nodes[node].get("config") or {}
-        width, height = config.get("width"), config.get("height")
-        if isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0:
-            return width, height
-        upstream = [link["from"].get("node") for link in graph.get("links", [])
-                    if link.get("to", {}).get("node") == node and link.get("to", {}).get("port") == "video"]
-        node = upstream[0] if len(upstream) == 1 else ""
-    return 1280, 720
-
-
-def is_video(node: dict, port: str) -> bool:
-    """Whether ``port`` of ``node`` carries video bags: a built-in's ``video`` output does."""
-    return port == "video" and is_builtin(node) and any(o.get("port") == port for o in node.get("outputs", []))
+def carried(base: str) -> tuple[int, int] | bool | None:
+    """What an output's ring carries, told by its newest bag, whatever wrote it and whatever its
+    port is called: a frame's (width, height) when the bag names a frame (a video output: a
+    built-in's, a GlslPixelEffect's ``video_out``, a Python node writing ``VideoFrame``s), False for
+    any other bag, None while no bag was written (or the ring is gone)."""
+    try:
+        payload = newest_bag(base)
+    except RingError:
+        return None
+    if payload is None:
+        return None
+    try:
+        bag = msgspec.msgpack.decode(payload)
+    except msgspec.DecodeError:
+        return False
+    if not is_video_bag(bag):
+        return False
+    width, height = bag.get("width"), bag.get("height")
+    if isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0:
+        return width, height
+    return False
