@@ -62,13 +62,15 @@ def is_reaper(process: psutil.Process) -> bool:
 class Runtime:
     """A tatolabd with its socket, state folder and machine lock under ``root``."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, run_dir: Path | None = None) -> None:
+        """``run_dir``: its XDG_RUNTIME_DIR (the socket's folder), else a short one of its own."""
         self.root = root
+        root.mkdir(parents=True, exist_ok=True)
         self.env = dict(os.environ)
         self.env.update(
             # a short folder of its own for the socket (a Unix socket's path holds at most 107 bytes, and a test's
             # temporary folder, under a pytest-xdist worker's, can take most of them); removed with the test
-            XDG_RUNTIME_DIR=tempfile.mkdtemp(prefix="tl-run-"),
+            XDG_RUNTIME_DIR=str(run_dir) if run_dir is not None else tempfile.mkdtemp(prefix="tl-run-"),
             XDG_STATE_HOME=str(root / "state"),
             TATOLAB_MACHINE_LOCK=str(root / "machine.lock"),
             # its MoQ relay's own port, one it binds itself (never one another program may take from under a
@@ -79,6 +81,7 @@ class Runtime:
         )
         self.env.pop("VIRTUAL_ENV", None)
         self.run_dir = Path(self.env["XDG_RUNTIME_DIR"])
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         self.socket = self.run_dir / "streamlib" / "local-api.sock"
         self.process: subprocess.Popen | None = None
         self.seen_pids: set[int] = set()
@@ -104,7 +107,7 @@ class Runtime:
                 pass
         return sorted(found)
 
-    def start(self, output: int | None = subprocess.PIPE, timeout: float = 10.0) -> "Runtime":
+    def start(self, output: int | None = subprocess.PIPE, timeout: float = 60.0) -> "Runtime":
         """Start it; its output is kept for ``stop`` to return (``output``: DEVNULL drops it, as a
         long benchmark must, None shows it)."""
         self.process = subprocess.Popen(
@@ -183,8 +186,9 @@ class Runtime:
         return pids
 
     def remove_run_dir(self) -> None:
-        """Its socket's folder, once the test is over (a later test never reuses it)."""
-        shutil.rmtree(self.run_dir, ignore_errors=True)
+        """Its socket's folder, once the test is over (a later test never reuses it), when it made its own."""
+        if self.run_dir.name.startswith("tl-run-"):
+            shutil.rmtree(self.run_dir, ignore_errors=True)
 
     def stop(self, sig: int = signal.SIGTERM) -> str:
         self.node_pids()

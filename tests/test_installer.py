@@ -95,7 +95,7 @@ def test_uninstall_leaves_the_tool_while_a_tatolabd_runs_and_says_its_pid(instal
 
     env = installer_env("uv", REACHABLE)
     assert script("install", env).returncode == 0
-    runtime = Runtime(tmp_path)  # the same socket folder as the installer's environment
+    runtime = Runtime(tmp_path, Path(env["XDG_RUNTIME_DIR"]))  # the same socket folder as the installer's environment
     runtime.start()
     try:
         assert runtime.process is not None

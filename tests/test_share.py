@@ -149,10 +149,12 @@ def test_expose_remove_cuts_a_live_reader_at_once(runtime, project_venv, tmp_pat
     wait_for(lambda: remote_link(runtime, "reader").get("state") == "wired", what="the link to wire once exposed")
     grows(reader / "got.jsonl")
 
-    # public: other machines read it by URL; this machine's streams go on reading it
+    # public, on a machine with no address outside it (the runtime's TATOLAB_MOQ_PUBLIC is empty): it says so, the
+    # one true line; this machine's streams go on reading it
     public = runtime.cli("expose", "source/counter/counts", "--public", check=True)
-    assert public.stdout.startswith("source/counter/counts is public: your other machines can read it by URL")
-    assert "(recorded for the kept stream)" in public.stdout
+    assert public.stdout.startswith("source/counter/counts is public (recorded for the kept stream), but nothing "
+                                    "outside this machine can reach it yet"), public.stdout
+    assert "your other machines can read it" not in public.stdout
     assert remote_link(runtime, "reader")["state"] == "wired"
 
 
