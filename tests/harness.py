@@ -69,6 +69,7 @@ class Runtime:
             TATOLAB_MACHINE_LOCK=str(root / "machine.lock"),
             TATOLAB_MOQ_PORT=str(free_udp_port()),  # its MoQ relay's own port (a user's runtime may hold 4443)
             TATOLAB_MOQ_PUBLIC="",  # public outputs on loopback only, whatever tailnet the machine is on
+            TATOLAB_FOXGLOVE_PORT="0",  # its Foxglove server on any free port (a user's runtime may hold 8765)
             PYTHONUNBUFFERED="1",
         )
         self.env.pop("VIRTUAL_ENV", None)

@@ -59,6 +59,8 @@ RUN_ELSEWHERE = {
         "placeholders; test_record.py records two outputs of a running stream with --seconds",
     "tatolab record ADDRESS... --out FILE.mcap --detach": "placeholders; test_record.py runs it",
     "tatolab record --list": "test_record.py runs it beside a recording left in the runtime",
+    "tatolab foxglove [ADDRESS...]": "placeholders; test_foxglove.py runs it with an address and connects",
+    "tatolab foxglove --play rec.mcap": "a recording of one's own; test_foxglove.py plays one and seeks in it",
     "tatolab record --stop rec-2": "an id of a recording of one's own; test_record.py stops one by its id",
     "tatolabd": "the walk's runtime is this very command, started on temporary paths (tests/harness.py)",
     "tatolab node add STREAM NAME CLASS [--config JSON]": "placeholders; test_live_changes.py runs it",

@@ -86,6 +86,7 @@ TOOLS: tuple[Tool, ...] = (
               "(or ``seconds``/``bags``); `graph` and `list_streams` show it meanwhile."),
     Tool("record_stop", "record_stop", "manage"),
     Tool("recordings", "recordings", "observe"),
+    Tool("foxglove_link", "foxglove", "observe"),
 )
 
 BY_NAME = {tool.name: tool for tool in TOOLS}

@@ -42,7 +42,23 @@ async def graph(runtime: Runtime, stream: str | None = None) -> dict[str, Any]:
     if runtime.relay is not None:
         add_network(graph, runtime.relay)
     add_recordings(graph, runtime)
+    add_foxglove(graph, runtime)
     return graph
+
+
+def add_foxglove(graph: dict[str, Any], runtime: Runtime) -> None:
+    """Whether the Foxglove server runs (and its port); the reader records lent to it marked as its own."""
+    service = runtime.foxglove
+    if service is None:
+        return
+    graph["runtime"]["foxglove"] = {"serving": service.port is not None, "port": service.port}
+    lent = {(address, index) for address, index in service.lent}
+    for entry in graph["streams"]:
+        for node in entry["nodes"]:
+            for port in node.get("outputs", []):
+                for tap in port["taps"]:
+                    if (f"{entry['name']}/{node['name']}/{port['port']}", tap["reader"]) in lent:
+                        tap["foxglove"] = True
 
 
 def add_recordings(graph: dict[str, Any], runtime: Runtime) -> None:
