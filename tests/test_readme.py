@@ -58,6 +58,7 @@ RUN_ELSEWHERE = {
     "tatolab record cam/camera/video cam/detector/motion --out recordings/desk.mcap [--seconds 30] [--bags 1000]":
         "placeholders; test_record.py records two outputs of a running stream with --seconds",
     "tatolab record ADDRESS... --out FILE.mcap --detach": "placeholders; test_record.py runs it",
+    "tatolab record ADDRESS... --out FILE.mcap --video raw": "placeholders; test_record_video.py runs it",
     "tatolab record --list": "test_record.py runs it beside a recording left in the runtime",
     "tatolab foxglove [ADDRESS...]": "placeholders; test_foxglove.py runs it with an address and connects",
     "tatolab foxglove --play rec.mcap": "a recording of one's own; test_foxglove.py plays one and seeks in it",

@@ -61,7 +61,8 @@ def cmd_record(args: argparse.Namespace) -> int:
                     "`tatolab record cam/camera/video --out cam.mcap`")
     out = Path(args.out).expanduser().absolute()
     row = Client().request("record_start", addresses=args.addresses, out=str(out), seconds=args.seconds,
-                           bags=args.bags, compression=args.compression, profile=args.profile)
+                           bags=args.bags, compression=args.compression, profile=args.profile,
+                           video=args.video)
     rid = row["id"]
     until = " or ".join(filter(None, [f"{args.seconds:g} s" if args.seconds else "",
                                       f"{counted(args.bags, 'bag')}" if args.bags else ""]))
@@ -105,6 +106,9 @@ def register(commands: Any) -> None:
                         help="chunk compression (default zstd; lz4 is lighter on the CPU for frames)")
     record.add_argument("--profile", choices=("ordered", "newest"), default="ordered",
                         help="ordered (default): every bag until lapped; newest: the latest each time")
+    record.add_argument("--video", choices=("auto", "h264", "raw"), default="auto",
+                        help="frames as H.264 (foxglove.CompressedVideo, encoded by the recorder) or raw "
+                             "(foxglove.RawImage); auto (default): H.264 above 640x360")
     record.add_argument("--detach", action="store_true", help="leave it recording in the runtime; --stop ends it")
     record.add_argument("--stop", metavar="ID", help="stop recording ID (as --list or --detach names it)")
     record.add_argument("--list", action="store_true", help="the recordings in progress and the last ended ones")

@@ -19,7 +19,7 @@ from typing import Any
 from mcap.writer import CompressionType, Writer
 
 from tatolab import __version__
-from tatolab._recorder import formats
+from tatolab._recorder import compressed, formats
 
 COMPRESSIONS = {"zstd": CompressionType.ZSTD, "lz4": CompressionType.LZ4, "none": CompressionType.NONE}
 PROFILE = ""  # no ROS profile: the channels say their own encodings
@@ -99,8 +99,8 @@ class McapFile:
 
     def channel(self, address: str, kind: str, first_bags: list[Any]) -> int:
         """A channel named by ``address`` for bags of ``kind`` (formats.kind_of)."""
-        if kind in ("video", "audio"):
-            name, data = formats.protobuf_schema(kind)
+        if kind in ("video", "audio", "compressed"):
+            name, data = compressed.schema() if kind == "compressed" else formats.protobuf_schema(kind)
             if name not in self._schemas:
                 self._schemas[name] = self._guarded(self.writer.register_schema, name, "protobuf", data)
             schema_id, encoding = self._schemas[name], "protobuf"

@@ -16,7 +16,7 @@ from mcap.exceptions import EndOfFile, McapError
 from mcap.writer import MCAP0_MAGIC
 from mcap.reader import NonSeekingReader, make_reader
 
-from tatolab._recorder import formats
+from tatolab._recorder import compressed, formats
 
 
 class RecordingError(ValueError):
@@ -26,7 +26,7 @@ class RecordingError(ValueError):
 @dataclass
 class Channel:
     topic: str
-    kind: str  # video, audio or json
+    kind: str  # video, audio, json, or compressed (foxglove.CompressedVideo: decoded by McapSource)
     schema: dict[str, Any]  # a JSON channel's schema ({} for the others)
     count: int | None  # messages, when the file is indexed
 
@@ -36,6 +36,8 @@ def _kind(message_encoding: str, schema_name: str) -> str:
         return "video"
     if message_encoding == "protobuf" and schema_name == "foxglove.RawAudio":
         return "audio"
+    if message_encoding == "protobuf" and schema_name == compressed.SCHEMA:
+        return "compressed"
     if message_encoding == "json":
         return "json"
     raise RecordingError(f"{message_encoding} messages of schema {schema_name or 'none'}")
@@ -130,6 +132,15 @@ class Recording:
                     and (end_ns is None or message.log_time <= end_ns):
                 yield message.log_time, message.data
 
+    def keyframe_before(self, channel: Channel, at_ns: int) -> int | None:
+        """The log time of the channel's last keyframe at or before ``at_ns`` (a CompressedVideo
+        channel): where decoding starts for a replay from ``at_ns``. None: none before it."""
+        found = None
+        for log_time, data in self.messages(channel, None, at_ns):
+            if compressed.keyframe_of(data):
+                found = log_time
+        return found
+
     def close(self) -> None:
         self._file.close()
 
@@ -140,4 +151,6 @@ def bag_of(channel: Channel, data: bytes) -> tuple[dict[str, Any], bytes | None]
         return formats.decode_video(data)
     if channel.kind == "audio":
         return formats.decode_audio(data), None
+    if channel.kind == "compressed":
+        return compressed.decode(data), None
     return formats.decode_json(data, channel.schema), None

@@ -11,8 +11,9 @@ from typing import Any, Callable
 
 from tatolab import _bags
 from tatolab._links.ring import RingError, RingReader, wait_any
-from tatolab._recorder import formats
+from tatolab._recorder import compressed, formats
 from tatolab._recorder.file import COMPRESSIONS, DiskFull, McapFile
+from tatolab._recorder.video import FrameEncoder, Unencodable
 from tatolab._surfaces import pool as surfaces
 from tatolab._surfaces.frame import VideoFrame
 
@@ -20,6 +21,8 @@ READ_RUN = 256
 REPORT_S = 0.5
 QUEUE_BYTES = 64 << 20  # frames read but not yet written, at most (then frames are missed, counted): 8 at 1080p
 SCHEMA_WAIT_S = 0.5  # a JSON channel's schema is inferred from its first bags, or those of its first half second
+RAW_MAX_PIXELS = 640 * 360  # --video auto: frames up to this are recorded raw, larger ones as H.264
+VIDEO_CHOICES = ("auto", "h264", "raw")
 
 
 @dataclass
@@ -39,13 +42,16 @@ class Spec:
     compression: str = "zstd"
     profile: str = "ordered"
     start: str = "now"  # or "beginning": the bags still in the rings, written before the recording began
+    video: str = "auto"  # frames: h264 (encoded here), raw (RawImage), auto (h264 above RAW_MAX_PIXELS)
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> Spec:
         spec = cls(path=Path(data["path"]), sources=[Source(**s) for s in data["sources"]], pool=data.get("pool"),
                    seconds=data.get("seconds"), bags=data.get("bags"),
                    compression=data.get("compression", "zstd"), profile=data.get("profile", "ordered"),
-                   start=data.get("start", "now"))
+                   start=data.get("start", "now"), video=data.get("video") or "auto")
+        if spec.video not in VIDEO_CHOICES:
+            raise ValueError(f"video must be one of {', '.join(VIDEO_CHOICES)}")
         if spec.compression not in COMPRESSIONS:
             raise ValueError(f"compression must be one of {', '.join(COMPRESSIONS)}")
         return spec
@@ -62,6 +68,8 @@ class _Channel:
     bags: int = 0
     bytes: int = 0
     error: str | None = None
+    encoder: FrameEncoder | None = None  # frames recorded as H.264: encoded here
+    keyed: bool = False  # a packets channel reached its first keyframe (the ones before cannot be decoded)
 
 
 class Recorder:
@@ -154,8 +162,15 @@ class Recorder:
                 channel.reader.count_bad()
                 continue
             if channel.kind is None:
-                channel.kind = formats.kind_of(bag)
+                channel.kind = self._kind(channel, bag)
             item: Any = bag  # a JSON channel's bag, or a video or audio channel's encoded message
+            if channel.kind == "compressed":
+                stamp = (publish_ns, origin_ns)
+                for message in self._compressed(channel, bag):
+                    with self._queued_lock:
+                        self._queued += len(message)
+                    taken.put((channel, message, stamp))
+                continue
             if channel.kind == "video":
                 if self._queued >= QUEUE_BYTES:  # the file is that far behind: this frame is missed
                     channel.reader.count_dropped()
@@ -169,6 +184,43 @@ class Recorder:
                 with self._queued_lock:
                     self._queued += len(item)
             taken.put((channel, item, (publish_ns, origin_ns)))
+
+    def _kind(self, channel: _Channel, bag: Any) -> str:
+        """Its channel's kind, from its first bag: an encoder's packets and (by --video) frames are
+        ``compressed`` (foxglove.CompressedVideo)."""
+        kind = formats.kind_of(bag)
+        if kind == "json" and compressed.is_packet(bag):
+            return "compressed"
+        if kind == "video":
+            pixels = int(bag["width"]) * int(bag["height"])
+            if self.spec.video == "h264" or (self.spec.video == "auto" and pixels > RAW_MAX_PIXELS):
+                channel.encoder = FrameEncoder()
+                return "compressed"
+        return kind
+
+    def _compressed(self, channel: _Channel, bag: Any) -> list[bytes]:
+        """A packet's bag as its CompressedVideo message, or a frame encoded here as those of its packets."""
+        if channel.encoder is None:
+            if not compressed.is_packet(bag):
+                channel.reader.count_bad()  # not a packet on a packets channel
+                return []
+            if not channel.keyed and not bag.get("keyframe"):
+                return []  # the file starts at a keyframe: a player can decode it from its first message
+            channel.keyed = True
+            return [compressed.encode(bag, channel.address)]
+        if self._queued >= QUEUE_BYTES:
+            channel.reader.count_dropped()
+            return []
+        try:
+            packets = channel.encoder.encode(bag)
+        except Unencodable as exc:
+            channel.error = str(exc)
+            channel.reader.count_dropped()
+            return []
+        if packets is None:  # its surface was reused before this reader got to it
+            channel.reader.count_dropped()
+            return []
+        return [compressed.encode(packet, channel.address) for packet in packets]
 
     def _frame(self, channel: _Channel, bag: dict[str, Any]) -> bytes | None:
         try:

@@ -7,7 +7,8 @@ The kind is the recorder's (../../_recorder/formats.py), from the first bags the
 - ``image``: frames no larger than 640x360, ``foxglove.RawImage`` with the RGBA pixels;
 - ``video``: larger frames, ``foxglove.CompressedVideo`` in H.264 (Annex B, parameter sets in
   band before each keyframe, no B-frames, as the app decodes), encoded here only while someone
-  subscribes, by the MoQ relay's encoder (../relay/video.py).
+  subscribes, by the MoQ relay's encoder (../relay/video.py);
+- ``packets``: an encoder's packets (H.264, H.265), ``foxglove.CompressedVideo`` as they are.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from foxglove_schemas_protobuf.CompressedVideo_pb2 import CompressedVideo
 from mcap_protobuf.schema import build_file_descriptor_set
 
-from tatolab._recorder import formats
+from tatolab._recorder import compressed, formats
 from tatolab._runtime.foxglove.protocol import Channel
 from tatolab._surfaces import pool as surfaces
 from tatolab._surfaces.frame import VideoFrame
@@ -27,6 +28,8 @@ RAW_MAX = (640, 360)  # frames up to this size go as RawImage; larger ones as H.
 
 
 def kind_of(bag: Any) -> str:
+    if compressed.is_packet(bag):
+        return "packets"
     kind = formats.kind_of(bag)
     if kind == "video" and (int(bag["width"]) > RAW_MAX[0] or int(bag["height"]) > RAW_MAX[1]):
         return "video"
@@ -38,7 +41,7 @@ def describe(channel_id: int, topic: str, kind: str, first_bags: list[Any]) -> C
     if kind == "json":
         schema = formats.infer_schema(first_bags, topic)
         return Channel(channel_id, topic, "json", topic, "jsonschema", json.dumps(schema).encode())
-    if kind == "video":
+    if kind in ("video", "packets"):
         message: Any = CompressedVideo
         name, data = message.DESCRIPTOR.full_name, build_file_descriptor_set(message).SerializeToString()
     else:
@@ -47,11 +50,13 @@ def describe(channel_id: int, topic: str, kind: str, first_bags: list[Any]) -> C
 
 
 def plain_message(kind: str, bag: Any, topic: str) -> bytes | None:
-    """A JSON, audio or small frame's bag as its message (None: its frame is gone already)."""
+    """A JSON, audio, packet or small frame's bag as its message (None: its frame is gone already)."""
     if kind == "json":
         return formats.encode_json(bag)
     if kind == "audio":
         return formats.encode_audio(bag)
+    if kind == "packets":
+        return compressed.encode(bag, topic) if compressed.is_packet(bag) else None
     try:
         frame = VideoFrame.open(bag)
     except surfaces.SurfaceError:  # reused before we got to it: skipped

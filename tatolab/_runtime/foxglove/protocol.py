@@ -43,10 +43,10 @@ class Channel:
 
 
 def server_info(name: str, session: str, playback: tuple[int, int] | None = None) -> str:
-    info: dict[str, Any] = {"op": "serverInfo", "name": name, "capabilities": ["time"], "supportedEncodings": [],
+    info: dict[str, Any] = {"op": "serverInfo", "name": name, "capabilities": [], "supportedEncodings": [],
                             "metadata": {}, "sessionId": session}
     if playback is not None:
-        info["capabilities"].append("playbackControl")
+        info["capabilities"] += ["time", "playbackControl"]
         info["dataStartTime"], info["dataEndTime"] = _stamp(playback[0]), _stamp(playback[1])
     return json.dumps(info)
 

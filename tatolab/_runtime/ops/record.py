@@ -68,13 +68,17 @@ async def record_start(
     compression: Literal["zstd", "lz4", "none"] = "zstd",
     profile: Literal["ordered", "newest"] = "ordered",
     start: Literal["now", "beginning"] = "now",
+    video: Literal["auto", "h264", "raw"] = "auto",
 ) -> RecordingRow:
     """Record the outputs at ``addresses`` (``<stream>/<node>/<port>``) into the MCAP file ``out``
     (an absolute path; its folder is made) until ``record_stop``, ``seconds`` or ``bags`` (in all).
     One channel per address: plain bags as JSON, frames as foxglove.RawImage, audio as
     foxglove.RawAudio. It reads like any reader (``ordered``: every bag until lapped), never slowing
     a writer, and counts what it missed; ``start="beginning"`` also takes the bags still in the rings
-from before. Answers once the file is open, with the recording's id."""
+from before. Frames: ``video="h264"`` encodes them (in the recorder) as foxglove.CompressedVideo,
+``raw`` keeps the pixels as foxglove.RawImage, ``auto`` (the default) encodes frames above 640x360;
+an encoder's ``packets`` output is written as CompressedVideo as it is. Answers once the file is
+open, with the recording's id."""
     if seconds is not None and seconds <= 0:
         raise ControlError(f"seconds must be above 0, not {seconds}", code="bad_value", details={"argument": "seconds"})
     if bags is not None and bags < 1:
@@ -85,7 +89,8 @@ from before. Answers once the file is open, with the recording's id."""
     def find(address: str) -> Any:
         return _find_output(runtime, address)
 
-    options = {"seconds": seconds, "bags": bags, "compression": compression, "profile": profile, "start": start}
+    options = {"seconds": seconds, "bags": bags, "compression": compression, "profile": profile, "start": start,
+               "video": video}
     recording = await recs.start(runtime.streams, runtime.starter, table, addresses, out, options, find)
     return recording.row()  # type: ignore[return-value]
 
