@@ -85,6 +85,7 @@ TOOLS: tuple[Tool, ...] = (
          note="Here ``out`` may also be relative to where `tatolab mcp` runs. It records until `record_stop` "
               "(or ``seconds``/``bags``); `graph` and `list_streams` show it meanwhile."),
     Tool("record_stop", "record_stop", "manage"),
+    Tool("record_trigger", "record_trigger", "manage"),
     Tool("recordings", "recordings", "observe"),
     Tool("foxglove_link", "foxglove", "observe"),
 )

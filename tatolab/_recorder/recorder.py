@@ -14,6 +14,8 @@ from tatolab._links.ring import RingError, RingReader, wait_any
 from tatolab._recorder import compressed, formats
 from tatolab._recorder.file import COMPRESSIONS, DiskFull, McapFile
 from tatolab._recorder.video import FrameEncoder, Unencodable
+from tatolab._recorder.when import compile_when
+from tatolab._recorder.window import Item, Windows
 from tatolab._surfaces import pool as surfaces
 from tatolab._surfaces.frame import VideoFrame
 
@@ -43,13 +45,28 @@ class Spec:
     profile: str = "ordered"
     start: str = "now"  # or "beginning": the bags still in the rings, written before the recording began
     video: str = "auto"  # frames: h264 (encoded here), raw (RawImage), auto (h264 above RAW_MAX_PIXELS)
+    trigger: Source | None = None  # --on: each of its bags (that --when passes) opens or extends a window
+    when: str | None = None
+    before: float = 30.0  # seconds kept before a trigger, and written after it
+    after: float = 10.0
+    max_mb: float = 512.0  # the ring's bound in memory
+
+    before_after: bool = False  # windows without a trigger output: triggered by `record --trigger` alone
+
+    @property
+    def windowed(self) -> bool:
+        return self.trigger is not None or self.before_after
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> Spec:
         spec = cls(path=Path(data["path"]), sources=[Source(**s) for s in data["sources"]], pool=data.get("pool"),
                    seconds=data.get("seconds"), bags=data.get("bags"),
                    compression=data.get("compression", "zstd"), profile=data.get("profile", "ordered"),
-                   start=data.get("start", "now"), video=data.get("video") or "auto")
+                   start=data.get("start", "now"), video=data.get("video") or "auto",
+                   trigger=Source(**data["trigger"]) if data.get("trigger") else None, when=data.get("when"),
+                   before=float(data.get("before") or 30.0), after=float(data.get("after") or 10.0),
+                   max_mb=float(data.get("max_mb") or 512.0))
+        spec.before_after = bool(data.get("windowed"))
         if spec.video not in VIDEO_CHOICES:
             raise ValueError(f"video must be one of {', '.join(VIDEO_CHOICES)}")
         if spec.compression not in COMPRESSIONS:
@@ -70,6 +87,7 @@ class _Channel:
     error: str | None = None
     encoder: FrameEncoder | None = None  # frames recorded as H.264: encoded here
     keyed: bool = False  # a packets channel reached its first keyframe (the ones before cannot be decoded)
+    first_bags: list[Any] = field(default_factory=list)  # a JSON channel's schema sample
 
 
 class Recorder:
@@ -77,10 +95,20 @@ class Recorder:
         self.spec = spec
         if spec.pool:
             surfaces.configure(spec.pool)
-        self.file = McapFile(spec.path, compression=spec.compression)
+        self.to_wall = time.time_ns() - time.monotonic_ns()  # log times on the Unix clock; rings use the monotonic one
+        self.windows: Windows | None = None
+        self.file: McapFile | None = None
+        self.when = compile_when(spec.when) if spec.when else None  # BadExpression: refused before anything
+        if spec.windowed:
+            self.windows = Windows(spec.path, spec.compression, spec.before, spec.after, int(spec.max_mb * 1e6),
+                                   self.to_wall)
+        else:
+            self.file = McapFile(spec.path, compression=spec.compression)
+        self.trigger = None if spec.trigger is None else RingReader(spec.trigger.base, spec.trigger.reader,
+                                                                    "ordered", start="now", origins=True)
+        self.triggers: queue.Queue[int] = queue.Queue()  # trigger times (monotonic ns), from any thread
         self.channels = [_Channel(s.address, RingReader(s.base, s.reader, spec.profile, start=spec.start, origins=True))
                          for s in spec.sources]
-        self.to_wall = time.time_ns() - time.monotonic_ns()  # log times on the Unix clock; rings use the monotonic one
         self.started = time.monotonic()
         self.total = 0
         self.error: str | None = None
@@ -126,6 +154,10 @@ class Recorder:
                 for waiting in self.channels:
                     if waiting.pending and time.monotonic_ns() - waiting.first_ns > SCHEMA_WAIT_S * 1e9:
                         self._open(waiting)
+                if self.windows is not None:
+                    while not self.triggers.empty():
+                        self.windows.trigger(self.triggers.get())
+                    self.windows.tick(time.monotonic_ns())
             done.set()
             reading.join()
             while reason in ("stopped", "seconds") and not taken.empty():  # what was read before the end
@@ -139,11 +171,28 @@ class Recorder:
         return reason
 
     def _read(self, done: threading.Event, taken: queue.Queue[tuple[_Channel, Any, tuple[int, int]]]) -> None:
-        readers = [c.reader for c in self.channels]
+        readers = [c.reader for c in self.channels] + ([self.trigger] if self.trigger is not None else [])
         while not done.is_set():
             wait_any(readers, 0.05)
             for channel in self.channels:
                 self._drain(channel, taken)
+            if self.trigger is not None:
+                self._triggered()
+
+    def _triggered(self) -> None:
+        """The trigger output's new bags: each that --when passes is a trigger at its ring time."""
+        assert self.trigger is not None
+        try:
+            run = self.trigger.read_many(READ_RUN)
+        except RingError:
+            return
+        for payload, publish_ns, _origin_ns, _origin in run:
+            try:
+                bag = _bags.decode(payload)
+            except ValueError:
+                continue
+            if self.when is None or self.when(bag):
+                self.triggers.put(publish_ns)
 
     def _dequeued(self, item: Any) -> None:
         with self._queued_lock:
@@ -248,7 +297,9 @@ class Recorder:
 
     def _open(self, channel: _Channel) -> None:
         first = [bag for bag, _, _ in channel.pending] if channel.kind == "json" else []
-        channel.id = self.file.channel(channel.address, channel.kind or "json", first)
+        channel.first_bags = first
+        # windows register the channel in each file they open (window.py)
+        channel.id = 0 if self.file is None else self.file.channel(channel.address, channel.kind or "json", first)
         pending, channel.pending = channel.pending, []
         for item, stamp, sequence in pending:
             self._write(channel, item, stamp, sequence)
@@ -258,17 +309,25 @@ class Recorder:
         publish_ns, origin_ns = stamp
         # log time: when the bag was written to its ring; publish time: its origin (../_links/latency.py),
         # when its path began (a source's bag: the same); both on the Unix clock
-        self.file.add(channel.id or 0, publish_ns + self.to_wall, (origin_ns or publish_ns) + self.to_wall, data, sequence)
+        if self.windows is not None:
+            self.windows.add(Item(channel.address, channel.kind or "json", channel.first_bags, data,
+                                  publish_ns + self.to_wall, (origin_ns or publish_ns) + self.to_wall, sequence,
+                                  publish_ns))
+        else:
+            assert self.file is not None
+            self.file.add(channel.id or 0, publish_ns + self.to_wall, (origin_ns or publish_ns) + self.to_wall, data,
+                          sequence)
         channel.bytes += len(data)
 
     def summary(self) -> dict[str, Any]:
         return {
             "path": str(self.spec.path),
-            "bytes": self.file.size,
+            "bytes": self.file.size if self.file is not None else self.windows.size if self.windows else 0,
             "seconds": round(time.monotonic() - self.started, 3),
             "channels": {c.address: {"kind": c.kind, "bags": c.bags, "dropped": c.reader.dropped + c.reader.bad,
                                      "bytes": c.bytes, **({"error": c.error} if c.error else {})}
                          for c in self.channels},
+            **(self.windows.state() if self.windows is not None else {}),
         }
 
     def close(self, reason: str) -> dict[str, Any]:
@@ -278,10 +337,15 @@ class Recorder:
                 for channel in self.channels:
                     if channel.pending:
                         self._open(channel)
-                self.file.finish()
+                if self.file is not None:
+                    self.file.finish()
+                if self.windows is not None:
+                    self.windows.close()  # a window still open ends here, finished and indexed
             except DiskFull as exc:
                 reason, self.error = "disk full", f"the disk took no more ({exc.strerror}): the recording stopped"
         for channel in self.channels:
             channel.reader.close()
+        if self.trigger is not None:
+            self.trigger.close()
         return {**self.summary(), "reason": reason, "indexed": reason != "disk full",
                 **({"error": self.error} if self.error else {})}

@@ -54,6 +54,7 @@ class Recording:
     tasks: list[asyncio.Task] = field(default_factory=list)
     released: bool = False
     why: str | None = None  # why the runtime stopped it, when not asked to (its streams stopped)
+    trigger: Reading | None = None  # --on: the output whose bags trigger its windows (read, not recorded)
 
     @property
     def addresses(self) -> list[str]:
@@ -70,7 +71,7 @@ class Recording:
                "bytes": last.get("bytes", 0), "channels": channels,
                "bags": sum(c["bags"] for c in channels.values()),
                "dropped": sum(c["dropped"] for c in channels.values())}
-        for key in ("reason", "indexed", "error"):
+        for key in ("reason", "indexed", "error", "ring", "files"):
             if key in last:
                 row[key] = last[key]
         if row.get("reason") == "stopped" and self.why:
@@ -91,7 +92,7 @@ def _check_path(out: str) -> Path:
 
 async def start(streams: dict[str, LoadedStream], starter: ProcessStarter, recordings: dict[str, Recording],
                 addresses: list[str], out: str, options: dict[str, Any],
-                find: Any) -> Recording:
+                find: Any, trigger: str | None = None) -> Recording:
     """Claim a reader on every output (refusing, before any file is made, an address that names
     none), start the recorder and wait until it has the file open."""
     if not addresses:
@@ -101,6 +102,7 @@ async def start(streams: dict[str, LoadedStream], starter: ProcessStarter, recor
         raise ControlError("an address is given twice; each output is recorded once", code="bad_arguments")
     path = _check_path(out)
     found = [find(address) for address in addresses]  # raises ControlError naming the address
+    on = find(trigger) if trigger is not None else None
     recording = Recording(id=f"rec-{next(_ids)}", path=str(path), readings=[], options=options)
     try:
         for stream, ring, name in found:
@@ -109,8 +111,17 @@ async def start(streams: dict[str, LoadedStream], starter: ProcessStarter, recor
             except RingError as exc:
                 raise ControlError(f"cannot record {name}: {exc}") from None
             recording.readings.append(Reading(name, stream, ring, index))
+        if on is not None:
+            stream, ring, name = on
+            try:
+                recording.trigger = Reading(name, stream, ring, claim_reader(ring))
+            except RingError as exc:
+                raise ControlError(f"cannot read the trigger {name}: {exc}") from None
         spec = {"path": str(path), "pool": paths.surface_pool(), **options,
-                "sources": [{"address": r.address, "base": r.out.base, "reader": r.index} for r in recording.readings]}
+                "sources": [{"address": r.address, "base": r.out.base, "reader": r.index} for r in recording.readings],
+                "trigger": None if recording.trigger is None else {
+                    "address": recording.trigger.address, "base": recording.trigger.out.base,
+                    "reader": recording.trigger.index}}
         recording.process = await starter.start(Path(sys.executable), "tatolab._recorder", [], cwd=path.parent
                                                 if path.parent.is_dir() else Path.home(), env=dict(os.environ))
         assert recording.process.stdin is not None
@@ -174,7 +185,7 @@ async def _end(recording: Recording) -> None:
     if recording.process is not None and recording.process.returncode is None:
         recording.process.kill()
         await recording.process.wait()
-    for reading in recording.readings:
+    for reading in recording.readings + ([recording.trigger] if recording.trigger is not None else []):
         release_reader(reading.out, reading.index)
     recording.state = "ended"
     current = asyncio.current_task()
@@ -184,6 +195,17 @@ async def _end(recording: Recording) -> None:
     async with recording.updates:
         recording.updates.notify_all()
     recording.ended.set()
+
+
+def trigger(recording: Recording) -> None:
+    """A trigger now, for a recording before and after triggers (its recorder opens or extends a window)."""
+    process = recording.process
+    if process is None or process.returncode is not None or process.stdin is None:
+        raise ControlError(f"recording {recording.id} has ended", code="recording_ended")
+    if "ring" not in recording.last and not recording.options.get("windowed"):
+        raise ControlError(f"recording {recording.id} records everything; a trigger is for one started with "
+                           "--before/--after", code="not_windowed")
+    process.stdin.write(b"trigger\n")
 
 
 async def stop(recording: Recording, wait_s: float = STOP_WAIT_S) -> dict[str, Any]:

@@ -29,6 +29,8 @@ class RecordingRow(TypedDict, total=False):
     bags: int
     dropped: int
     channels: dict[str, Any]  # per address: kind (json, video, audio), bags, dropped, bytes
+    ring: dict[str, Any]  # before/after: the ring in memory (bytes, max_bytes, seconds, messages, triggers)
+    files: list[dict[str, Any]]  # before/after: each file written (path, from_ns, to_ns, triggers, bags, state)
     reason: str  # why it ended: stopped, seconds, bags, streams stopped, disk full, recorder ended
     indexed: bool  # the file has its summary and index (false: readable up to its last chunk)
     error: str
@@ -69,6 +71,11 @@ async def record_start(
     profile: Literal["ordered", "newest"] = "ordered",
     start: Literal["now", "beginning"] = "now",
     video: Literal["auto", "h264", "raw"] = "auto",
+    on: str | None = None,
+    when: str | None = None,
+    before: float | None = None,
+    after: float | None = None,
+    max_mb: float = 512.0,
 ) -> RecordingRow:
     """Record the outputs at ``addresses`` (``<stream>/<node>/<port>``) into the MCAP file ``out``
     (an absolute path; its folder is made) until ``record_stop``, ``seconds`` or ``bags`` (in all).
@@ -78,7 +85,13 @@ async def record_start(
 from before. Frames: ``video="h264"`` encodes them (in the recorder) as foxglove.CompressedVideo,
 ``raw`` keeps the pixels as foxglove.RawImage, ``auto`` (the default) encodes frames above 640x360;
 an encoder's ``packets`` output is written as CompressedVideo as it is. Answers once the file is
-open, with the recording's id."""
+open, with the recording's id.
+
+Before and after triggers: with ``before``/``after`` (seconds) and ``on`` (the address of an output
+whose bags are triggers; ``when``, an expression of a bag's keys such as ``score > 0.8``, picks
+which), it keeps the last ``before`` seconds in memory (at most ``max_mb`` MB) and on each trigger
+(or ``record_trigger``) writes a numbered file (``out-1.mcap``...) from ``before`` seconds before it
+to ``after`` seconds after; a trigger inside an open window extends it."""
     if seconds is not None and seconds <= 0:
         raise ControlError(f"seconds must be above 0, not {seconds}", code="bad_value", details={"argument": "seconds"})
     if bags is not None and bags < 1:
@@ -89,9 +102,22 @@ open, with the recording's id."""
     def find(address: str) -> Any:
         return _find_output(runtime, address)
 
+    windowed = before is not None or after is not None or on is not None
+    if when is not None and on is None:
+        raise ControlError("when picks which bags of the trigger output (on) trigger; give on too",
+                           code="bad_arguments", details={"argument": "when"})
+    for name, value in (("before", before), ("after", after)):
+        if value is not None and value < 0:
+            raise ControlError(f"{name} must be 0 seconds or more, not {value}", code="bad_value",
+                               details={"argument": name})
+    if max_mb <= 0:
+        raise ControlError(f"max_mb must be above 0, not {max_mb}", code="bad_value", details={"argument": "max_mb"})
     options = {"seconds": seconds, "bags": bags, "compression": compression, "profile": profile, "start": start,
                "video": video}
-    recording = await recs.start(runtime.streams, runtime.starter, table, addresses, out, options, find)
+    if windowed:
+        options.update(windowed=True, before=30.0 if before is None else before, after=10.0 if after is None else after,
+                       when=when, max_mb=max_mb)
+    recording = await recs.start(runtime.streams, runtime.starter, table, addresses, out, options, find, trigger=on)
     return recording.row()  # type: ignore[return-value]
 
 
@@ -119,6 +145,15 @@ async def _watch(recording: recs.Recording, stop_on_hangup: bool) -> AsyncIterat
     finally:
         if stop_on_hangup and not finished and recording.state != "ended":
             await recs.stop(recording)
+
+
+@op("record_trigger")
+async def record_trigger(runtime: Runtime, id: str) -> RecordingRow:
+    """A trigger now for recording ``id`` (one started with before/after): it writes a file from
+    ``before`` seconds ago to ``after`` seconds from now, or extends the window open."""
+    recording = _get(runtime, id)
+    recs.trigger(recording)
+    return recording.row()  # type: ignore[return-value]
 
 
 @op("record_stop")
