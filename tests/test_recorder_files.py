@@ -89,15 +89,16 @@ def test_a_full_disk_stops_the_file_at_its_last_whole_record(tmp_path, monkeypat
     path = tmp_path / "full.mcap"
     f = McapFile(path, chunk_seconds=0)
     channel = f.channel("s/counter/count", "json", BAGS[:1])
-    real_write, room = os.write, [6_000]
+    real_write, room = os.pwritev, [6_000]
 
-    def write(fd: int, data) -> int:
-        if fd == f._out.fd and len(data) > room[0]:
+    def write(fd: int, buffers, offset: int) -> int:  # the file's one way of writing (a chunk and its end)
+        size = sum(len(b) for b in buffers)
+        if fd == f._out.fd and size > room[0]:
             raise OSError(errno.ENOSPC, "No space left on device")
-        room[0] -= len(data) if fd == f._out.fd else 0
-        return real_write(fd, data)
+        room[0] -= size if fd == f._out.fd else 0
+        return real_write(fd, buffers, offset)
 
-    monkeypatch.setattr(mcap_file.os, "write", write)
+    monkeypatch.setattr(mcap_file.os, "pwritev", write)
     written = 0
     with pytest.raises(DiskFull):
         for i, bag in enumerate(BAGS * 10):

@@ -44,11 +44,33 @@ def summary_lines(row: dict[str, Any]) -> list[str]:
                      f"{counted(file['bags'], 'bag')}, {(file['to_ns'] - file['from_ns']) / 1e9:.1f} s"
                      f"{'' if file['state'] == 'done' else ' (writing)'}"
                      f"{'; its start was cut by --max-mb' if file.get('cut_by_max_mb') else ''}")
+    lines += [f"  {line}" for line in cut_lines(row)]
     ring = row.get("ring")
     if ring:
         lines.append(f"  ring: {size(ring['bytes'])} of {size(ring['max_bytes'])}, {ring['seconds']:.1f} s held")
     if row.get("error"):
         lines.append(f"  {row['error']}")
+    return lines
+
+
+def cut_lines(row: dict[str, Any]) -> list[str]:
+    """Where each file of a recording that was not finished ends for a reader."""
+    import time
+
+    lines = []
+    for cut in row.get("cut") or []:
+        if cut.get("missing"):
+            lines.append(f"{cut['path']}: gone")
+        elif cut.get("indexed"):
+            lines.append(f"{cut['path']}: finished and indexed after all")
+        elif cut.get("last_ns"):
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(cut["last_ns"] / 1e9))
+            millis = int(cut["last_ns"] // 1_000_000 % 1000)
+            lines.append(f"{cut['path']}: cut; readable as it is up to {stamp}.{millis:03d} "
+                         f"({counted(cut['messages'], 'message')} in {counted(cut['chunks'], 'whole chunk')}, "
+                         f"{size(cut['bytes'])}); what came after that is lost")
+        else:
+            lines.append(f"{cut['path']}: cut before its first chunk: nothing to read")
     return lines
 
 
@@ -74,6 +96,12 @@ def cmd_record(args: argparse.Namespace) -> int:
     if args.list:
         rows = Client().request("recordings")
         for row in rows:
+            if row.get("earlier_run"):
+                why = f"; {row['reason']}" if row.get("reason") and row["state"] == "cut" else ""
+                print(f"{row['id']} {row['state']} (an earlier run of the runtime): {row['path']}{why}")
+                for line in cut_lines(row):
+                    print(f"  {line}")
+                continue
             print(f"{row['id']} {row['state']}: " + "\n".join(summary_lines(row)))
         if not rows:
             print("no recordings")

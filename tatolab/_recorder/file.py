@@ -1,10 +1,13 @@
 """An MCAP file being written by the ``mcap`` library, made to survive its writer.
 
-Chunks are closed at least every ``chunk_seconds`` (the library closes them by size), so a
-recorder killed with ``kill -9`` leaves every message up to its last second or so in whole
-chunks a reader recovers. Writes go straight to the file descriptor (no buffer to lose), and a
-full disk (or a file size limit) truncates the file back to its last whole record and raises
-``DiskFull``: the file stays readable up to there.
+Chunks are closed at least every ``chunk_seconds`` (the library closes them by size), and each
+is written, in one ``pwritev``, followed by a provisional end: a DataEnd and a Footer saying "no
+summary" and the closing magic. The next chunk is written over that end, with its own. So at any
+moment the file is a whole MCAP file, unindexed: a recorder (or ``tatolabd``) killed with
+``kill -9`` leaves a file the ``mcap`` library's ``make_reader`` and Foxglove open as it is (they
+read it through from the start), with every message up to its last second or so, and nothing to
+repair. A clean end writes the summary and index over the provisional end. A full disk (or a file
+size limit) truncates the file back to its last whole end and raises ``DiskFull``.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import struct
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +30,9 @@ PROFILE = ""  # no ROS profile: the channels say their own encodings
 CHUNK_BYTES = 4 << 20
 CHUNK_SECONDS = 1.0
 _FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+# DataEnd (op 0x0F: a zero data CRC), Footer (op 0x02: summary start 0 = none, offsets 0, CRC 0), magic
+PROVISIONAL_END = (struct.pack("<BQI", 0x0F, 4, 0) + struct.pack("<BQQQI", 0x02, 20, 0, 0, 0)
+                   + b"\x89MCAP0\r\n")
 
 
 class DiskFull(OSError):
@@ -33,31 +40,55 @@ class DiskFull(OSError):
 
 
 class _Out:
-    """What the writer writes to: the descriptor itself, and where it is."""
+    """What the writer writes to: its records are held (not copied: the library hands over bytes it
+    does not touch again) until ``commit`` writes them at once, with the provisional end after them."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
-        self.offset = 0
+        self.offset = 0  # where the writer is (its records, held ones included)
+        self.written = 0  # the end of what is on disk (the provisional end after it)
+        self.pending: list[bytes | memoryview] = []
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
-        view = memoryview(data).cast("B")
-        done = 0
-        while done < len(view):
-            try:
-                done += os.write(self.fd, view[done:])
-            except OSError as exc:
-                self.offset += done
-                if exc.errno in _FULL:
-                    raise DiskFull(exc.errno, f"{os.strerror(exc.errno)}") from None
-                raise
-        self.offset += done
-        return done
+        held = data if isinstance(data, bytes) else bytes(data)
+        self.pending.append(held)
+        self.offset += len(held)
+        return len(held)
 
     def tell(self) -> int:
         return self.offset
 
     def flush(self) -> None:
-        return None
+        self.commit(PROVISIONAL_END)
+
+    def commit(self, end: bytes) -> None:
+        """The held records, then ``end``, written at the end of what is on disk, in one call."""
+        if not self.pending and not end:
+            return
+        buffers = [memoryview(b).cast("B") for b in (*self.pending, end) if len(b)]
+        at, total = self.written, sum(len(b) for b in buffers)
+        done = 0
+        while done < total:
+            try:
+                done += os.pwritev(self.fd, _rest(buffers, done), at + done)
+            except OSError as exc:
+                if exc.errno in _FULL:
+                    raise DiskFull(exc.errno, f"{os.strerror(exc.errno)}") from None
+                raise
+        self.pending = []
+        self.written = self.offset
+
+
+def _rest(buffers: list[memoryview], skip: int) -> list[memoryview]:
+    """``buffers`` less their first ``skip`` bytes (after a short write)."""
+    out = []
+    for buffer in buffers:
+        if skip >= len(buffer):
+            skip -= len(buffer)
+            continue
+        out.append(buffer[skip:])
+        skip = 0
+    return out
 
 
 def create(path: Path) -> int:
@@ -73,7 +104,6 @@ class McapFile:
                  chunk_bytes: int = CHUNK_BYTES) -> None:
         self.path = path
         self._out = _Out(create(path))
-        self._good = 0  # the end of the last whole record written
         self._chunk_seconds = chunk_seconds
         self._last_chunk = time.monotonic()
         # _Out does what the writer asks of a stream: write and tell
@@ -81,20 +111,24 @@ class McapFile:
                              compression=COMPRESSIONS[compression])
         self.closed = False
         self._guarded(self.writer.start, PROFILE, f"tatolab {__version__}")
+        self._guarded(self._out.flush)  # a whole, empty MCAP file from the start
         self._schemas: dict[str, int] = {}
 
     @property
     def size(self) -> int:
-        return self._out.offset
+        return self._out.written
 
     def _guarded(self, call: Any, *args: Any) -> Any:
         try:
             result = call(*args)
-        except DiskFull:
-            os.ftruncate(self._out.fd, self._good)
+        except DiskFull:  # cut back to the last whole chunk, and its provisional end again
+            os.ftruncate(self._out.fd, self._out.written)
+            try:
+                os.pwrite(self._out.fd, PROVISIONAL_END, self._out.written)
+            except OSError:
+                pass  # not even that fits: readers still read it through, up to the last whole chunk
             self._close_fd()
             raise
-        self._good = self._out.offset
         return result
 
     def channel(self, address: str, kind: str, first_bags: list[Any]) -> int:
@@ -116,13 +150,17 @@ class McapFile:
         now = time.monotonic()
         if now - self._last_chunk >= self._chunk_seconds:
             self._last_chunk = now
-            self._guarded(self.writer.flush)
+            self._guarded(self.writer.flush)  # the chunk, then the provisional end (_Out.flush)
+        elif self._out.pending:
+            self._guarded(self._out.flush)  # the library closed a chunk by its size: written now
 
     def finish(self) -> None:
         """Close the last chunk and write the summary and indexes: a valid, indexed file."""
         if self.closed:
             return
         self._guarded(self.writer.finish)
+        self._guarded(self._out.commit, b"")  # the summary and footer over the provisional end
+        os.ftruncate(self._out.fd, self._out.written)
         self._close_fd()
 
     def _close_fd(self) -> None:

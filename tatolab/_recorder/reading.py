@@ -154,3 +154,34 @@ def bag_of(channel: Channel, data: bytes) -> tuple[dict[str, Any], bytes | None]
     if channel.kind == "compressed":
         return compressed.decode(data), None
     return formats.decode_json(data, channel.schema), None
+
+
+def cut_point(path: Path) -> dict[str, Any]:
+    """Where a recording that was never finished ends for a reader: its whole chunks (read as
+    records, not decompressed), their messages and the last message's time; ``indexed`` when it
+    was finished after all. For `tatolab record --list` after a crash."""
+    from mcap.records import Chunk, Footer, MessageIndex, Statistics
+    from mcap.stream_reader import StreamReader
+
+    found: dict[str, Any] = {"path": str(path), "indexed": False, "chunks": 0, "messages": 0, "first_ns": None,
+                             "last_ns": None, "bytes": 0}
+    try:
+        found["bytes"] = path.stat().st_size
+        with open(path, "rb") as file:
+            for record in StreamReader(file, emit_chunks=True).records:
+                if isinstance(record, Chunk):
+                    found["chunks"] += 1
+                    first = found["first_ns"]
+                    found["first_ns"] = record.message_start_time if first is None else min(first, record.message_start_time)
+                    found["last_ns"] = max(found["last_ns"] or 0, record.message_end_time)
+                elif isinstance(record, MessageIndex):
+                    found["messages"] += len(record.records)
+                elif isinstance(record, Statistics):
+                    found["indexed"] = True
+                elif isinstance(record, Footer):
+                    break
+    except FileNotFoundError:
+        found["missing"] = True
+    except (EndOfFile, McapError, ValueError, EOFError, OSError, struct.error):
+        pass  # the end of what was written before it was cut
+    return found

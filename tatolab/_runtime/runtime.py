@@ -119,6 +119,7 @@ class Runtime:
         self.line = Line()  # loads compiled and started at once; the others wait in it (line.py)
         self.recordings: dict[str, Any] = {}  # id -> recordings.Recording (ops/record.py)
         self.foxglove: Any = None  # the Foxglove server's side here (foxglove/service.py; tatolabd sets it)
+        self.recorded: Any = None  # the recordings' records on disk (stored/recorded.py; tatolabd sets it)
 
     # -- starting ------------------------------------------------------------------------------
 

@@ -55,6 +55,7 @@ class Recording:
     released: bool = False
     why: str | None = None  # why the runtime stopped it, when not asked to (its streams stopped)
     trigger: Reading | None = None  # --on: the output whose bags trigger its windows (read, not recorded)
+    log: Any = None  # the runtime's RecordingLog (stored/recorded.py): told when it starts and ends
 
     @property
     def addresses(self) -> list[str]:
@@ -71,7 +72,7 @@ class Recording:
                "bytes": last.get("bytes", 0), "channels": channels,
                "bags": sum(c["bags"] for c in channels.values()),
                "dropped": sum(c["dropped"] for c in channels.values())}
-        for key in ("reason", "indexed", "error", "ring", "files"):
+        for key in ("reason", "indexed", "error", "ring", "files", "cut"):
             if key in last:
                 row[key] = last[key]
         if row.get("reason") == "stopped" and self.why:
@@ -92,7 +93,7 @@ def _check_path(out: str) -> Path:
 
 async def start(streams: dict[str, LoadedStream], starter: ProcessStarter, recordings: dict[str, Recording],
                 addresses: list[str], out: str, options: dict[str, Any],
-                find: Any, trigger: str | None = None) -> Recording:
+                find: Any, trigger: str | None = None, log: Any = None) -> Recording:
     """Claim a reader on every output (refusing, before any file is made, an address that names
     none), start the recorder and wait until it has the file open."""
     if not addresses:
@@ -136,6 +137,9 @@ async def start(streams: dict[str, LoadedStream], starter: ProcessStarter, recor
         raise ControlError(f"cannot record to {path}: {why}", code="bad_value", details={"argument": "out"})
     recording.state = "recording"
     recordings[recording.id] = recording
+    if log is not None:
+        recording.log = log
+        log.begin(recording.id, recording.path, recording.addresses)
     recording.tasks = [asyncio.ensure_future(_follow(recording)), asyncio.ensure_future(_streams_end(recording))]
     return recording
 
@@ -188,6 +192,17 @@ async def _end(recording: Recording) -> None:
     for reading in recording.readings + ([recording.trigger] if recording.trigger is not None else []):
         release_reader(reading.out, reading.index)
     recording.state = "ended"
+    if recording.log is not None:
+        if recording.last.get("indexed") is False:  # cut: where its file ends for a reader
+            from tatolab._recorder.reading import cut_point
+
+            paths = [f["path"] for f in recording.last.get("files") or []] or [recording.path]
+            cut = await asyncio.get_running_loop().run_in_executor(None, lambda: [cut_point(Path(p)) for p in paths])
+            recording.last = {**recording.last, "cut": cut}
+        try:
+            recording.log.end(recording.id, recording.row())
+        except OSError:
+            pass  # the state folder is full: the record stays "recording", read as cut after a restart
     current = asyncio.current_task()
     for task in recording.tasks:
         if task is not current and not task.done():

@@ -31,6 +31,8 @@ class RecordingRow(TypedDict, total=False):
     channels: dict[str, Any]  # per address: kind (json, video, audio), bags, dropped, bytes
     ring: dict[str, Any]  # before/after: the ring in memory (bytes, max_bytes, seconds, messages, triggers)
     files: list[dict[str, Any]]  # before/after: each file written (path, from_ns, to_ns, triggers, bags, state)
+    cut: list[dict[str, Any]]  # not finished: per file, chunks, messages, first_ns, last_ns (where a reader stops)
+    earlier_run: bool  # made by an earlier run of the runtime
     reason: str  # why it ended: stopped, seconds, bags, streams stopped, disk full, recorder ended
     indexed: bool  # the file has its summary and index (false: readable up to its last chunk)
     error: str
@@ -117,7 +119,8 @@ to ``after`` seconds after; a trigger inside an open window extends it."""
     if windowed:
         options.update(windowed=True, before=30.0 if before is None else before, after=10.0 if after is None else after,
                        when=when, max_mb=max_mb)
-    recording = await recs.start(runtime.streams, runtime.starter, table, addresses, out, options, find, trigger=on)
+    recording = await recs.start(runtime.streams, runtime.starter, table, addresses, out, options, find, trigger=on,
+                                 log=runtime.recorded)
     return recording.row()  # type: ignore[return-value]
 
 
@@ -165,5 +168,16 @@ async def record_stop(runtime: Runtime, id: str) -> RecordingRow:
 
 @op("recordings")
 async def recordings(runtime: Runtime) -> list[RecordingRow]:
-    """The recordings in progress and the last ended ones, with what each wrote so far."""
-    return [r.row() for r in reversed(_table(runtime).values())]  # type: ignore[misc]
+    """The recordings in progress and the last ended ones, with what each wrote so far; then those
+    of earlier runs of the runtime, newest first: ``state`` ``cut`` for one the runtime did not
+    finish (it was killed), with ``cut``: per file, its whole chunks, messages and the last
+    message's time (``last_ns``), where a reader of it stops (the file is readable as it is)."""
+    rows = [r.row() for r in reversed(_table(runtime).values())]
+    if runtime.recorded is not None:
+        for record in await asyncio.get_running_loop().run_in_executor(None, runtime.recorded.earlier):
+            rows.append({"id": record["id"], "state": record.get("state", "ended"), "path": record.get("path", ""),
+                         "addresses": record.get("addresses", []), "pid": None, "seconds": 0.0,
+                         "bytes": record.get("bytes", 0), "channels": {}, "bags": 0, "dropped": 0,
+                         "earlier_run": True,
+                         **{k: record[k] for k in ("reason", "indexed", "error", "files", "cut") if k in record}})
+    return rows  # type: ignore[return-value]
