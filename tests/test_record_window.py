@@ -114,3 +114,28 @@ def test_a_trigger_at_t_writes_t_minus_before_to_t_plus_after_with_every_bag_and
     bad = runtime.cli("record", "src/counter/count", "--out", str(tmp_path / "bad.mcap"), "--on", "src/ticks/ticks",
                       "--when", "__import__('os')")
     assert bad.returncode != 0 and "only len, abs, min and max may be called" in bad.stderr, bad.stderr
+
+
+def test_split_by_seconds_and_size_writes_numbered_indexed_files_none_overwritten(project_venv, runtime, tmp_path):
+    project = make_project(tmp_path / "src", project_venv, {"stream.py": STREAM, "nodes/__init__.py": "",
+                                                            "nodes/counter.py": COUNTER, "nodes/ticks.py": TICKS})
+    runtime.cli("run", "-d", cwd=project, check=True)
+    wait_for(lambda: _written(runtime, "counter", "count") > 0, timeout=60, what="the counter to write")
+    out = tmp_path / "long.mcap"
+    (tmp_path / "long-1.mcap").write_bytes(b"someone else's")  # a name taken: never overwritten
+    done = runtime.cli("record", "src/counter/count", "--out", str(out), "--split-seconds", "1", "--seconds", "3.5",
+                       check=True).stdout
+    assert (tmp_path / "long-1.mcap").read_bytes() == b"someone else's"
+    files = sorted(tmp_path.glob("long-*.mcap"), key=lambda p: int(p.stem.split("-")[1]))[1:]
+    assert [p.name for p in files][:3] == ["long-2.mcap", "long-3.mcap", "long-4.mcap"], done
+    assert all(f"file {p}" in done for p in files), done
+    ns = [n for p in files for _, n in _counts(p)]  # each indexed (_counts checks), together every bag
+    assert len(ns) > 300 and ns == list(range(ns[0], ns[0] + len(ns)))
+    assert not out.exists()
+
+    by_size = tmp_path / "sized.mcap"
+    runtime.cli("record", "src/counter/count", "--out", str(by_size), "--split-mb", "0.01", "--compression", "none",
+                "--bags", "600", check=True)
+    sized = sorted(tmp_path.glob("sized-*.mcap"))
+    assert len(sized) >= 2 and all(p.stat().st_size < 200_000 for p in sized)
+    assert sum(len(_counts(p)) for p in sized) == 600

@@ -40,10 +40,15 @@ def summary_lines(row: dict[str, Any]) -> list[str]:
         line = f"  {address:<{width}}  {counted(c['bags'], 'bag')}{kind}, {c['dropped']} dropped, {size(c['bytes'])}"
         lines.append(line + (f"; {c['error']}" if c.get("error") else ""))
     for file in row.get("files") or []:
-        lines.append(f"  window {file['path']}: {file['triggers']} trigger{'s' if file['triggers'] != 1 else ''}, "
-                     f"{counted(file['bags'], 'bag')}, {(file['to_ns'] - file['from_ns']) / 1e9:.1f} s"
-                     f"{'' if file['state'] == 'done' else ' (writing)'}"
-                     f"{'; its start was cut by --max-mb' if file.get('cut_by_max_mb') else ''}")
+        if "triggers" in file:  # a window's
+            lines.append(f"  window {file['path']}: {file['triggers']} trigger{'s' if file['triggers'] != 1 else ''}, "
+                         f"{counted(file['bags'], 'bag')}, {(file['to_ns'] - file['from_ns']) / 1e9:.1f} s"
+                         f"{'' if file['state'] == 'done' else ' (writing)'}"
+                         f"{'; its start was cut by --max-mb' if file.get('cut_by_max_mb') else ''}")
+        else:  # a split's
+            lines.append(f"  file {file['path']}: {counted(file['bags'], 'bag')}"
+                         f"{', ' + size(file['bytes']) if 'bytes' in file else ''}"
+                         f"{'' if file['state'] == 'done' else ' (writing)'}")
     lines += [f"  {line}" for line in cut_lines(row)]
     ring = row.get("ring")
     if ring:
@@ -122,7 +127,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     row = Client().request("record_start", addresses=args.addresses, out=str(out), seconds=args.seconds,
                            bags=args.bags, compression=args.compression, profile=args.profile,
                            video=args.video, on=args.on, when=args.when, before=args.before, after=args.after,
-                           max_mb=args.max_mb)
+                           max_mb=args.max_mb, split_mb=args.split_mb, split_seconds=args.split_seconds)
     rid = row["id"]
     until = " or ".join(filter(None, [f"{args.seconds:g} s" if args.seconds else "",
                                       f"{counted(args.bags, 'bag')}" if args.bags else ""]))
@@ -178,6 +183,10 @@ def register(commands: Any) -> None:
     record.add_argument("--when", metavar="EXPR", help="which trigger bags count, e.g. 'score > 0.8'")
     record.add_argument("--max-mb", type=float, default=512.0, help="the most memory the before-ring holds "
                                                                      "(default 512)")
+    record.add_argument("--split-mb", type=float, metavar="MB", help="a new numbered file (OUT-1.mcap, OUT-2.mcap...) "
+                                                                      "each time one passes this size")
+    record.add_argument("--split-seconds", type=duration, metavar="DURATION",
+                        help="a new numbered file each time one is this long")
     record.add_argument("--trigger", metavar="ID", help="a trigger now for recording ID (started with --before/--after)")
     record.add_argument("--detach", action="store_true", help="leave it recording in the runtime; --stop ends it")
     record.add_argument("--stop", metavar="ID", help="stop recording ID (as --list or --detach names it)")

@@ -15,7 +15,7 @@ from tatolab._recorder import compressed, formats
 from tatolab._recorder.file import COMPRESSIONS, DiskFull, McapFile
 from tatolab._recorder.video import FrameEncoder, Unencodable
 from tatolab._recorder.when import compile_when
-from tatolab._recorder.window import Item, Windows
+from tatolab._recorder.window import Item, Windows, numbered
 from tatolab._surfaces import pool as surfaces
 from tatolab._surfaces.frame import VideoFrame
 
@@ -50,6 +50,8 @@ class Spec:
     before: float = 30.0  # seconds kept before a trigger, and written after it
     after: float = 10.0
     max_mb: float = 512.0  # the ring's bound in memory
+    split_mb: float | None = None  # a new numbered file past this size...
+    split_seconds: float | None = None  # ... or this long
 
     before_after: bool = False  # windows without a trigger output: triggered by `record --trigger` alone
 
@@ -65,7 +67,8 @@ class Spec:
                    start=data.get("start", "now"), video=data.get("video") or "auto",
                    trigger=Source(**data["trigger"]) if data.get("trigger") else None, when=data.get("when"),
                    before=float(data.get("before") or 30.0), after=float(data.get("after") or 10.0),
-                   max_mb=float(data.get("max_mb") or 512.0))
+                   max_mb=float(data.get("max_mb") or 512.0), split_mb=data.get("split_mb"),
+                   split_seconds=data.get("split_seconds"))
         spec.before_after = bool(data.get("windowed"))
         if spec.video not in VIDEO_CHOICES:
             raise ValueError(f"video must be one of {', '.join(VIDEO_CHOICES)}")
@@ -88,6 +91,8 @@ class _Channel:
     encoder: FrameEncoder | None = None  # frames recorded as H.264: encoded here
     keyed: bool = False  # a packets channel reached its first keyframe (the ones before cannot be decoded)
     first_bags: list[Any] = field(default_factory=list)  # a JSON channel's schema sample
+    wait_for_key: bool = False  # a split opened a new file: its H.264 starts at the next keyframe
+    restart_encoder: bool = False  # ... and the encoder starts again (reading thread), so that comes at once
 
 
 class Recorder:
@@ -99,11 +104,13 @@ class Recorder:
         self.windows: Windows | None = None
         self.file: McapFile | None = None
         self.when = compile_when(spec.when) if spec.when else None  # BadExpression: refused before anything
+        self.splitting = spec.split_mb is not None or spec.split_seconds is not None
+        self.files: list[dict[str, Any]] = []  # split: each file written
         if spec.windowed:
             self.windows = Windows(spec.path, spec.compression, spec.before, spec.after, int(spec.max_mb * 1e6),
                                    self.to_wall)
         else:
-            self.file = McapFile(spec.path, compression=spec.compression)
+            self.file = self._next_file()
         self.trigger = None if spec.trigger is None else RingReader(spec.trigger.base, spec.trigger.reader,
                                                                     "ordered", start="now", origins=True)
         self.triggers: queue.Queue[int] = queue.Queue()  # trigger times (monotonic ns), from any thread
@@ -260,6 +267,9 @@ class Recorder:
         if self._queued >= QUEUE_BYTES:
             channel.reader.count_dropped()
             return []
+        if channel.restart_encoder:
+            channel.restart_encoder = False
+            channel.encoder = FrameEncoder()
         try:
             packets = channel.encoder.encode(bag)
         except Unencodable as exc:
@@ -295,6 +305,34 @@ class Recorder:
             return
         self._write(channel, item, stamp, channel.bags)
 
+    def _next_file(self) -> McapFile:
+        """The file to write (split: the next numbered one, ``out-1.mcap``..., never one that exists)."""
+        if not self.splitting:
+            return McapFile(self.spec.path, compression=self.spec.compression)
+        path = numbered(self.spec.path, len(self.files) + 1)
+        file = McapFile(path, compression=self.spec.compression)
+        self.files.append({"path": str(path), "state": "writing", "bags": 0, "opened": time.monotonic()})
+        return file
+
+    def _split(self) -> None:
+        """Finish this file (indexed) and go on in the next, each channel registered there anew; an
+        H.264 channel starts it at a keyframe (its encoder starts again; packets wait for the next)."""
+        assert self.file is not None
+        self.file.finish()
+        self.files[-1].update(state="done", bytes=self.file.size)
+        self.file = self._next_file()
+        for channel in self.channels:
+            if channel.id is not None:
+                channel.id = self.file.channel(channel.address, channel.kind or "json", channel.first_bags)
+                channel.wait_for_key = channel.kind == "compressed"
+                channel.restart_encoder = channel.encoder is not None
+
+    def _due_split(self) -> bool:
+        assert self.file is not None
+        spec, opened = self.spec, self.files[-1]["opened"]
+        return (spec.split_mb is not None and self.file.size >= spec.split_mb * 1e6) or \
+            (spec.split_seconds is not None and time.monotonic() - opened >= spec.split_seconds)
+
     def _open(self, channel: _Channel) -> None:
         first = [bag for bag, _, _ in channel.pending] if channel.kind == "json" else []
         channel.first_bags = first
@@ -315,8 +353,16 @@ class Recorder:
                                   publish_ns))
         else:
             assert self.file is not None
+            if channel.wait_for_key:
+                if not compressed.keyframe_of(data):
+                    return  # a split file's video starts at a keyframe
+                channel.wait_for_key = False
             self.file.add(channel.id or 0, publish_ns + self.to_wall, (origin_ns or publish_ns) + self.to_wall, data,
                           sequence)
+            if self.splitting:
+                self.files[-1]["bags"] += 1
+                if self._due_split():
+                    self._split()
         channel.bytes += len(data)
 
     def summary(self) -> dict[str, Any]:
@@ -328,6 +374,8 @@ class Recorder:
                                      "bytes": c.bytes, **({"error": c.error} if c.error else {})}
                          for c in self.channels},
             **(self.windows.state() if self.windows is not None else {}),
+            **({"files": [{k: v for k, v in f.items() if k != "opened"} for f in self.files]}
+               if self.windows is None and self.splitting else {}),
         }
 
     def close(self, reason: str) -> dict[str, Any]:
@@ -339,6 +387,8 @@ class Recorder:
                         self._open(channel)
                 if self.file is not None:
                     self.file.finish()
+                    if self.splitting:
+                        self.files[-1].update(state="done", bytes=self.file.size)
                 if self.windows is not None:
                     self.windows.close()  # a window still open ends here, finished and indexed
             except DiskFull as exc:

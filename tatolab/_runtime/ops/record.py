@@ -78,6 +78,8 @@ async def record_start(
     before: float | None = None,
     after: float | None = None,
     max_mb: float = 512.0,
+    split_mb: float | None = None,
+    split_seconds: float | None = None,
 ) -> RecordingRow:
     """Record the outputs at ``addresses`` (``<stream>/<node>/<port>``) into the MCAP file ``out``
     (an absolute path; its folder is made) until ``record_stop``, ``seconds`` or ``bags`` (in all).
@@ -93,7 +95,8 @@ Before and after triggers: with ``before``/``after`` (seconds) and ``on`` (the a
 whose bags are triggers; ``when``, an expression of a bag's keys such as ``score > 0.8``, picks
 which), it keeps the last ``before`` seconds in memory (at most ``max_mb`` MB) and on each trigger
 (or ``record_trigger``) writes a numbered file (``out-1.mcap``...) from ``before`` seconds before it
-to ``after`` seconds after; a trigger inside an open window extends it."""
+to ``after`` seconds after; a trigger inside an open window extends it. ``split_mb`` / ``split_seconds``:
+a new numbered file each time one passes that size or length, each finished and indexed."""
     if seconds is not None and seconds <= 0:
         raise ControlError(f"seconds must be above 0, not {seconds}", code="bad_value", details={"argument": "seconds"})
     if bags is not None and bags < 1:
@@ -112,10 +115,16 @@ to ``after`` seconds after; a trigger inside an open window extends it."""
         if value is not None and value < 0:
             raise ControlError(f"{name} must be 0 seconds or more, not {value}", code="bad_value",
                                details={"argument": name})
+    for name, value in (("split_mb", split_mb), ("split_seconds", split_seconds)):
+        if value is not None and value <= 0:
+            raise ControlError(f"{name} must be above 0, not {value}", code="bad_value", details={"argument": name})
+    if windowed and (split_mb is not None or split_seconds is not None):
+        raise ControlError("before/after already writes a file per window; split_mb and split_seconds are for "
+                           "a recording of everything", code="bad_arguments", details={"argument": "split_mb"})
     if max_mb <= 0:
         raise ControlError(f"max_mb must be above 0, not {max_mb}", code="bad_value", details={"argument": "max_mb"})
     options = {"seconds": seconds, "bags": bags, "compression": compression, "profile": profile, "start": start,
-               "video": video}
+               "video": video, "split_mb": split_mb, "split_seconds": split_seconds}
     if windowed:
         options.update(windowed=True, before=30.0 if before is None else before, after=10.0 if after is None else after,
                        when=when, max_mb=max_mb)
