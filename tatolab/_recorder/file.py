@@ -20,12 +20,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mcap.writer import CompressionType, Writer
 
 from tatolab import __version__
 from tatolab._recorder import compressed, formats
+from tatolab._recorder.chunks import ChunkWriter
 
-COMPRESSIONS = {"zstd": CompressionType.ZSTD, "lz4": CompressionType.LZ4, "none": CompressionType.NONE}
+COMPRESSIONS = ("zstd", "lz4", "none")
 PROFILE = ""  # no ROS profile: the channels say their own encodings
 CHUNK_BYTES = 4 << 20
 CHUNK_SECONDS = 1.0
@@ -106,9 +106,7 @@ class McapFile:
         self._out = _Out(create(path))
         self._chunk_seconds = chunk_seconds
         self._last_chunk = time.monotonic()
-        # _Out does what the writer asks of a stream: write and tell
-        self.writer = Writer(self._out, chunk_size=chunk_bytes,  # type: ignore[arg-type]
-                             compression=COMPRESSIONS[compression])
+        self.writer = ChunkWriter(self._out, chunk_bytes, compression)  # one copy of a message, not four
         self.closed = False
         self._guarded(self.writer.start, PROFILE, f"tatolab {__version__}")
         self._guarded(self._out.flush)  # a whole, empty MCAP file from the start

@@ -2,7 +2,8 @@
 packet bags out (tatolab/_sdk/packets.py's shape), as the H264Encoder built-in makes them, for
 compressed.py to write. Runs in the recorder's process, on its reading thread.
 
-One keyframe a second (a replay seeks to the one before its start), no B-frames (Foxglove decodes
+A keyframe at least every second of the frames' own time, whatever their rate (a replay seeks to the
+one before its start), no B-frames (Foxglove decodes
 in order), ``veryfast``; the bitrate scales with the frame's pixels (about 6 Mbit/s at 1080p30).
 """
 
@@ -17,6 +18,7 @@ from tatolab._surfaces import pool as surfaces
 from tatolab._surfaces.frame import BAG_KEYS, VideoFrame
 
 RATE = 30  # the nominal rate rate control budgets for (pts carry the real times)
+KEYFRAME_NS = 1_000_000_000
 BITS_PER_PIXEL_S = 0.1  # bits per pixel per frame at RATE
 
 
@@ -32,6 +34,7 @@ class FrameEncoder:
         self.first_ns = 0
         self.last_pts = -1
         self.stamps: dict[int, tuple[int, dict[str, Any]]] = {}  # pts -> the frame's time and other keys
+        self.last_key_ns: int | None = None
 
     def encode(self, bag: dict[str, Any]) -> list[dict[str, Any]] | None:
         """A video bag's frame encoded: its packets' bags (maybe none yet); None when the frame was gone."""
@@ -50,17 +53,23 @@ class FrameEncoder:
             frame.release()
         if self.size != size:
             self._open(*size)
+            self.last_key_ns = None
             self.first_ns = stamp
             self.last_pts = -1
         pts = max((stamp - self.first_ns) // 1000, self.last_pts + 1)
         self.last_pts = pts
         self.stamps[pts] = (stamp, {k: v for k, v in bag.items() if k not in BAG_KEYS})
         picture.pts, picture.time_base = pts, US
+        if self.last_key_ns is None or stamp - self.last_key_ns >= KEYFRAME_NS:
+            from av.video.frame import PictureType
+
+            picture.pict_type = PictureType.I  # a keyframe by time: the GOP in frames assumes a rate
+            self.last_key_ns = stamp
         return [self._bag(p) for p in self.codec.encode(picture)]
 
     def _open(self, width: int, height: int) -> None:
         bitrate = max(500_000, int(width * height * RATE * BITS_PER_PIXEL_S))
-        config = H264EncoderConfig(bitrate=bitrate, keyframe_interval=RATE, preset="veryfast", tune="zerolatency")
+        config = H264EncoderConfig(bitrate=bitrate, keyframe_interval=4 * RATE, preset="veryfast", tune="zerolatency")
         errors = []
         for name in ENCODERS["h264"]:
             try:
