@@ -24,6 +24,7 @@ REPORT_S = 0.5
 QUEUE_BYTES = 64 << 20  # frames read but not yet written, at most (then frames are missed, counted): 8 at 1080p
 SCHEMA_WAIT_S = 0.5  # a JSON channel's schema is inferred from its first bags, or those of its first half second
 RAW_MAX_PIXELS = 640 * 360  # --video auto: frames up to this are recorded raw, larger ones as H.264
+ENCODE_QUEUE = 4  # frames waiting for a channel's encoder, at most (then frames are missed, counted)
 VIDEO_CHOICES = ("auto", "h264", "raw")
 
 
@@ -92,7 +93,9 @@ class _Channel:
     keyed: bool = False  # a packets channel reached its first keyframe (the ones before cannot be decoded)
     first_bags: list[Any] = field(default_factory=list)  # a JSON channel's schema sample
     wait_for_key: bool = False  # a split opened a new file: its H.264 starts at the next keyframe
-    restart_encoder: bool = False  # ... and the encoder starts again (reading thread), so that comes at once
+    restart_encoder: bool = False  # ... and the encoder starts again (its thread), so that comes at once
+    frames: queue.Queue[Any] | None = None  # frames taken, waiting for its encoder thread
+    encoding: threading.Thread | None = None
 
 
 class Recorder:
@@ -167,12 +170,14 @@ class Recorder:
                     self.windows.tick(time.monotonic_ns())
             done.set()
             reading.join()
+            self._stop_encoders()  # the frames they hold are encoded first
             while reason in ("stopped", "seconds") and not taken.empty():  # what was read before the end
                 channel, item, stamp = taken.get()
                 self._add(channel, item, stamp)
         except DiskFull as exc:
             done.set()
             reading.join()
+            self._stop_encoders()
             self.error = f"the disk took no more ({exc.strerror}): the recording stopped"
             return "disk full"
         return reason
@@ -222,7 +227,7 @@ class Recorder:
             item: Any = bag  # a JSON channel's bag, or a video or audio channel's encoded message
             if channel.kind == "compressed":
                 stamp = (publish_ns, origin_ns)
-                for message in self._compressed(channel, bag):
+                for message in self._compressed(channel, bag, stamp, taken):
                     with self._queued_lock:
                         self._queued += len(message)
                     taken.put((channel, message, stamp))
@@ -254,8 +259,9 @@ class Recorder:
                 return "compressed"
         return kind
 
-    def _compressed(self, channel: _Channel, bag: Any) -> list[bytes]:
-        """A packet's bag as its CompressedVideo message, or a frame encoded here as those of its packets."""
+    def _compressed(self, channel: _Channel, bag: Any, stamp: tuple[int, int], taken: queue.Queue[Any]) -> list[bytes]:
+        """A packet's bag as its CompressedVideo message; or a frame taken for the channel's encoder
+        thread, which puts its packets' messages in ``taken`` (so an encode never holds up the rings)."""
         if channel.encoder is None:
             if not compressed.is_packet(bag):
                 channel.reader.count_bad()  # not a packet on a packets channel
@@ -264,22 +270,51 @@ class Recorder:
                 return []  # the file starts at a keyframe: a player can decode it from its first message
             channel.keyed = True
             return [compressed.encode(bag, channel.address)]
-        if self._queued >= QUEUE_BYTES:
+        if channel.frames is None:
+            channel.frames = queue.Queue(ENCODE_QUEUE)
+            channel.encoding = threading.Thread(target=self._encode, args=(channel, taken), daemon=True,
+                                                name=f"encode {channel.address}")
+            channel.encoding.start()
+        if self._queued >= QUEUE_BYTES or channel.frames.full():  # the encoder is that far behind: missed
             channel.reader.count_dropped()
             return []
-        if channel.restart_encoder:
-            channel.restart_encoder = False
-            channel.encoder = FrameEncoder()
-        try:
-            packets = channel.encoder.encode(bag)
-        except Unencodable as exc:
-            channel.error = str(exc)
+        pixels = FrameEncoder.take(bag)
+        if pixels is None:  # its surface was reused before this reader got to it
             channel.reader.count_dropped()
             return []
-        if packets is None:  # its surface was reused before this reader got to it
-            channel.reader.count_dropped()
-            return []
-        return [compressed.encode(packet, channel.address) for packet in packets]
+        channel.frames.put((bag, pixels, stamp))
+        return []
+
+    def _encode(self, channel: _Channel, taken: queue.Queue[Any]) -> None:
+        """A frame channel's encoder thread: frames taken in, CompressedVideo messages into ``taken``."""
+        assert channel.frames is not None
+        while (item := channel.frames.get()) is not None:
+            bag, pixels, stamp = item
+            if channel.restart_encoder:
+                channel.restart_encoder = False
+                channel.encoder = FrameEncoder()
+            assert channel.encoder is not None
+            try:
+                packets = channel.encoder.encode(bag, pixels)
+            except Unencodable as exc:
+                channel.error = str(exc)
+                channel.reader.count_dropped()
+                continue
+            except Exception as exc:  # noqa: BLE001 - FFmpeg fails in many ways: said, and the frame missed
+                channel.error = f"encoding a frame failed: {exc}"
+                channel.reader.count_dropped()
+                continue
+            for packet in packets:
+                message = compressed.encode(packet, channel.address)
+                with self._queued_lock:
+                    self._queued += len(message)
+                taken.put((channel, message, stamp))
+
+    def _stop_encoders(self) -> None:
+        for channel in self.channels:
+            if channel.frames is not None and channel.encoding is not None:
+                channel.frames.put(None)
+                channel.encoding.join()
 
     def _frame(self, channel: _Channel, bag: dict[str, Any]) -> bytes | None:
         try:

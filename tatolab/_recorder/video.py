@@ -36,21 +36,26 @@ class FrameEncoder:
         self.stamps: dict[int, tuple[int, dict[str, Any]]] = {}  # pts -> the frame's time and other keys
         self.last_key_ns: int | None = None
 
-    def encode(self, bag: dict[str, Any]) -> list[dict[str, Any]] | None:
-        """A video bag's frame encoded: its packets' bags (maybe none yet); None when the frame was gone."""
-        import av
-
+    @staticmethod
+    def take(bag: dict[str, Any]) -> Any | None:
+        """A video bag's pixels, copied off its surface (the reading thread's one copy, so the surface
+        goes back at once); None when the frame was gone."""
         try:
             frame = VideoFrame.open(bag)
         except surfaces.SurfaceError:
             return None
         try:
-            size = (frame.width, frame.height)
-            stamp = frame.timestamp_ns
-            # swscale reads the surface's memory and writes the encoder's yuv420p: the one copy
-            picture = av.VideoFrame.from_numpy_buffer(frame.cpu(), format="rgba").reformat(format="yuv420p")
+            return frame.cpu().copy()
         finally:
             frame.release()
+
+    def encode(self, bag: dict[str, Any], pixels: Any) -> list[dict[str, Any]]:
+        """A frame taken (``take``) encoded, on the channel's encoder thread: its packets' bags (maybe none yet)."""
+        import av
+
+        size = (int(pixels.shape[1]), int(pixels.shape[0]))
+        stamp = int(bag.get("timestamp_ns") or 0)
+        picture = av.VideoFrame.from_numpy_buffer(pixels, format="rgba").reformat(format="yuv420p")
         if self.size != size:
             self._open(*size)
             self.last_key_ns = None
