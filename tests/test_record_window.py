@@ -139,3 +139,24 @@ def test_split_by_seconds_and_size_writes_numbered_indexed_files_none_overwritte
     sized = sorted(tmp_path.glob("sized-*.mcap"))
     assert len(sized) >= 2 and all(p.stat().st_size < 200_000 for p in sized)
     assert sum(len(_counts(p)) for p in sized) == 600
+
+
+def test_the_before_ring_is_bounded_by_max_mb_whatever_the_rate(project_venv, runtime, tmp_path):
+    project = make_project(tmp_path / "src", project_venv, {"stream.py": STREAM, "nodes/__init__.py": "",
+                                                            "nodes/counter.py": COUNTER, "nodes/ticks.py": TICKS})
+    runtime.cli("run", "-d", cwd=project, check=True)
+    wait_for(lambda: _written(runtime, "counter", "count") > 0, timeout=60, what="the counter to write")
+    started = runtime.cli("record", "src/counter/count", "--out", str(tmp_path / "small.mcap"), "--before", "60s",
+                          "--after", "1s", "--max-mb", "0.05", "--detach", check=True).stdout
+    rid = started.split()[1].rstrip(":")
+    wait_for(lambda: _recording(runtime).get("ring", {}).get("trimmed_by_size", 0) > 100, timeout=60,
+             what="the ring to drop its oldest for --max-mb")
+    ring = _recording(runtime)["ring"]
+    assert ring["max_bytes"] == 50_000 and ring["bytes"] <= 50_000 and ring["seconds"] < 60
+    runtime.cli("record", "--trigger", rid, check=True)
+    wait_for(lambda: [f["state"] for f in _recording(runtime).get("files", [])] == ["done"], timeout=60,
+             what="the window's file")
+    (file,) = _recording(runtime)["files"]
+    assert file["cut_by_max_mb"] is True  # it says its start is later than --before asked
+    listed = runtime.cli("record", "--stop", rid, check=True).stdout
+    assert "its start was cut by --max-mb" in listed, listed
