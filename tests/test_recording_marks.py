@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from harness import Runtime, make_project, wait_for
+from harness import make_project, wait_for
 
 from tatolab._runtime.stored.recording_marks import CutRecording, RecordingMarks
 
@@ -69,14 +69,9 @@ def test_a_detached_recording_cut_by_kill_9_of_the_runtime_is_listed_after_its_r
     assert runtime.process is not None
     runtime.process.send_signal(signal.SIGKILL)
     runtime.process.wait(timeout=30)
-    restarted = Runtime(runtime.root)
-    restarted.env = runtime.env
-    restarted.start()
-    try:
-        listed = restarted.cli("record", "--list", check=True).stdout
-        assert listed.startswith(f"{rid} ended: recorded "), listed
-        assert str(out) in listed and "ended: cut" in listed
-        log = (runtime.root / "state" / "tatolab" / "runtime.jsonl").read_text()
-        assert f"recording {rid} of src/counter/count to {out} was cut: the runtime ended while it recorded" in log
-    finally:
-        restarted.stop()
+    runtime.start()  # the same state folder, socket and lock: the next runtime (the fixture stops it)
+    listed = runtime.cli("record", "--list", check=True).stdout
+    assert listed.startswith(f"{rid} ended: recorded "), listed
+    assert str(out) in listed and "ended: cut" in listed
+    log = (runtime.root / "state" / "tatolab" / "runtime.jsonl").read_text()
+    assert f"recording {rid} of src/counter/count to {out} was cut: the runtime ended while it recorded" in log
