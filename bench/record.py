@@ -1,6 +1,7 @@
 """What `tatolab record` sustains: 1080p30 frames plus a 1 kHz bag stream into one MCAP file.
 
     .venv/bin/python bench/record.py [--seconds 5] [--runs 3] [--compression none,lz4,zstd] [--size 1920x1080]
+        [--video raw|h264] [--recorders N]
 
 Starts a real tatolabd on temporary paths (bench/_runtime.py) and a stream of TestPatternSource
 at 1920x1080, 30 fps (RGBA, 8.3 MB a frame) beside a Python node writing 1000 small bags a second,
@@ -11,6 +12,10 @@ wait for it: a lapped bag or a reused frame counts as dropped), and the recorder
 the frames in the same window (the reference: what producing the frames costs on this machine), and
 the ticks a Python node reading them (ordered) missed in the same window (the reference reader).
 Medians over ``--runs``. Prints a table, then the whole result as one JSON object.
+
+``--video h264`` has the recorder encode the frames (foxglove.CompressedVideo) instead of writing
+them raw. ``--recorders N`` makes N TestPatternSources and records each with a recorder of its own,
+all at once (the ticks are recorded by the first): the table then has a line per recorder.
 """
 
 from __future__ import annotations
@@ -83,12 +88,13 @@ from nodes.ticker import Count, Ticker
 
 @stream
 def bench(stream_builder: StreamBuilder) -> None:
-    stream_builder.add(TestPatternSource, name="camera", config={"width": WIDTH, "height": HEIGHT, "fps": 30})
+    for i in range(CAMERAS):
+        stream_builder.add(TestPatternSource, name=f"camera{i}", config={"width": WIDTH, "height": HEIGHT, "fps": 30})
     ticker = stream_builder.add(Ticker, name="ticker")
     stream_builder.connect(ticker.output("ticks"), stream_builder.add(Count, name="count").input("ticks"))
 '''
 
-ADDRESSES = ["bench/camera/video", "bench/ticker/ticks"]
+TICKS = "bench/ticker/ticks"
 
 
 def _cpu(process: psutil.Process) -> float:
@@ -101,45 +107,59 @@ def _sink_dropped(graph: dict[str, Any]) -> int:
     return count["inputs"][0]["dropped"]
 
 
-def one_run(client_cls: Any, out: Path, seconds: float, compression: str) -> dict[str, Any]:
+def one_run(client_cls: Any, root: Path, seconds: float, compression: str, video: str,
+            recorders: int) -> list[dict[str, Any]]:
+    """One run: ``recorders`` recordings at once (camera i each; the first also the ticks); a row each."""
     client = client_cls()
     graph = client.request("graph", stream="bench")
     sink_dropped = _sink_dropped(graph)
-    pattern = psutil.Process(next(n["pid"] for n in graph["streams"][0]["nodes"] if n["name"] == "camera"))
-    row = client.request("record_start", addresses=ADDRESSES, out=str(out), seconds=seconds, compression=compression)
-    recorder = psutil.Process(row["pid"])
-    start_wall, start_cpu, start_pattern = time.monotonic(), _cpu(recorder), _cpu(pattern)
-    cpu = pattern_cpu = 0.0
-    wall = 0.0
+    nodes = {n["name"]: n["pid"] for n in graph["streams"][0]["nodes"]}
+    patterns = [psutil.Process(nodes[f"camera{i}"]) for i in range(recorders)]
+    rows = []
+    for i in range(recorders):
+        addresses = [f"bench/camera{i}/video"] + ([TICKS] if i == 0 else [])
+        rows.append(client.request("record_start", addresses=addresses, out=str(root / f"bench-{compression}-{i}.mcap"),
+                                   seconds=seconds, compression=compression, video=video))
+    processes = [psutil.Process(row["pid"]) for row in rows]
+    start_wall = time.monotonic()
+    start_cpu = [_cpu(p) for p in processes]
+    start_pattern = [_cpu(p) for p in patterns]
+    cpu, pattern_cpu, walls = [0.0] * recorders, [0.0] * recorders, [0.0] * recorders
     while True:
-        rows = {r["id"]: r for r in client.request("recordings")}
-        if rows[row["id"]]["state"] == "ended":
+        now = {r["id"]: r for r in client.request("recordings")}
+        if all(now[row["id"]]["state"] == "ended" for row in rows):
             break
-        try:
-            cpu, wall = _cpu(recorder) - start_cpu, time.monotonic() - start_wall
-            pattern_cpu = _cpu(pattern) - start_pattern
-        except psutil.NoSuchProcess:
-            pass
+        for i, process in enumerate(processes):
+            try:
+                cpu[i], walls[i] = _cpu(process) - start_cpu[i], time.monotonic() - start_wall
+                pattern_cpu[i] = _cpu(patterns[i]) - start_pattern[i]
+            except psutil.NoSuchProcess:
+                pass
         time.sleep(0.1)
-    end = rows[row["id"]]
     sink_dropped = _sink_dropped(client.request("graph", stream="bench")) - sink_dropped
-    recorded_s = end["seconds"]
-    frames, ticks = end["channels"][ADDRESSES[0]], end["channels"][ADDRESSES[1]]
-    out.unlink()
-    return {
-        "compression": compression,
-        "seconds": recorded_s,
-        "bags_per_s": end["bags"] / recorded_s,
-        "frames_per_s": frames["bags"] / recorded_s,
-        "ticks_per_s": ticks["bags"] / recorded_s,
-        "mb_per_s_in": (frames["bytes"] + ticks["bytes"]) / recorded_s / 1e6,
-        "mb_per_s_file": end["bytes"] / recorded_s / 1e6,
-        "dropped_frames": frames["dropped"],
-        "dropped_ticks": ticks["dropped"],
-        "sink_dropped_ticks": sink_dropped,  # the reference: a Python node's ordered link, same window
-        "recorder_cpu": cpu / wall if wall else None,
-        "pattern_cpu": pattern_cpu / wall if wall else None,
-    }
+    out = []
+    for i, row in enumerate(rows):
+        end = now[row["id"]]
+        recorded_s = end["seconds"]
+        frames = end["channels"][f"bench/camera{i}/video"]
+        ticks = end["channels"].get(TICKS, {"bags": 0, "bytes": 0, "dropped": 0})
+        Path(end["path"]).unlink()
+        out.append({
+            "compression": compression,
+            "recorder": i,
+            "seconds": recorded_s,
+            "bags_per_s": end["bags"] / recorded_s,
+            "frames_per_s": frames["bags"] / recorded_s,
+            "ticks_per_s": ticks["bags"] / recorded_s,
+            "mb_per_s_in": (frames["bytes"] + ticks["bytes"]) / recorded_s / 1e6,
+            "mb_per_s_file": end["bytes"] / recorded_s / 1e6,
+            "dropped_frames": frames["dropped"],
+            "dropped_ticks": ticks["dropped"],
+            "sink_dropped_ticks": sink_dropped,  # the reference: a Python node's ordered link, same window
+            "recorder_cpu": cpu[i] / walls[i] if walls[i] else None,
+            "pattern_cpu": pattern_cpu[i] / walls[i] if walls[i] else None,
+        })
+    return out
 
 
 def main() -> int:
@@ -148,6 +168,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--compression", default="none,lz4,zstd")
     parser.add_argument("--size", default="1920x1080", help="the frames' WIDTHxHEIGHT (default 1920x1080)")
+    parser.add_argument("--video", choices=("raw", "h264"), default="raw", help="frames written raw or encoded")
+    parser.add_argument("--recorders", type=int, default=1, help="cameras, each recorded by a recorder of its own")
     args = parser.parse_args()
     width, height = (int(n) for n in args.size.split("x"))
     results: dict[str, list[dict[str, Any]]] = {}
@@ -158,7 +180,8 @@ def main() -> int:
         project = root / "project"
         (project / "nodes").mkdir(parents=True)
         (project / ".venv").symlink_to(sys.prefix, target_is_directory=True)
-        (project / "stream.py").write_text(STREAM.replace("WIDTH", str(width)).replace("HEIGHT", str(height)).lstrip())
+        (project / "stream.py").write_text(STREAM.replace("WIDTH", str(width)).replace("HEIGHT", str(height))
+                                           .replace("CAMERAS", str(args.recorders)).lstrip())
         (project / "nodes" / "__init__.py").write_text("")
         (project / "nodes" / "ticker.py").write_text(TICKER.lstrip())
         Client().request("load", project=str(project), mode="kept", env=dict(env))
@@ -171,20 +194,20 @@ def main() -> int:
         time.sleep(1.0)  # past the start-up burst
         for compression in args.compression.split(","):
             for _ in range(args.runs):
-                run = one_run(Client, root / f"bench-{compression}.mcap", args.seconds, compression)
-                results.setdefault(compression, []).append(run)
+                for run in one_run(Client, root, args.seconds, compression, args.video, args.recorders):
+                    results.setdefault(f"{compression} #{run['recorder']}", []).append(run)
     print(f"{'compression':<12}{'bags/s':>9}{'frames/s':>10}{'ticks/s':>9}{'MB/s in':>9}{'MB/s file':>11}"
           f"{'dropped f/t':>13}{'sink dropped':>13}{'recorder CPU':>14}{'pattern CPU':>13}")
     summary = {}
     for compression, runs in results.items():
-        med = {key: statistics.median(r[key] for r in runs) for key in runs[0] if key != "compression"}
+        med = {key: statistics.median(r[key] for r in runs) for key in runs[0] if key not in ("compression", "recorder")}
         summary[compression] = {"median": med, "runs": runs}
         print(f"{compression:<12}{med['bags_per_s']:>9.0f}{med['frames_per_s']:>10.1f}{med['ticks_per_s']:>9.0f}"
               f"{med['mb_per_s_in']:>9.1f}{med['mb_per_s_file']:>11.1f}"
               f"{med['dropped_frames']:>7.0f}/{med['dropped_ticks']:<5.0f}{med['sink_dropped_ticks']:>13.0f}"
               f"{med['recorder_cpu']:>14.2f}"
               f"{med['pattern_cpu']:>13.2f}")
-    print(json.dumps({"size": args.size, "seconds": args.seconds, "runs": args.runs, "cpus": os.cpu_count(),
+    print(json.dumps({"size": args.size, "video": args.video, "recorders": args.recorders, "seconds": args.seconds, "runs": args.runs, "cpus": os.cpu_count(),
                       "load_avg": os.getloadavg(), "results": summary}))
     return 0
 

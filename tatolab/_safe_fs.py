@@ -16,7 +16,7 @@ from pathlib import Path
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
 if TYPE_CHECKING:
-    from typing import Sequence
+    from typing import Callable, Sequence
 
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
@@ -308,7 +308,8 @@ def numbered(name: str, n: int) -> str:
 
 
 def create_new_file(path: Path | str, what: str = "the recording",
-                    fix: str = "Choose a folder of your own (or root's) that no other user can write to.") -> tuple[int, Path]:
+                    fix: str = "Choose a folder of your own (or root's) that no other user can write to.",
+                    names: Callable[[str, int], str] | None = None) -> tuple[int, Path]:
     """Create a file no one else can open (0600) at ``path``, or at the next free name when one is
     there (``<stem>-0001<suffix>``...), never opening or replacing anything that exists: its
     descriptor (write-only) and the path it got.
@@ -316,14 +317,15 @@ def create_new_file(path: Path | str, what: str = "the recording",
     Every recording (``tatolab record``, MCP ``record_start``) is created here: its folder is
     reached by ``open_checked_folder`` (missing folders made 0700), the file made with
     ``O_CREAT|O_EXCL|O_NOFOLLOW`` in that descriptor, so two recordings never share a file and a
-    link or file planted under the name is never written through or over."""
+    link or file planted under the name is never written through or over. ``names(name, n)``, when
+    given, names the nth try instead (numbered files of one recording: ``out-1.mcap``, ``out-2.mcap``...)."""
     path = Path(path)
     if not path.name or path.name in (".", ".."):
         raise UnsafePath(path, "names no file", what, "Give a file's path, like /home/you/recording.mcap.")
     folder, _ = open_checked_folder(path.parent, what, fix)
     try:
         for n in range(MAX_NUMBERED + 1):
-            name = numbered(path.name, n)
+            name = (names or numbered)(path.name, n)
             try:
                 fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                              PRIVATE_FILE_MODE, dir_fd=folder)

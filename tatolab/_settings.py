@@ -124,6 +124,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "the most nodes one stream may have"),
     Setting("TATOLAB_MOQ_PORT", whole(0, 65535), 4443, "a UDP port from 0 to 65535 (0: a free one, chosen at start)",
             "4443", (RUNTIME,), "the MoQ relay's port (TCP too, for the viewer page); `graph` shows the one in use"),
+    Setting("TATOLAB_FOXGLOVE_PORT", whole(0, 65535), 8765, "a TCP port from 0 to 65535 (0: any free one)", "8765",
+            (RUNTIME,), "the port the Foxglove app connects to (`tatolab foxglove`), on loopback"),
     Setting("TATOLAB_MOQ_PUBLIC", addresses, None, "IP addresses, comma-separated (empty: none)",
             "the machine's Tailscale addresses", (RUNTIME,), "where public outputs are also served",
             empty_is_unset=False),

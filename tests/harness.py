@@ -77,6 +77,7 @@ class Runtime:
             # test, or a user's runtime holds: 4443); graph names it (moq_port)
             TATOLAB_MOQ_PORT="0",
             TATOLAB_MOQ_PUBLIC="",  # public outputs on loopback only, whatever tailnet the machine is on
+            TATOLAB_FOXGLOVE_PORT="0",  # its Foxglove server on any free port (a user's runtime may hold 8765)
             PYTHONUNBUFFERED="1",
         )
         self.env.pop("VIRTUAL_ENV", None)

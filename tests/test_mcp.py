@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError as McpError  # noqa: E402
 
 TOOLS = ["list_streams", "graph", "slowest_paths", "tap", "logs", "exchange", "run_stream", "stop_stream", "start_stream",
          "remove_stream", "expose_port", "output_url", "share_output", "list_tokens", "revoke_token", "rotate_token_key",
-         "add_node", "connect", "disconnect", "remove_node", "record_start", "record_stop", "recordings"]
+         "add_node", "connect", "disconnect", "remove_node", "record_start", "record_stop", "record_trigger", "recordings", "foxglove_link"]
 # The docs' text ("The runtime", Manage streams), character for character, for XDG_RUNTIME_DIR=/run/user/1000.
 DOCS_NO_RUNTIME = (
     "error: no runtime is running on this machine: nothing answers at /run/user/1000/streamlib/local-api.sock. "

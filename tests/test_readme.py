@@ -59,7 +59,15 @@ RUN_ELSEWHERE = {
     "tatolab record cam/camera/video cam/detector/motion --out recordings/desk.mcap [--seconds 30] [--bags 1000]":
         "placeholders; test_record.py records two outputs of a running stream with --seconds",
     "tatolab record ADDRESS... --out FILE.mcap --detach": "placeholders; test_record.py runs it",
+    "tatolab record ADDRESS... --out FILE.mcap --video raw": "placeholders; test_record_video.py runs it",
+    "tatolab record ADDRESS... --out incident.mcap --before 30s --after 10s --on TRIGGER_ADDRESS [--when 'EXPR'] "
+    "[--max-mb 512]": "placeholders; test_record_window.py runs it with a trigger output and --when",
+    "tatolab record --trigger rec-3": "an id of a recording of one's own; test_record_window.py triggers one",
+    "tatolab record ADDRESS... --out day.mcap --split-mb 1024 --split-seconds 10m":
+        "placeholders; test_record_window.py splits by seconds and by size",
     "tatolab record --list": "test_record.py runs it beside a recording left in the runtime",
+    "tatolab foxglove [ADDRESS...]": "placeholders; test_foxglove.py runs it with an address and connects",
+    "tatolab foxglove --play rec.mcap": "a recording of one's own; test_foxglove.py plays one and seeks in it",
     "tatolab record --stop rec-2": "an id of a recording of one's own; test_record.py stops one by its id",
     "tatolabd": "the walk's runtime is this very command, started on temporary paths (tests/harness.py)",
     "tatolab node add STREAM NAME CLASS [--config JSON]": "placeholders; test_live_changes.py runs it",

@@ -89,15 +89,16 @@ def test_a_full_disk_stops_the_file_at_its_last_whole_record(tmp_path, monkeypat
     path = tmp_path / "full.mcap"
     f = McapFile(path, chunk_seconds=0)
     channel = f.channel("s/counter/count", "json", BAGS[:1])
-    real_write, room = os.write, [6_000]
+    real_write, room = os.pwritev, [6_000]
 
-    def write(fd: int, data) -> int:
-        if fd == f._out.fd and len(data) > room[0]:
+    def write(fd: int, buffers, offset: int) -> int:  # the file's one way of writing (a chunk and its end)
+        size = sum(len(b) for b in buffers)
+        if fd == f._out.fd and size > room[0]:
             raise OSError(errno.ENOSPC, "No space left on device")
-        room[0] -= len(data) if fd == f._out.fd else 0
-        return real_write(fd, data)
+        room[0] -= size if fd == f._out.fd else 0
+        return real_write(fd, buffers, offset)
 
-    monkeypatch.setattr(mcap_file.os, "write", write)
+    monkeypatch.setattr(mcap_file.os, "pwritev", write)
     written = 0
     with pytest.raises(DiskFull):
         for i, bag in enumerate(BAGS * 10):
@@ -253,18 +254,18 @@ def test_a_full_disk_before_the_first_chunk_says_the_file_holds_no_message(tmp_p
     path = tmp_path / "full.mcap"
     f = McapFile(path, chunk_seconds=0)
     channel = f.channel("s/counter/count", "json", BAGS[:1])
-    real_write, room = os.write, [100]
+    real_write, room = os.pwritev, [40]  # after the header: a part of the first chunk, then no more
 
-    def write(fd: int, data) -> int:  # as a full disk does: a short write, then ENOSPC
+    def write(fd: int, buffers, offset: int) -> int:  # as a full disk does: a short write, then ENOSPC
         if fd != f._out.fd:
-            return real_write(fd, data)
-        n = min(len(data), room[0])
+            return real_write(fd, buffers, offset)
+        n = min(sum(len(b) for b in buffers), room[0])
         if n == 0:
             raise OSError(errno.ENOSPC, "No space left on device")
         room[0] -= n
-        return real_write(fd, bytes(memoryview(data)[:n]))
+        return os.pwrite(fd, b"".join(bytes(b) for b in buffers)[:n], offset)
 
-    monkeypatch.setattr(mcap_file.os, "write", write)
+    monkeypatch.setattr(mcap_file.os, "pwritev", write)
     with pytest.raises(DiskFull):
         for i, bag in enumerate(BAGS * 100):
             f.add(channel, 1_000 + i, 1_000 + i, formats.encode_json(bag), i)

@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from harness import Runtime, make_project, wait_for
+from harness import make_project, wait_for
 
 from tatolab._runtime.stored.recording_marks import CutRecording, RecordingMarks
 
@@ -69,14 +69,35 @@ def test_a_detached_recording_cut_by_kill_9_of_the_runtime_is_listed_after_its_r
     assert runtime.process is not None
     runtime.process.send_signal(signal.SIGKILL)
     runtime.process.wait(timeout=30)
-    restarted = Runtime(runtime.root)
-    restarted.env = runtime.env
-    restarted.start()
-    try:
-        listed = restarted.cli("record", "--list", check=True).stdout
-        assert listed.startswith(f"{rid} ended: recorded "), listed
-        assert str(out) in listed and "ended: cut" in listed
-        log = (runtime.root / "state" / "tatolab" / "runtime.jsonl").read_text()
-        assert f"recording {rid} of src/counter/count to {out} was cut: the runtime ended while it recorded" in log
-    finally:
-        restarted.stop()
+    runtime.start()  # the same state folder, socket and lock: the next runtime (the fixture stops it)
+    listed = runtime.cli("record", "--list", check=True).stdout
+    assert listed.startswith(f"{rid} ended: recorded "), listed
+    assert str(out) in listed and "ended: cut" in listed
+    log = (runtime.root / "state" / "tatolab" / "runtime.jsonl").read_text()
+    assert f"recording {rid} of src/counter/count to {out} was cut: the runtime ended while it recorded" in log
+
+
+def test_a_cut_split_recording_is_listed_with_each_numbered_file_and_where_a_reader_stops(tmp_path):
+    from tatolab._cli.record import cut_lines
+    from tatolab._recorder import formats
+    from tatolab._recorder.file import McapFile
+
+    out = tmp_path / "day.mcap"
+    marks = RecordingMarks(tmp_path)
+    marks.add("rec-7", str(out), ["src/counter/count"])
+    files = []
+    for number, n in ((1, 3), (2, 2)):
+        f = McapFile(tmp_path / f"day-{number}.mcap", chunk_seconds=0)  # a chunk per message
+        channel = f.channel("src/counter/count", "json", [{"n": 0}])
+        for i in range(n):
+            f.add(channel, 1_000_000_000 + i, 1_000_000_000 + i, formats.encode_json({"n": i}), i)
+        os.close(f._out.fd)  # killed: never finished
+        files.append(str(f.path))
+    marks.files("rec-7", files)
+    [left] = RecordingMarks(tmp_path).left_behind()
+    row = CutRecording(left).row()
+    assert [(c["path"], c["messages"], c["chunks"], c["indexed"]) for c in row["cut"]] == [
+        (files[0], 3, 3, False), (files[1], 2, 2, False)]
+    assert row["bags"] == 5 and row["earlier_run"] is True
+    lines = cut_lines(row)
+    assert lines[0].startswith(f"{files[0]}: cut; readable as it is up to ") and "(3 messages in 3 whole chunks" in lines[0]

@@ -101,3 +101,22 @@ def test_dotdot_and_the_users_own_links_are_followed_and_a_path_through_a_file_r
     (tmp_path / "mine").symlink_to(tmp_path / "a")
     assert _recording(tmp_path / "mine" / "rec.mcap") == tmp_path / "mine" / "rec.mcap"
     assert (tmp_path / "a" / "rec.mcap").exists()
+
+
+def test_numbered_files_of_a_split_or_window_pass_over_a_file_or_link_there(tmp_path: Path):
+    """``out-1.mcap``...: each made by create_new_file (O_EXCL), so a name taken, by a file or a link
+    planted there, is passed over for the next number, never opened or written through."""
+    from tatolab._recorder.window import numbered
+
+    target = tmp_path / "target"
+    target.write_text("keep")
+    (tmp_path / "out-1.mcap").write_text("an earlier file")
+    (tmp_path / "out-2.mcap").symlink_to(target)
+    made = numbered(tmp_path / "out.mcap", 1, "zstd")
+    made.finish()
+    assert made.path == tmp_path / "out-3.mcap"
+    assert stat.S_IMODE(os.stat(made.path).st_mode) == 0o600
+    assert (tmp_path / "out-1.mcap").read_text() == "an earlier file" and target.read_text() == "keep"
+    fourth = numbered(tmp_path / "out.mcap", 4, "zstd")
+    fourth.finish()
+    assert fourth.path == tmp_path / "out-4.mcap"

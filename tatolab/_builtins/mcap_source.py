@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 from tatolab._builtins.ending import end_node
 from tatolab._links import ring
+from tatolab._recorder.compressed import Decoder
 from tatolab._recorder.reading import Channel, Recording, bag_of
 from tatolab._sdk import builtins as described
 from tatolab._sdk.builtins import McapSourceConfig, implements
@@ -63,6 +64,7 @@ class McapSource(described.McapSource):
         self.stopping = threading.Event()
         self.thread: threading.Thread | None = None
         self.sent = self.dropped = 0
+        self.decoder: Decoder | None = None  # a CompressedVideo channel's: its packets back to frames
 
     def setup(self, ctx: Any) -> None:
         config = self.config
@@ -99,7 +101,26 @@ class McapSource(described.McapSource):
 
     def _messages(self, start: int, end: int) -> Iterator[tuple[int, bytes]]:
         assert self.recording is not None and self.channel is not None
-        return self.recording.messages(self.channel, start, end)
+        if self.channel.kind != "compressed":
+            return self.recording.messages(self.channel, start, end)
+        return self._from_keyframe(start, end)
+
+    def _from_keyframe(self, start: int, end: int) -> Iterator[tuple[int, bytes]]:
+        """A CompressedVideo channel from ``start``: decoding begins at the keyframe before it (the
+        packets between only decoded, not sent), so the first frame sent is whole."""
+        assert self.recording is not None and self.channel is not None
+        self.decoder = None  # each pass decodes afresh from its keyframe
+        key = self.recording.keyframe_before(self.channel, start)
+        for log_time, data in self.recording.messages(self.channel, start if key is None else key, end):
+            if log_time < start:
+                self._pictures(bag_of(self.channel, data)[0])
+                continue
+            yield log_time, data
+
+    def _pictures(self, packet: dict[str, Any]) -> list[Any]:
+        if self.decoder is None:
+            self.decoder = Decoder(packet["codec"])
+        return self.decoder.decode(packet)
 
     def _play(self, ctx: Any) -> None:
         speed = self.config.speed
@@ -143,10 +164,21 @@ class McapSource(described.McapSource):
     def _send(self, ctx: Any, data: bytes) -> None:
         assert self.channel is not None
         bag, pixels = bag_of(self.channel, data)
+        if self.channel.kind == "compressed":  # each picture the packet completes, as a frame
+            keys = {k: v for k, v in bag.items() if k not in ("codec", "data", "extradata", "keyframe", "encoder",
+                                                             "width", "height", "duration_ns")}
+            for picture in self._pictures(bag):
+                height, width = picture.shape[:2]
+                self._send_frame(ctx, {**keys, "width": width, "height": height, "format": "rgba8"},
+                                 picture.reshape(-1).data)
+            return
         if pixels is None:
             ctx.outputs.write("bags", bag)
             self.sent += 1
             return
+        self._send_frame(ctx, bag, pixels)
+
+    def _send_frame(self, ctx: Any, bag: dict[str, Any], pixels: Any) -> None:
         frame = None
         for _ in range(50 if self.config.speed == 0 else 1):
             try:

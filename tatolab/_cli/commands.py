@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "top": ("top", "watch every node's CPU, memory, bag rates and bag ages, and the slowest paths, refreshed every second"),
     "exchange": ("exchange", 'save the frames a video output carries as PNGs, with no window needed'),
     "record": ("record", 'record outputs into an MCAP file (Foxglove opens it)'),
+    "foxglove": ("foxglove", 'print the link that opens the exposed outputs in the Foxglove app, live; --play FILE.mcap'),
     "start": ("kept", 'load a stopped kept stream again, or retry a failed one'),
     "rm": ("kept", 'stop a kept stream and forget it'),
     "expose": ("expose", 'change who may read an output: <stream>/<node>/<port>'),

@@ -87,7 +87,9 @@ TOOLS: tuple[Tool, ...] = (
               "an existing file is never overwritten (the answer's ``path`` is the name it got). It records "
               "until `record_stop` (or ``seconds``/``bags``); `graph` and `list_streams` show it meanwhile."),
     Tool("record_stop", "record_stop", "manage"),
+    Tool("record_trigger", "record_trigger", "manage"),
     Tool("recordings", "recordings", "observe"),
+    Tool("foxglove_link", "foxglove", "observe"),
 )
 
 BY_NAME = {tool.name: tool for tool in TOOLS}

@@ -1,10 +1,13 @@
 """An MCAP file being written by the ``mcap`` library, made to survive its writer.
 
-Chunks are closed at least every ``chunk_seconds`` (the library closes them by size), so a
-recorder killed with ``kill -9`` leaves every message up to its last second or so in whole
-chunks a reader recovers. Writes go straight to the file descriptor (no buffer to lose), and a
-full disk (or a file size limit) truncates the file back to its last whole record and raises
-``DiskFull``: the file stays readable up to there.
+Chunks are closed at least every ``chunk_seconds`` (the library closes them by size), and each
+is written, in one ``pwritev``, followed by a provisional end: a DataEnd and a Footer saying "no
+summary" and the closing magic. The next chunk is written over that end, with its own. So at any
+moment the file is a whole MCAP file, unindexed: a recorder (or ``tatolabd``) killed with
+``kill -9`` leaves a file the ``mcap`` library's ``make_reader`` and Foxglove open as it is (they
+read it through from the start), with every message up to its last second or so, and nothing to
+repair. A clean end writes the summary and index over the provisional end. A full disk (or a file
+size limit) truncates the file back to its last whole end and raises ``DiskFull``.
 """
 
 from __future__ import annotations
@@ -12,21 +15,25 @@ from __future__ import annotations
 import errno
 import json
 import os
+import struct
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from mcap.writer import CompressionType, Writer
 
 from tatolab import __version__
-from tatolab._recorder import formats
+from tatolab._recorder import compressed, formats
+from tatolab._recorder.chunks import ChunkWriter
 from tatolab._safe_fs import create_new_file
 
-COMPRESSIONS = {"zstd": CompressionType.ZSTD, "lz4": CompressionType.LZ4, "none": CompressionType.NONE}
+COMPRESSIONS = ("zstd", "lz4", "none")
 PROFILE = ""  # no ROS profile: the channels say their own encodings
 CHUNK_BYTES = 4 << 20
 CHUNK_SECONDS = 1.0
 _FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+# DataEnd (op 0x0F: a zero data CRC), Footer (op 0x02: summary start 0 = none, offsets 0, CRC 0), magic
+PROVISIONAL_END = (struct.pack("<BQI", 0x0F, 4, 0) + struct.pack("<BQQQI", 0x02, 20, 0, 0, 0)
+                   + b"\x89MCAP0\r\n")
 
 
 class DiskFull(OSError):
@@ -34,76 +41,107 @@ class DiskFull(OSError):
 
 
 class _Out:
-    """What the writer writes to: the descriptor itself, and where it is."""
+    """What the writer writes to: its records are held (not copied: the library hands over bytes it
+    does not touch again) until ``commit`` writes them at once, with the provisional end after them."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
-        self.offset = 0
+        self.offset = 0  # where the writer is (its records, held ones included)
+        self.written = 0  # the end of what is on disk (the provisional end after it)
+        self.tail = 0  # the bytes of the provisional end after ``written`` (0 once the summary is written)
+        self.pending: list[bytes | memoryview] = []
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
-        view = memoryview(data).cast("B")
-        done = 0
-        while done < len(view):
-            try:
-                done += os.write(self.fd, view[done:])
-            except OSError as exc:
-                self.offset += done
-                if exc.errno in _FULL:
-                    raise DiskFull(exc.errno, f"{os.strerror(exc.errno)}") from None
-                raise
-        self.offset += done
-        return done
+        held = data if isinstance(data, bytes) else bytes(data)
+        self.pending.append(held)
+        self.offset += len(held)
+        return len(held)
 
     def tell(self) -> int:
         return self.offset
 
     def flush(self) -> None:
-        return None
+        self.commit(PROVISIONAL_END)
+
+    def commit(self, end: bytes) -> None:
+        """The held records, then ``end``, written at the end of what is on disk, in one call."""
+        if not self.pending and not end:
+            return
+        buffers = [memoryview(b).cast("B") for b in (*self.pending, end) if len(b)]
+        at, total = self.written, sum(len(b) for b in buffers)
+        done = 0
+        while done < total:
+            try:
+                done += os.pwritev(self.fd, _rest(buffers, done), at + done)
+            except OSError as exc:
+                if exc.errno in _FULL:
+                    raise DiskFull(exc.errno, f"{os.strerror(exc.errno)}") from None
+                raise
+        self.pending = []
+        self.written = self.offset
+        self.tail = len(end)
 
 
-def create(path: Path) -> tuple[int, Path]:
-    """A new file (0600) at ``path`` or its next free name, never through a link nor over a file
-    (``_safe_fs.create_new_file``, which every recording path calls): its descriptor and path."""
-    return create_new_file(path, "the recording")
+def _rest(buffers: list[memoryview], skip: int) -> list[memoryview]:
+    """``buffers`` less their first ``skip`` bytes (after a short write)."""
+    out = []
+    for buffer in buffers:
+        if skip >= len(buffer):
+            skip -= len(buffer)
+            continue
+        out.append(buffer[skip:])
+        skip = 0
+    return out
+
+
+def create(path: Path, names: Callable[[str, int], str] | None = None) -> tuple[int, Path]:
+    """A new file (0600) at ``path`` or its next free name (``names``: the numbered files' own),
+    never through a link nor over a file (``_safe_fs.create_new_file``, which every recording path
+    calls): its descriptor and path."""
+    return create_new_file(path, "the recording", names=names)
 
 
 class McapFile:
     """One recording: a channel per address, messages added with their ring times."""
 
     def __init__(self, path: Path, *, compression: str = "zstd", chunk_seconds: float = CHUNK_SECONDS,
-                 chunk_bytes: int = CHUNK_BYTES) -> None:
-        fd, self.path = create(path)  # the path it got: ``path``, or its next free name
+                 chunk_bytes: int = CHUNK_BYTES, names: Callable[[str, int], str] | None = None) -> None:
+        fd, self.path = create(path, names)  # the path it got: ``path``, or its next free name
         self._out = _Out(fd)
-        self._good = 0  # the end of the last whole record written
         self._chunk_seconds = chunk_seconds
         self._last_chunk = time.monotonic()
-        # _Out does what the writer asks of a stream: write and tell
-        self.writer = Writer(self._out, chunk_size=chunk_bytes,  # type: ignore[arg-type]
-                             compression=COMPRESSIONS[compression])
+        self.writer = ChunkWriter(self._out, chunk_bytes, compression)  # one copy of a message, not four
         self.closed = False
         self.chunks_on_disk = 0  # chunks written whole: none means no message can be read back
         self._guarded(self.writer.start, PROFILE, f"tatolab {__version__}")
+        self._guarded(self._out.flush)  # a whole, empty MCAP file from the start
         self._schemas: dict[str, int] = {}
 
     @property
     def size(self) -> int:
-        return self._out.offset
+        """The file's size: what is on disk, with its provisional end when it has one."""
+        return self._out.written + self._out.tail
 
     def _guarded(self, call: Any, *args: Any) -> Any:
         try:
             result = call(*args)
-        except DiskFull:
-            os.ftruncate(self._out.fd, self._good)
-            self._out.offset = self._good  # what the file holds now: the part written before the disk filled is gone
+        except DiskFull:  # cut back to the last whole chunk, and its provisional end again
+            os.ftruncate(self._out.fd, self._out.written)
+            self._out.tail = 0
+            try:
+                os.pwrite(self._out.fd, PROVISIONAL_END, self._out.written)
+                self._out.tail = len(PROVISIONAL_END)
+            except OSError:
+                os.ftruncate(self._out.fd, self._out.written)  # not even that fits: readers still read it
+                # through, up to the last whole chunk
             self._close_fd()
             raise
-        self._good = self._out.offset
         return result
 
     def channel(self, address: str, kind: str, first_bags: list[Any]) -> int:
         """A channel named by ``address`` for bags of ``kind`` (formats.kind_of)."""
-        if kind in ("video", "audio"):
-            name, data = formats.protobuf_schema(kind)
+        if kind in ("video", "audio", "compressed"):
+            name, data = compressed.schema() if kind == "compressed" else formats.protobuf_schema(kind)
             if name not in self._schemas:
                 self._schemas[name] = self._guarded(self.writer.register_schema, name, "protobuf", data)
             schema_id, encoding = self._schemas[name], "protobuf"
@@ -115,13 +153,15 @@ class McapFile:
         return self._guarded(self.writer.register_channel, address, encoding, schema_id, {"tatolab.kind": kind})
 
     def add(self, channel_id: int, log_time: int, publish_time: int, data: bytes, sequence: int) -> None:
-        before = self._good
+        before = self._out.written
         self._guarded(self.writer.add_message, channel_id, log_time, data, publish_time, sequence & 0xFFFFFFFF)
         now = time.monotonic()
         if now - self._last_chunk >= self._chunk_seconds:
             self._last_chunk = now
-            self._guarded(self.writer.flush)
-        if self._good > before:
+            self._guarded(self.writer.flush)  # the chunk, then the provisional end (_Out.flush)
+        elif self._out.pending:
+            self._guarded(self._out.flush)  # the library closed a chunk by its size: written now
+        if self._out.written > before:
             self.chunks_on_disk += 1  # a chunk (of messages) reached the file whole
 
     def finish(self) -> None:
@@ -129,6 +169,8 @@ class McapFile:
         if self.closed:
             return
         self._guarded(self.writer.finish)
+        self._guarded(self._out.commit, b"")  # the summary and footer over the provisional end
+        os.ftruncate(self._out.fd, self._out.written)
         self._close_fd()
 
     def _close_fd(self) -> None:

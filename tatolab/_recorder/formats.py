@@ -66,14 +66,14 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
-def _extra_field(extra: dict[str, Any]) -> bytes:
+def extra_field(extra: dict[str, Any]) -> bytes:
     if not extra:
         return b""
     packed = _msgpack_encode(extra)
     return _EXTRA_TAG + _varint(len(packed)) + packed
 
 
-def _extra_of(message: Any) -> dict[str, Any]:
+def extra_of(message: Any) -> dict[str, Any]:
     for field in UnknownFieldSet(message):
         if field.field_number == EXTRA_FIELD and field.wire_type == 2:
             return _msgpack_decode(field.data)
@@ -98,7 +98,7 @@ def encode_video(bag: dict[str, Any], pixels: Any, frame_id: str) -> bytes:
                      step=len(pixels) // max(1, height))
     _stamp(image, bag.get("timestamp_ns") or 0)
     head = image.SerializeToString() + _DATA_TAG + _varint(len(pixels))
-    extra = _extra_field({k: v for k, v in bag.items() if k not in VIDEO_KEYS})
+    extra = extra_field({k: v for k, v in bag.items() if k not in VIDEO_KEYS})
     return b"".join((head, pixels, extra))
 
 
@@ -108,7 +108,7 @@ def decode_video(data: bytes) -> tuple[dict[str, Any], bytes]:
         image = RawImage.FromString(data)
     except DecodeError as exc:
         raise NotRecorded(f"not a foxglove.RawImage message: {exc}") from None
-    bag = {**_extra_of(image), "width": image.width, "height": image.height, "format": image.encoding,
+    bag = {**extra_of(image), "width": image.width, "height": image.height, "format": image.encoding,
            "timestamp_ns": image.timestamp.seconds * 1_000_000_000 + image.timestamp.nanos}
     return bag, image.data
 
@@ -117,7 +117,7 @@ def encode_audio(bag: dict[str, Any]) -> bytes:
     block = RawAudio(data=bytes(bag["samples"]), format=f"pcm-{bag['format']}", sample_rate=int(bag["sample_rate"]),
                      number_of_channels=int(bag["channels"]))
     _stamp(block, bag.get("first_sample_timestamp_ns") or 0)
-    return block.SerializeToString() + _extra_field({k: v for k, v in bag.items() if k not in AUDIO_KEYS})
+    return block.SerializeToString() + extra_field({k: v for k, v in bag.items() if k not in AUDIO_KEYS})
 
 
 def decode_audio(data: bytes) -> dict[str, Any]:
@@ -129,7 +129,7 @@ def decode_audio(data: bytes) -> dict[str, Any]:
     if fmt not in SAMPLE_BYTES:
         raise NotRecorded(f"audio format {block.format!r}; McapSource replays pcm-s16 and pcm-f32")
     channels = max(1, block.number_of_channels)
-    return {**_extra_of(block), "samples": block.data, "sample_rate": block.sample_rate, "channels": channels,
+    return {**extra_of(block), "samples": block.data, "sample_rate": block.sample_rate, "channels": channels,
             "format": fmt, "frames": len(block.data) // (SAMPLE_BYTES[fmt] * channels),
             "first_sample_timestamp_ns": block.timestamp.seconds * 1_000_000_000 + block.timestamp.nanos}
 

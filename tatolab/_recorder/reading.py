@@ -10,21 +10,25 @@ log-time order).
 from __future__ import annotations
 
 import json
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 from tatolab._errors import CannotRun
-from tatolab._recorder import formats
+from tatolab._recorder import compressed, formats
 from tatolab._recorder.bounded import (
     BUDGET_BYTES, MAGIC, OP_CHANNEL, OP_CHUNK, OP_MESSAGE, OP_SCHEMA, OP_STATISTICS, SUMMARY_BUDGET_BYTES,
     BoundedReader, BoundError, ChannelRecord, Schema, Statistics, _Body, _MESSAGE, channel_of, mb, schema_of,
     statistics_of,
 )
 
-__all__ = ["BUDGET_BYTES", "Channel", "Recording", "RecordingError", "bag_of"]
+__all__ = ["BUDGET_BYTES", "Channel", "Recording", "RecordingError", "bag_of", "cut_point"]
 
 _DATA = frozenset({OP_SCHEMA, OP_CHANNEL, OP_MESSAGE, OP_CHUNK})
+_OP_MESSAGE_INDEX = 0x07
+_INDEX_HEAD = struct.Struct("<HI")  # a MessageIndex: channel id, then its (log time, offset) pairs' byte length
+_INDEX_ENTRY = struct.Struct("<QQ")
 
 
 class RecordingError(CannotRun, ValueError):
@@ -35,7 +39,7 @@ class RecordingError(CannotRun, ValueError):
 @dataclass
 class Channel:
     topic: str
-    kind: str  # video, audio or json
+    kind: str  # video, audio, json, or compressed (foxglove.CompressedVideo: decoded by McapSource)
     schema: dict[str, Any]  # a JSON channel's schema ({} for the others)
     count: int | None  # messages, when the file is indexed
 
@@ -45,6 +49,8 @@ def _kind(message_encoding: str, schema_name: str) -> str:
         return "video"
     if message_encoding == "protobuf" and schema_name == "foxglove.RawAudio":
         return "audio"
+    if message_encoding == "protobuf" and schema_name == compressed.SCHEMA:
+        return "compressed"
     if message_encoding == "json":
         return "json"
     raise RecordingError(f"{message_encoding} messages of schema {schema_name or 'none'}")
@@ -197,6 +203,15 @@ class Recording:
         except BoundError as exc:
             raise RecordingError(str(exc)) from None
 
+    def keyframe_before(self, channel: Channel, at_ns: int) -> int | None:
+        """The log time of the channel's last keyframe at or before ``at_ns`` (a CompressedVideo
+        channel): where decoding starts for a replay from ``at_ns``. None: none before it."""
+        found = None
+        for log_time, data in self.messages(channel, None, at_ns):
+            if compressed.keyframe_of(data):
+                found = log_time
+        return found
+
     def close(self) -> None:
         self._file.close()
 
@@ -207,4 +222,38 @@ def bag_of(channel: Channel, data: bytes) -> tuple[dict[str, Any], bytes | None]
         return formats.decode_video(data)
     if channel.kind == "audio":
         return formats.decode_audio(data), None
+    if channel.kind == "compressed":
+        return compressed.decode(data), None
     return formats.decode_json(data, channel.schema), None
+
+
+def cut_point(path: Path) -> dict[str, Any]:
+    """Where a recording that was never finished ends for a reader: its whole chunks (counted, not
+    read), their messages and the first and last message's times (from the chunks' message indexes,
+    read through ``bounded.py``); ``indexed`` when it was finished after all. For `tatolab record
+    --list` after a crash."""
+    found: dict[str, Any] = {"path": str(path), "indexed": False, "chunks": 0, "messages": 0, "first_ns": None,
+                             "last_ns": None, "bytes": 0}
+    try:
+        with open(path, "rb") as file:
+            reader = BoundedReader(file, str(path))
+            found["bytes"] = reader.size
+            if file.read(len(MAGIC)) != MAGIC:
+                return found
+            found["indexed"] = reader.footer() is not None
+            for opcode, _, body in reader.records(len(MAGIC), None, frozenset({_OP_MESSAGE_INDEX})):
+                if opcode == OP_CHUNK:
+                    found["chunks"] += 1
+                elif opcode == _OP_MESSAGE_INDEX and body is not None:
+                    _, length = _INDEX_HEAD.unpack_from(body)
+                    times = [t for t, _ in _INDEX_ENTRY.iter_unpack(body[_INDEX_HEAD.size:_INDEX_HEAD.size + length])]
+                    if times:
+                        found["messages"] += len(times)
+                        first = found["first_ns"]
+                        found["first_ns"] = min(times) if first is None else min(first, min(times))
+                        found["last_ns"] = max(found["last_ns"] or 0, max(times))
+    except FileNotFoundError:
+        found["missing"] = True
+    except (BoundError, ValueError, OSError, struct.error):
+        pass  # the end of what was written before it was cut
+    return found

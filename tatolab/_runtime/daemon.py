@@ -25,6 +25,7 @@ from tatolab._runtime.processes.starter import WarmStarter
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.relay.config import ConfigError
 from tatolab._runtime.relay.relay import Relay
+from tatolab._runtime.foxglove.service import Foxglove
 from tatolab._runtime.stored.lock import MachineLock, RuntimeAlreadyRunning
 from tatolab._runtime.stored.logs import RotatingJsonl
 from tatolab._runtime.server import ControlServer
@@ -114,6 +115,7 @@ async def serve(lock: MachineLock) -> None:
         runtime.use_relay(Relay(state, say, machine_name()))
     except ConfigError as exc:  # a refused start: before the marker says this run is running
         raise SystemExit(f"error: {exc}") from None
+    runtime.foxglove = Foxglove(runtime.starter, say, settings.value("TATOLAB_FOXGLOVE_PORT"))
     server = ControlServer(runtime, say)
     # the two-crash rule, from the marker the previous run left; after every refusal above, so a
     # start refused for a setting never leaves a marker the next start takes for a crash

@@ -119,6 +119,7 @@ class Runtime:
         self.relay: Relay | None = None  # the MoQ relay serving exposed outputs (tatolabd sets it: use_relay)
         self.line = Line()  # loads compiled and started at once; the others wait in it (line.py)
         self.recordings: dict[str, Any] = {}  # id -> recordings.Recording (ops/record.py)
+        self.foxglove: Any = None  # the Foxglove server's side here (foxglove/service.py; tatolabd sets it)
         self.recording_marks = RecordingMarks(self.kept.state)  # those in progress, for the next runtime
 
     def recall_cut_recordings(self) -> None:
@@ -412,6 +413,8 @@ class Runtime:
         rewire(self.streams, self.kept.rows(set(self.streams)), machine_name())
         if self.relay is not None:
             self.relay.sync(wanted(self.streams, machine_name()), wanted_pulls(self.streams))
+        if self.foxglove is not None:
+            self.foxglove.sync(wanted(self.streams, machine_name()))
 
     def list_streams(self) -> list[dict[str, Any]]:
         """Loaded streams, then kept ones not loaded now (stopped, failed with a reason, or about to load)."""
@@ -485,6 +488,8 @@ class Runtime:
         from tatolab._runtime.lifecycle.recordings import stop_all
 
         await stop_all(self.recordings)  # each file finished and indexed before its streams go
+        if self.foxglove is not None:
+            await self.foxglove.close()  # it gives its reader records back before the rings go
         async with self._load_lock:  # a load or replace in progress finishes first, then is unloaded
             streams = list(self.streams.values())
         await asyncio.gather(

@@ -57,6 +57,8 @@ class Recording:
     why: str | None = None  # why the runtime stopped it, when not asked to (its streams stopped)
     asked: str = ""  # the path asked for (``path`` is the next free name when that was taken)
     on_end: Callable[[], None] | None = None  # told once it has ended (its mark for the next runtime goes)
+    on_files: Callable[[list[str]], None] | None = None  # told the numbered files it has opened (its mark)
+    trigger: Reading | None = None  # --on: the output whose bags trigger its windows (read, not recorded)
 
     @property
     def addresses(self) -> list[str]:
@@ -75,7 +77,7 @@ class Recording:
                "dropped": sum(c["dropped"] for c in channels.values())}
         if self.asked and self.asked != self.path:
             row["asked"] = self.asked
-        for key in ("reason", "indexed", "readable", "error"):
+        for key in ("reason", "indexed", "readable", "error", "ring", "files", "cut"):
             if key in last:
                 row[key] = last[key]
         if row.get("reason") == "stopped" and self.why:
@@ -114,7 +116,7 @@ def _check_confined(path: Path, projects: list[Path]) -> None:
 
 async def start(streams: dict[str, LoadedStream], starter: ProcessStarter, recordings: dict[str, Recording],
                 addresses: list[str], out: str, options: dict[str, Any],
-                find: Any, confined: bool = False) -> Recording:
+                find: Any, confined: bool = False, trigger: str | None = None) -> Recording:
     """Claim a reader on every output (refusing, before any file is made, an address that names
     none), start the recorder and wait until it has the file open (made by ``_safe_fs.create_new_file``).
 
@@ -126,6 +128,7 @@ async def start(streams: dict[str, LoadedStream], starter: ProcessStarter, recor
         raise ControlError("an address is given twice; each output is recorded once", code="bad_arguments")
     path = _check_path(out)
     found = [find(address) for address in addresses]  # raises ControlError naming the address
+    on = find(trigger) if trigger is not None else None
     if confined:
         _check_confined(path, [stream.project for stream, _, _ in found])
     recording = Recording(id=f"rec-{next(_ids)}", path=str(path), readings=[], options=options, asked=str(path))
@@ -136,8 +139,17 @@ async def start(streams: dict[str, LoadedStream], starter: ProcessStarter, recor
             except RingError as exc:
                 raise ControlError(f"cannot record {name}: {exc}") from None
             recording.readings.append(Reading(name, stream, ring, index))
+        if on is not None:
+            stream, ring, name = on
+            try:
+                recording.trigger = Reading(name, stream, ring, claim_reader(ring))
+            except RingError as exc:
+                raise ControlError(f"cannot read the trigger {name}: {exc}") from None
         spec = {"path": str(path), "pool": paths.surface_pool(), **options,
-                "sources": [{"address": r.address, "base": r.out.base, "reader": r.index} for r in recording.readings]}
+                "sources": [{"address": r.address, "base": r.out.base, "reader": r.index} for r in recording.readings],
+                "trigger": None if recording.trigger is None else {
+                    "address": recording.trigger.address, "base": recording.trigger.out.base,
+                    "reader": recording.trigger.index}}
         # (cwd: never the recording's folder, which is only reached through the checks of _safe_fs)
         recording.process = await starter.start(Path(sys.executable), "tatolab._recorder", [], cwd=Path("/"),
                                                 env=dict(os.environ))
@@ -189,6 +201,8 @@ async def _follow(recording: Recording) -> None:
                 async with recording.updates:
                     recording.last = {k: v for k, v in event.items() if k != "event"}
                     recording.updates.notify_all()
+                if recording.on_files is not None and recording.last.get("files"):
+                    recording.on_files([f["path"] for f in recording.last["files"]])
         await recording.process.wait()
     finally:
         if "reason" not in recording.last:  # it ended without saying so (killed): the file ends at its last chunk
@@ -214,9 +228,15 @@ async def _end(recording: Recording) -> None:
     if recording.process is not None and recording.process.returncode is None:
         recording.process.kill()
         await recording.process.wait()
-    for reading in recording.readings:
+    for reading in recording.readings + ([recording.trigger] if recording.trigger is not None else []):
         release_reader(reading.out, reading.index)
     recording.state = "ended"
+    if recording.last.get("indexed") is False:  # cut: where its files end for a reader
+        from tatolab._recorder.reading import cut_point
+
+        paths = [f["path"] for f in recording.last.get("files") or []] or [recording.path]
+        cut = await asyncio.get_running_loop().run_in_executor(None, lambda: [cut_point(Path(p)) for p in paths])
+        recording.last = {**recording.last, "cut": cut}
     current = asyncio.current_task()
     for task in recording.tasks:
         if task is not current and not task.done():
@@ -226,6 +246,17 @@ async def _end(recording: Recording) -> None:
     async with recording.updates:
         recording.updates.notify_all()
     recording.ended.set()
+
+
+def trigger(recording: Recording) -> None:
+    """A trigger now, for a recording before and after triggers (its recorder opens or extends a window)."""
+    process = recording.process
+    if process is None or process.returncode is not None or process.stdin is None:
+        raise ControlError(f"recording {recording.id} has ended", code="recording_ended")
+    if "ring" not in recording.last and not recording.options.get("windowed"):
+        raise ControlError(f"recording {recording.id} records everything; a trigger is for one started with "
+                           "--before/--after", code="not_windowed")
+    process.stdin.write(b"trigger\n")
 
 
 async def stop(recording: Recording, wait_s: float = STOP_WAIT_S) -> dict[str, Any]:

@@ -39,3 +39,4 @@ def load_all() -> None:
     from tatolab._runtime.ops import relay  # noqa: F401
     from tatolab._runtime.ops import trust  # noqa: F401
     from tatolab._runtime.ops import record  # noqa: F401
+    from tatolab._runtime.ops import foxglove  # noqa: F401

@@ -43,6 +43,7 @@ async def graph(runtime: Runtime, stream: str | None = None) -> dict[str, Any]:
         add_network(graph, runtime.relay)
         add_url_missed(graph, runtime, runtime.relay)
     add_recordings(graph, runtime)
+    add_foxglove(graph, runtime)
     return graph
 
 
@@ -63,6 +64,21 @@ def add_url_missed(graph: dict[str, Any], runtime: Runtime, relay: Relay) -> Non
                 port = inputs.get((link["to"]["node"], link["to"]["port"]))
                 if port is not None:
                     port["dropped"] += missed
+
+
+def add_foxglove(graph: dict[str, Any], runtime: Runtime) -> None:
+    """Whether the Foxglove server runs (and its port); the reader records lent to it marked as its own."""
+    service = runtime.foxglove
+    if service is None:
+        return
+    graph["runtime"]["foxglove"] = {"serving": service.port is not None, "port": service.port}
+    lent = {(address, index) for address, index in service.lent}
+    for entry in graph["streams"]:
+        for node in entry["nodes"]:
+            for port in node.get("outputs", []):
+                for tap in port["taps"]:
+                    if (f"{entry['name']}/{node['name']}/{port['port']}", tap["reader"]) in lent:
+                        tap["foxglove"] = True
 
 
 def add_recordings(graph: dict[str, Any], runtime: Runtime) -> None:
