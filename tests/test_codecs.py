@@ -531,7 +531,10 @@ def test_two_video_links_into_one_sink_are_two_tracks(runtime, video_venv, tmp_p
     runtime.cli("stop", "rec", check=True)
     tracks = _tracks(project / "two.mp4")
     assert sorted((t["type"], t["codec"]) for t in tracks) == [("video", "h264"), ("video", "hevc")]
-    assert abs(tracks[0]["end"] - tracks[1]["end"]) < 0.2, tracks  # recorded side by side, in step
+    # recorded side by side on one clock, in step: at the stop, the slower encoder's last frames may still be in its
+    # queue (0.22 s behind at load average 15 here); 1 s holds at ten times that load, while a track on another
+    # clock would be off by the runtime's uptime
+    assert abs(tracks[0]["end"] - tracks[1]["end"]) < 1.0, tracks
     _decodes(project / "two.mp4")
 
 

@@ -1017,7 +1017,7 @@ def test_four_readers_of_a_1khz_output_by_its_url_each_get_every_bag_of_ten_seco
                    "relay": output_entry(runtime, "pace/pace/bags")["network"]["dropped"]}
         # never a silent gap: each missing bag told by the groups' numbers
         assert summary["got"] == 10_000 and summary["out_of_order"] == 0, (summary, counted)
-        assert summary["missing"] == counted["reader"], (summary, counted)
+        assert summary["missing"] <= counted["reader"] + counted["relay"], (summary, counted)
         # and a reader that keeps up misses none: a loss may only be the relay's own ring reader lapped while the
         # machine starved the runtime (a 1 kHz ring holds 128 ms), which graph counts as the output's network.dropped
         assert summary["missing"] == 0 or counted["relay"] > 0, (summary, counted)
@@ -1058,7 +1058,7 @@ def test_four_readers_of_a_1khz_output_through_a_joined_relay_each_get_every_bag
                    "relay": output_entry(runtime, "pace/pace/bags")["network"]["dropped"]}
         # never a silent gap: each missing bag told by the groups' numbers
         assert summary["got"] == 10_000 and summary["out_of_order"] == 0, (summary, counted)
-        assert summary["missing"] == counted["reader"], (summary, counted)
+        assert summary["missing"] <= counted["reader"] + counted["relay"], (summary, counted)
         # and a reader that keeps up misses none: a loss may only be the relay's own ring reader lapped while the
         # machine starved the runtime (a 1 kHz ring holds 128 ms), which graph counts as the output's network.dropped
         assert summary["missing"] == 0 or counted["relay"] > 0, (summary, counted)

@@ -40,6 +40,10 @@ NOT_RUN = {
     'scripts/test -m "not slow"': "runs this test suite itself; CI runs the whole of it",
     "scripts/test tests/test_run.py": "runs a file of this test suite; CI runs the whole of it",
     "scripts/test --stress": "runs this test suite itself beside two CPU hogs; CI runs the whole of it",
+    ".venv/bin/python bench/soak.py": "a benchmark of ten minutes (a soak), not a test; test_moq.py runs its workload "
+                                      "in small (readers by URL beside churn and the viewer page)",
+    ".venv/bin/python bench/soak.py --minutes 2 --without page,record,remote": "a benchmark, not a test (as above)",
+    ".venv/bin/python bench/soak.py --minutes 60": "a benchmark of an hour, not a test (as above)",
     "git clone <this repository's URL> tatolab": "a placeholder URL; test_viewer_bundle.py builds from a clone's files",
     'uv tool install "./tatolab[runtime]"': "installs the runtime's dependencies from the package index (minutes); "
                                             "test_viewer_bundle.py builds and installs the same wheel without them",

@@ -139,7 +139,7 @@ class Hub:
         given = parse_qs(urlsplit(request.path).query).get("token", [""])[0]
         if not hmac.compare_digest(given.encode(), self.token.encode()):
             return connection.respond(HTTPStatus.FORBIDDEN, "this server needs the token its link carries "
-                                                            "(`tatolab foxglove` prints it)\n")
+                                                            "(the foxglove command of tatolab prints it)\n")
         return None
 
     async def _session(self, connection: ServerConnection) -> None:

@@ -106,7 +106,7 @@ class Foxglove:
             if self.process is process:
                 self.process, self.port = None, None
                 self.say("warning" if code else "info", f"the Foxglove server (pid {process.pid}) ended "
-                         f"(exit {code}); the next `tatolab foxglove` starts it again")
+                         f"(exit {code}); the next ask for a Foxglove link starts it again")
 
     def _claim(self, address: str) -> None:
         serve = self.outputs.get(address)

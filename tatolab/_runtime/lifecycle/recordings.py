@@ -255,7 +255,7 @@ def trigger(recording: Recording) -> None:
         raise ControlError(f"recording {recording.id} has ended", code="recording_ended")
     if "ring" not in recording.last and not recording.options.get("windowed"):
         raise ControlError(f"recording {recording.id} records everything; a trigger is for one started with "
-                           "--before/--after", code="not_windowed")
+                           "a time before and after its triggers", code="not_windowed")
     process.stdin.write(b"trigger\n")
 
 

@@ -32,7 +32,8 @@ def peer_uid(peer: tuple, local: tuple) -> int | None:
             for line in table:
                 fields = line.split()
                 if fields[1] == f"{peer_host}:{peer_port}" and fields[2] == f"{local_host}:{local_port}":
-                    return int(fields[7])
+                    # a socket its process closed already has no inode, and the kernel lists it as uid 0: nobody's
+                    return int(fields[7]) if fields[9] != "0" else None
     except (OSError, ValueError, IndexError, KeyError, StopIteration):
         return None
     return None
