@@ -183,10 +183,19 @@ async def read_by_url(url: str, fingerprint: str) -> None:
                 broadcast = await asyncio.wait_for(client.announced_broadcast(path), 30)
                 track = await broadcast.subscribe_track("bags", moq.Subscription(max_age_us=10_000_000))
                 state["sessions"] += 1
+                group = None
                 while True:
-                    frame = await asyncio.wait_for(track.read_frame(), 10)
+                    # every bag of each group, then the next group (a track's read_frame takes only a
+                    # group's first frame: the relay groups 100 ms of bags, so it would miss 99 in 100)
+                    try:
+                        frame = await asyncio.wait_for(group.read_frame(), 10) if group is not None else None
+                    except moq.Error:  # the group was cut short: the bags' numbers say how much
+                        frame = None
                     if frame is None:
-                        raise EOFError("the track ended")
+                        group = await asyncio.wait_for(track.next_group(), 10)
+                        if group is None:
+                            raise EOFError("the track ended")
+                        continue
                     n = decode(bytes(frame.payload))["n"]
                     state["got"] += 1
                     if last is not None:
@@ -458,7 +467,13 @@ def main() -> None:
                         "churn": {k: v - before_churn[k] for k, v in churn.done.items()},
                         "page_status": page.status if page.page else page.why,
                         "load": open("/proc/loadavg").read().split()[:3],
+                        # the relay's side of the 1 kHz output: bags it sent, and bags its ring lapped it on
+                        "relay": {k: (output_of(a, "pace", "pace", "bags").get("network") or {}).get(k)
+                                  for k in ("bags_sent", "dropped", "readers")},
+                        "reader_cpu_s": [round(sum(__import__("psutil").Process(r.process.pid).cpu_times()[:2]), 1)
+                                         for r in readers if r.process.poll() is None],
                     }
+                    print(json.dumps({k: row[k] for k in ("relay", "reader_cpu_s", "load")}), flush=True)
                     rows.append(row)
                     pictures = "-" if row["pictures"] is None else row["pictures"]
                     not_playing = "-" if row["not_playing"] is None else row["not_playing"]
