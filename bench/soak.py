@@ -161,13 +161,18 @@ DIGEST = """(() => { const c = document.getElementById('picture');
 
 async def read_by_url(url: str, fingerprint: str) -> None:
     """--reader: read the output at ``url`` (ordered, every bag), connecting again whenever the
-    session ends, and print {"got", "missing", "out_of_order", "sessions", "error"} every second."""
+    session ends, and print {"got", "missing", "out_of_order", "sessions", "error", "cut", "skipped"} every
+    second: ``cut``, groups moq ended under the reader with an error (their last error in ``cut_error``);
+    ``skipped``, bags the groups' numbers say it never got (a group is numbered by its first bag's count
+    since the relay started reading: the next group's number past the bags it got), as a reader that falls
+    behind is told; ``missing`` counts the same by the bags' own numbers."""
     import moq
     import msgspec
 
     path = url.split("?")[0].split("/", 3)[3]
     decode = msgspec.msgpack.decode
-    state: dict[str, Any] = {"got": 0, "missing": 0, "out_of_order": 0, "sessions": 0, "error": None}
+    state: dict[str, Any] = {"got": 0, "missing": 0, "out_of_order": 0, "sessions": 0, "error": None,
+                             "cut": 0, "cut_error": None, "skipped": 0}
     last: int | None = None
 
     async def say() -> None:
@@ -183,10 +188,26 @@ async def read_by_url(url: str, fingerprint: str) -> None:
                 broadcast = await asyncio.wait_for(client.announced_broadcast(path), 30)
                 track = await broadcast.subscribe_track("bags", moq.Subscription(max_age_us=10_000_000))
                 state["sessions"] += 1
+                group = None
+                expected: int | None = None  # the next group's number if nothing is skipped
                 while True:
-                    frame = await asyncio.wait_for(track.read_frame(), 10)
+                    # every bag of each group, then the next group (a track's read_frame takes only a
+                    # group's first frame: the relay groups 100 ms of bags, so it would miss 99 in 100)
+                    try:
+                        frame = await asyncio.wait_for(group.read_frame(), 10) if group is not None else None
+                    except moq.Error as exc:  # the group was cut short: the bags' numbers say how much
+                        state["cut"] += 1
+                        state["cut_error"] = f"{type(exc).__name__}: {exc}"[:200]
+                        frame = None
                     if frame is None:
-                        raise EOFError("the track ended")
+                        group = await asyncio.wait_for(track.next_group(), 10)
+                        if group is None:
+                            raise EOFError("the track ended")
+                        if expected is not None and group.sequence > expected:
+                            state["skipped"] += group.sequence - expected
+                        expected = group.sequence
+                        continue
+                    expected = (expected or 0) + 1
                     n = decode(bytes(frame.payload))["n"]
                     state["got"] += 1
                     if last is not None:
@@ -458,7 +479,13 @@ def main() -> None:
                         "churn": {k: v - before_churn[k] for k, v in churn.done.items()},
                         "page_status": page.status if page.page else page.why,
                         "load": open("/proc/loadavg").read().split()[:3],
+                        # the relay's side of the 1 kHz output: bags it sent, and bags its ring lapped it on
+                        "relay": {k: (output_of(a, "pace", "pace", "bags").get("network") or {}).get(k)
+                                  for k in ("bags_sent", "dropped", "readers")},
+                        "reader_cpu_s": [round(sum(__import__("psutil").Process(r.process.pid).cpu_times()[:2]), 1)
+                                         for r in readers if r.process.poll() is None],
                     }
+                    print(json.dumps({k: row[k] for k in ("relay", "reader_cpu_s", "load")}), flush=True)
                     rows.append(row)
                     pictures = "-" if row["pictures"] is None else row["pictures"]
                     not_playing = "-" if row["not_playing"] is None else row["not_playing"]
@@ -485,6 +512,8 @@ def main() -> None:
                 "not_playing_samples": sum(r["not_playing"] or 0 for r in rows),
                 "page_status_at_end": last["page_status"], "page_errors": page.errors[:5],
                 "page_statuses": page.statuses, "reader_errors": [r.state["error"] for r in readers],
+                "reader_groups_cut": [(r.state.get("cut"), r.state.get("cut_error")) for r in readers],
+                "reader_bags_skipped": [r.state.get("skipped") for r in readers],
                 "missing": {n: sum(r["missing"][n] for r in rows) for n in names},
                 "out_of_order": last["out_of_order"], "reader_sessions": last["reader_sessions"],
                 "recorded": last["recorded"], "recording_dropped": last["recording_dropped"],

@@ -2,14 +2,14 @@
 process so a test can watch it, stop it, or run it in another network namespace.
 
     python moq_reader.py URL FINGERPRINT COUNT [--idle-s S] [--hold-s S] [--timeout S] [--summary] [--slow-ms MS]
-                         [--max-age-s S]
+                         [--max-age-s S] [--until FILE]
 
 It reads each group's bags in order, then the next group (the relay puts up to 100 ms of bags in a
 group, numbered by its first bag's number). It prints one JSON line per event: {"connected": ...},
 {"bag": <decoded bag>, "bytes": n}, {"missed": n, "at": bag number} (a group's number says bags
 never came), with --summary no line per bag but {"summary": {got, first, last, missing, out_of_order}}
 (of the bags' own "n") at the end,
-{"received_before_subscribe": n}, {"holding": n} (COUNT bags read, the session kept open for
+{"received_before_subscribe": n}, {"holding": n} (COUNT bags read, or --until's file there, the session kept open for
 --hold-s) and, at the end, {"end": why, "got": n}; a session the relay
 refuses for its token ends {"end": "refused: unauthorized"}.
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import urllib.parse
 
@@ -60,7 +61,7 @@ async def main(args: argparse.Namespace) -> str:
         expected: int | None = None  # the next bag's number: a group is numbered by its first bag's
         ns: list[int] = []
         try:
-            while got < args.count:
+            while got < args.count and not (args.until and got % 100 == 0 and os.path.exists(args.until)):
                 # each group's bags in order, then the next group (moq skips a group that comes late)
                 try:
                     async with asyncio.timeout(args.timeout):  # (no task a bag, as wait_for makes)
@@ -105,6 +106,7 @@ if __name__ == "__main__":
     parser.add_argument("--timeout", type=float, default=15.0)
     parser.add_argument("--max-age-s", type=float, default=10.0, help="how late a group may come and still be read")
     parser.add_argument("--summary", action="store_true", help="no line per bag: one summary line of them at the end")
+    parser.add_argument("--until", default="", help="read until this file exists (COUNT bags at most), then end as with COUNT")
     parser.add_argument("--slow-ms", type=float, default=0.0, help="sleep this long after each bag (a reader that falls behind)")
     args = parser.parse_args()
     try:
