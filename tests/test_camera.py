@@ -18,6 +18,9 @@ from tatolab._runtime.rules import cameras
 from tatolab._sdk.builder import StreamBuilder
 from tatolab._sdk.builtins import CameraSource, CameraSourceConfig, VirtualCameraSinkConfig
 
+# the machine's one v4l2loopback camera: its tests run in turn on one worker (pytest-xdist's loadgroup)
+pytestmark = pytest.mark.xdist_group("camera")
+
 RECORDER = '''
 import json
 from tatolab.stream import RuntimeContextLimitedAccess, VideoFrame, node
