@@ -85,7 +85,7 @@ def test_another_users_connection_is_told_apart_from_ours(other_user: OtherUser)
         server.bind(("127.0.0.1", 0))
         server.listen()
         port = server.getsockname()[1]
-        theirs = other_user.python(f"import socket, sys\nsocket.create_connection(('127.0.0.1', {port}))\n"
+        theirs = other_user.python(f"import socket, sys\nheld = socket.create_connection(('127.0.0.1', {port}))\n"
                                    "sys.stdin.read()\n", preload=("socket", "encodings.idna"), stdin=subprocess.PIPE)
         try:
             while not select.select([server], [], [], 0.1)[0]:  # their connection, or their process ending
