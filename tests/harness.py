@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -25,6 +26,10 @@ BIN = Path(sys.executable).parent
 SHM_FOLDER = shm.default_folder()  # where every ring and status file lives
 # Every Runtime a test makes, so conftest can end it (and the commands it started) even when the test fails.
 LIVE: list["Runtime"] = []
+# The socket folders runtimes made for themselves: each test's goes with it (conftest), any left (bench/ scripts,
+# which use these runtimes too) when the process ends.
+MADE_RUN_DIRS: list[str] = []
+atexit.register(lambda: [shutil.rmtree(folder, ignore_errors=True) for folder in MADE_RUN_DIRS])
 
 
 def wait_for(condition: Callable[[], object], timeout: float = 10.0, what: str = "condition",
@@ -59,6 +64,12 @@ def is_reaper(process: psutil.Process) -> bool:
         return False
 
 
+def _made_run_dir() -> str:
+    folder = tempfile.mkdtemp(prefix="tl-run-")
+    MADE_RUN_DIRS.append(folder)
+    return folder
+
+
 class Runtime:
     """A tatolabd with its socket, state folder and machine lock under ``root``."""
 
@@ -70,7 +81,7 @@ class Runtime:
         self.env.update(
             # a short folder of its own for the socket (a Unix socket's path holds at most 107 bytes, and a test's
             # temporary folder, under a pytest-xdist worker's, can take most of them); removed with the test
-            XDG_RUNTIME_DIR=str(run_dir) if run_dir is not None else tempfile.mkdtemp(prefix="tl-run-"),
+            XDG_RUNTIME_DIR=str(run_dir) if run_dir is not None else _made_run_dir(),
             XDG_STATE_HOME=str(root / "state"),
             TATOLAB_MACHINE_LOCK=str(root / "machine.lock"),
             # its MoQ relay's own port, one it binds itself (never one another program may take from under a
