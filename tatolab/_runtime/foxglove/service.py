@@ -22,7 +22,7 @@ from tatolab._control.errors import ControlError
 from tatolab._links.ring import RingError
 from tatolab._runtime.foxglove.server import links
 from tatolab._runtime.processes.nodes import claim_reader, release_reader
-from tatolab._runtime.processes.starter import ProcessStarter, Started
+from tatolab._runtime.processes.starter import ProcessStarter, Started, next_event
 from tatolab._runtime.relay.wanted import Serve
 
 HOST = "127.0.0.1"
@@ -57,7 +57,7 @@ class Foxglove:
             config = {"token": self.token, "host": HOST, "port": self.port_wanted, "pool": paths.surface_pool()}
             process.stdin.write((json.dumps(config) + "\n").encode())
             try:
-                first = await asyncio.wait_for(_next(process), START_WAIT_S)
+                first = await asyncio.wait_for(next_event(process), START_WAIT_S)
             except asyncio.TimeoutError:
                 first = {"error": "it did not start listening in time"}
             if not first or first.get("event") != "serving":
@@ -93,7 +93,7 @@ class Foxglove:
 
     async def _follow_events(self, process: Started) -> None:
         try:
-            while (event := await _next(process)) is not None:
+            while (event := await next_event(process)) is not None:
                 if event.get("event") == "claim":
                     self._claim(str(event.get("address")))
                 elif event.get("event") == "release":
@@ -146,14 +146,3 @@ class Foxglove:
         if self._follow is not None:
             await asyncio.gather(self._follow, return_exceptions=True)
 
-
-async def _next(process: Started) -> dict[str, Any] | None:
-    assert process.stdout is not None
-    while True:
-        line = await process.stdout.readline()
-        if not line:
-            return None
-        try:
-            return json.loads(line)
-        except ValueError:
-            continue

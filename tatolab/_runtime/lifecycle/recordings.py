@@ -24,7 +24,7 @@ from tatolab._control import paths
 from tatolab._control.errors import ControlError
 from tatolab._links.ring import RingError
 from tatolab._runtime.processes.nodes import claim_reader, release_reader
-from tatolab._runtime.processes.starter import ProcessStarter, Started
+from tatolab._runtime.processes.starter import ProcessStarter, Started, next_event
 from tatolab._runtime.lifecycle.streams import LoadedStream, OutputRing
 
 STOP_WAIT_S = 15.0  # a recorder finishing its file (the last chunk and the index) before it is killed
@@ -155,7 +155,7 @@ async def start(streams: dict[str, LoadedStream], starter: ProcessStarter, recor
                                                 env=dict(os.environ))
         assert recording.process.stdin is not None
         recording.process.stdin.write((json.dumps(spec) + "\n").encode())
-        first = await asyncio.wait_for(_next_event(recording.process), START_WAIT_S)
+        first = await asyncio.wait_for(next_event(recording.process), START_WAIT_S)
     except BaseException:
         await _end(recording)
         raise
@@ -181,22 +181,10 @@ def skip_ids(used: str) -> None:
     _ids = itertools.count(max(current, n + 1))
 
 
-async def _next_event(process: Started) -> dict[str, Any] | None:
-    assert process.stdout is not None
-    while True:
-        line = await process.stdout.readline()
-        if not line:
-            return None
-        try:
-            return json.loads(line)
-        except ValueError:
-            continue
-
-
 async def _follow(recording: Recording) -> None:
     assert recording.process is not None
     try:
-        while (event := await _next_event(recording.process)) is not None:
+        while (event := await next_event(recording.process)) is not None:
             if event.get("event") in ("progress", "end"):
                 async with recording.updates:
                     recording.last = {k: v for k, v in event.items() if k != "event"}

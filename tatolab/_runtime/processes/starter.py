@@ -24,7 +24,7 @@ import signal
 import socket
 import time
 from pathlib import Path
-from typing import Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from tatolab import _settings as settings
 from tatolab._host.orphans import die_with_parent
@@ -537,3 +537,17 @@ def shared() -> ProcessStarter:
     if _shared is None:
         _shared = ColdStarter() if settings.value("TATOLAB_WARM") == "0" else WarmStarter()
     return _shared
+
+
+async def next_event(process: Started) -> dict[str, Any] | None:
+    """The next JSON line a helper process (the recorder, the Foxglove server) writes on its stdout; None
+    once it has closed it. Lines that are not JSON (a library's own print) are passed over."""
+    assert process.stdout is not None
+    while True:
+        line = await process.stdout.readline()
+        if not line:
+            return None
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
