@@ -105,7 +105,7 @@ class Reader:
                 return event
 
     def finish(self, timeout: float = 20) -> list[dict]:
-        out, err = self.process.communicate(timeout=timeout)
+        out, _ = rest(self.process, timeout)
         self.events += [json.loads(line) for line in out.splitlines() if line.strip()]
         return self.events
 
@@ -156,6 +156,14 @@ def until(reader: subprocess.Popen, key: str) -> object:
             return event[key]
         seen.append(event)
     raise AssertionError(f"the video reader ended without {key}: {seen} {reader.stderr.read()}")
+
+
+def rest(reader: subprocess.Popen, timeout: float = 60) -> tuple[str, str]:
+    """What the reader says until it ends. After until(), its last lines may already sit in the
+    stdout buffer, where communicate() (reading the pipe itself) would never see them."""
+    out = reader.stdout.read()  # the reader's own --timeout ends it
+    _, err = reader.communicate(timeout=timeout)
+    return out, err
 
 
 def started(root: Path, **env: str) -> Runtime:
@@ -714,15 +722,15 @@ def test_a_python_nodes_frames_on_any_port_play_as_a_picture(runtime, video_venv
         assert [(v["width"], v["height"]) for v in catalog.values()] == [(160, 120)], catalog
         picture = until(reader, "picture")
         assert (picture["width"], picture["height"]) == (160, 120)
-        out, err = reader.communicate(timeout=60)
+        out, err = rest(reader)
     finally:
         if reader.poll() is None:
             reader.kill()
             reader.communicate()
     assert '"end": "count"' in out, (out, err)
     viewer = runtime.cli("url", address, check=True).stdout.splitlines()[3].split()[-1]
-    page, _, rest = viewer.partition("?jwt=")
-    token = rest.split("#")[0]
+    page, _, after = viewer.partition("?jwt=")
+    token = after.split("#")[0]
     request = urllib.request.Request(page + "outputs.json", headers={"Authorization": f"Bearer {token}"})
     with urllib.request.urlopen(request, timeout=10) as answer:
         listed = json.loads(answer.read())["outputs"]
@@ -948,7 +956,7 @@ def test_a_killed_video_encoder_process_leaves_a_gap_its_readers_go_on_and_the_r
                          what="a new encoder process encoding")
         assert again["pid"] != video["pid"] and again["last_error"] == (
             f"the encoder process (pid {video['pid']}) was killed by SIGKILL")
-        out, err = reader.communicate(timeout=60)
+        out, err = rest(reader)
     finally:
         if reader.poll() is None:
             reader.kill()
