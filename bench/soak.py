@@ -485,7 +485,11 @@ def main() -> None:
                         "reader_cpu_s": [round(sum(__import__("psutil").Process(r.process.pid).cpu_times()[:2]), 1)
                                          for r in readers if r.process.poll() is None],
                     }
-                    print(json.dumps({k: row[k] for k in ("relay", "reader_cpu_s", "load")}), flush=True)
+                    # where the remote_output's missing bags went: its node lapped on its ring (counted there)
+                    row["remote_ring_dropped"] = sum(p.get("dropped", 0) for p in node_of(b, "mirror", "gaps")
+                                                     .get("inputs", []))
+                    print(json.dumps({k: row[k] for k in ("relay", "remote_ring_dropped", "reader_cpu_s", "load")}),
+                          flush=True)
                     rows.append(row)
                     pictures = "-" if row["pictures"] is None else row["pictures"]
                     not_playing = "-" if row["not_playing"] is None else row["not_playing"]
