@@ -22,6 +22,7 @@ import time
 from typing import Any, AsyncIterator, Literal, TypedDict
 
 from tatolab import _records
+from tatolab._graph import Graph
 from tatolab._runtime.processes.compiler import CompileError, compile_stream
 from tatolab._control.errors import ControlError
 from tatolab._control.operations import Events
@@ -203,10 +204,10 @@ class DevSession:
         finally:
             await _cancelled(compiling)  # dev ended mid-compile: no compile process is left behind
 
-    async def _compile(self) -> dict[str, Any]:
+    async def _compile(self) -> Graph:
         return await compile_stream(self.source, env=self.env, starter=self.runtime.starter)
 
-    async def _swap_in(self, graph: dict[str, Any], detected_ns: int, *, reload: bool) -> None:
+    async def _swap_in(self, graph: Graph, detected_ns: int, *, reload: bool) -> None:
         old = self.stream
         if reload and old is not None and not old.ended.is_set() and old.name == graph["stream"] \
                 and same_shape(old.graph, graph):
@@ -244,7 +245,7 @@ class DevSession:
             },
         })
 
-    async def _reload_in_place(self, stream: LoadedStream, graph: dict[str, Any], detected_ns: int) -> None:
+    async def _reload_in_place(self, stream: LoadedStream, graph: Graph, detected_ns: int) -> None:
         """The new version has the running one's shape: restart only the nodes that may run changed
         code or config (rules/reload.py), keep the others and every ring, and say which were kept."""
         imports = {name: None if node.imports is None else Imported(frozenset(node.imports),

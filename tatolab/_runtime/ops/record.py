@@ -132,8 +132,9 @@ a new numbered file each time one passes that size or length, each finished and 
                            "a recording of everything", code="bad_arguments", details={"argument": "split_mb"})
     if max_mb <= 0:
         raise ControlError(f"max_mb must be above 0, not {max_mb}", code="bad_value", details={"argument": "max_mb"})
-    options = {"seconds": seconds, "bags": bags, "compression": compression, "profile": profile, "start": start,
-               "video": video, "split_mb": split_mb, "split_seconds": split_seconds}
+    options: dict[str, Any] = {  # recordings.start's options
+        "seconds": seconds, "bags": bags, "compression": compression, "profile": profile, "start": start,
+        "video": video, "split_mb": split_mb, "split_seconds": split_seconds}
     if windowed:
         options.update(windowed=True, before=30.0 if before is None else before, after=10.0 if after is None else after,
                        when=when, max_mb=max_mb)
