@@ -13,10 +13,14 @@ LEVELS = ("internal", "private", "public")
 
 
 class SourceView(Protocol):
-    """What the decision needs to know about a stream that might be a link's source."""
+    """What the decision needs to know about a stream that might be a link's source (read only: a
+    frozen ``Source`` is one)."""
 
-    running: bool
-    state: str
+    @property
+    def running(self) -> bool: ...
+
+    @property
+    def state(self) -> str: ...
 
     def has_output(self, node: str, port: str) -> bool: ...
 
