@@ -19,7 +19,7 @@ import asyncio
 import os
 import threading
 import time
-from typing import Any, AsyncIterator, Literal, TypedDict
+from typing import Any, AsyncIterator, Literal, TypedDict, Union
 
 from tatolab import _records
 from tatolab._graph import Graph
@@ -74,6 +74,9 @@ class Failed(TypedDict, total=False):
     ts_ns: int
 
 
+DevEvent = Union[Reloaded, Change, Compiled, Failed, LogEvent, Ended]  # what `dev` tells, in order (above)
+
+
 @op("dev")
 async def dev(
     runtime: Runtime,
@@ -82,7 +85,7 @@ async def dev(
     file: str | None = None,
     name: str | None = None,
     env: dict[str, str] | None = None,
-) -> Events[Reloaded | Change | Compiled | Failed | LogEvent | Ended]:
+) -> Events[DevEvent, DevEvent]:
     """Load the stream in ``project`` attached, and load it again after every save of a ``.py`` file
     or ``pyproject.toml`` (arguments as for ``load``). A save that does not compile or start is told
     as ``failed`` and the previous version keeps running. Hanging up unloads the stream."""

@@ -36,7 +36,7 @@ async def exchange(
     surface_id: str | None = None,
     count: int | None = None,
     timeout: float | None = 10.0,
-) -> Surface | Events[Exchanging | Bag | TapEnd]:
+) -> Surface | Events[Exchanging | Bag | TapEnd, Exchanging | Bag | TapEnd]:
     """Where to read frames from, to save them: with ``surface_id``, the pool that surface lives in;
     with ``address``, the bags the video output there writes (newest each time, up to ``count`` or
     ``timeout`` seconds), its first event naming the pool. The caller leases each frame itself."""

@@ -192,7 +192,7 @@ async def tap(
     count: int | None = None,
     timeout: float | None = 10.0,
     profile: Literal["newest", "ordered"] = "newest",
-) -> Events[Tapping | Bag | TapEnd]:
+) -> Events[Tapping | Bag | TapEnd, Tapping | Bag | TapEnd]:
     """Read the bags the output at ``address`` writes, without slowing it: ``newest`` the latest each
     time (skipping), ``ordered`` every bag in order until lapped; until ``count`` bags or ``timeout``
     seconds (None: no limit). It reads through a reader record of its own, released when it ends."""

@@ -38,7 +38,7 @@ async def logs(
     since: str | None = None,
     tail: int | None = None,
     follow: bool = False,
-) -> Events[Line | End] | Reading:
+) -> Events[Reading, Line | End]:
     """The records of ``stream``'s log, oldest first, across its rotated files: only ``node``'s,
     only at ``level`` (debug, info, warning, error, critical) or above, only since ``since``
     (30s, 10m, 2h, 1d or an ISO time), only the last ``tail`` (default: all; 20 when following).

@@ -151,7 +151,7 @@ a new numbered file each time one passes that size or length, each finished and 
 
 
 @op("record_watch")
-async def record_watch(runtime: Runtime, id: str, stop_on_hangup: bool = False) -> Events[Progress]:
+async def record_watch(runtime: Runtime, id: str, stop_on_hangup: bool = False) -> Events[Progress, Progress]:
     """Follow recording ``id``: its progress twice a second, then its end with the summary.
     With ``stop_on_hangup``, the recording stops when this connection closes (the CLI's own)."""
     recording = _get(runtime, id)

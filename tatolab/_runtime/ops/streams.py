@@ -125,7 +125,7 @@ async def load(
     name: str | None = None,
     mode: Literal["attached", "kept"] = "attached",
     env: dict[str, str] | None = None,
-) -> Events[LogEvent | Ended] | Loaded | Kept:
+) -> Events[Loaded, LogEvent | Ended] | Loaded | Kept:
     """Compile the stream in ``project`` (``target``: ``file.py:function`` or ``module:function``;
     ``file``: a file with one @stream; ``name``: another name) and start it. Attached, it runs
     while the connection stays open: its log follows as events, and hanging up unloads it.
