@@ -35,6 +35,8 @@ class Events(Protocol[A, E]):
 
     def __anext__(self) -> Awaitable[A | E]: ...
 
+    def aclose(self) -> Awaitable[None]: ...  # the server closes it when the client hangs up
+
 
 # Arguments that name a stream or a node: one rule for names everywhere. A stream or node is named
 # as the graph names it, URL-safe (`run -d --name CaseTest` keeps `casetest`), so each of these is
