@@ -23,7 +23,7 @@ async def stop(runtime: object, name: str, count: int | None = None,
     raise AssertionError("not called")
 
 
-async def follow(runtime: object, stream: str) -> Events[Stopped]:
+async def follow(runtime: object, stream: str) -> Events[Stopped, Stopped]:
     """Follow something."""
     raise AssertionError("not called")
 

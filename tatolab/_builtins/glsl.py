@@ -71,7 +71,8 @@ class GlslPixelEffect(described.GlslPixelEffect):
     def setup(self, ctx: Any) -> None:
         import moderngl
 
-        self.gl = moderngl.create_standalone_context(backend="egl")
+        # moderngl's stub types each **settings keyword as Dict[str, Any]; backend is a str
+        self.gl = moderngl.create_standalone_context(backend="egl")  # type: ignore[arg-type]
         effect, where = self._source()
         try:
             self.program = self.gl.program(vertex_shader=VERTEX, fragment_shader=fragment_source(effect))

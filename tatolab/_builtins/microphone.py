@@ -104,7 +104,7 @@ class MicrophoneSource(described.MicrophoneSource):
     def _open(self, ctx: Any, sd: Any, device: dict[str, Any]) -> None:
         rate = self.config.sample_rate or int(device["default_samplerate"])
         channels = min(self.config.channels, device["max_input_channels"])
-        self.clock = SampleClock(rate)
+        self.clock = clock = SampleClock(rate)
         self.tally = tally = Tally(ctx, "overflows", "resyncs")
         dtype = FORMATS[self.config.format]
         blocksize = max(1, int(rate * self.config.block_ms) // 1000)
@@ -113,11 +113,11 @@ class MicrophoneSource(described.MicrophoneSource):
             try:
                 device_ns = first_sample_ns(time.monotonic_ns(), frames, rate, when.currentTime,
                                             when.inputBufferAdcTime)
-                resyncs = self.clock.resyncs
-                stamp = self.clock.stamp(device_ns, frames)
+                resyncs = clock.resyncs
+                stamp = clock.stamp(device_ns, frames)
                 if status.input_overflow:
                     tally.count("overflows")
-                if self.clock.resyncs != resyncs:
+                if clock.resyncs != resyncs:
                     tally.count("resyncs")
                 ctx.outputs.write("audio", AudioBlock(np.array(indata, dtype=dtype), rate, stamp))
             except BaseException as exc:

@@ -178,6 +178,8 @@ class SpeakerSink(described.SpeakerSink):
             ctx.report(unplayed_ms=round(self.unplayed_ms))
             self._tatolab_idle(ctx)
             return
+        # _open sets the queue and the tally before the stream
+        assert self.queue is not None and self.tally is not None
         until = time.monotonic() + CALL_S
         while time.monotonic() < until:
             block = ctx.inputs.read("audio", into=AudioBlock)

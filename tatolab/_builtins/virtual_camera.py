@@ -105,7 +105,7 @@ class VirtualCameraSink(described.VirtualCameraSink):
                 self.dropped += 1
                 frame.release()
                 return
-        assert self.size is not None
+        assert self.fd is not None and self.size is not None  # _open set both, or returned above
         data = converted(frame.cpu(), *self.size, self.config.pixel_format)
         frame.release()
         try:

@@ -149,7 +149,7 @@ def _read_here(project: Path, request: dict[str, Any]) -> Iterator[dict[str, Any
             except StopAsyncIteration:
                 return
     finally:
-        loop.run_until_complete(events.aclose())  # type: ignore[attr-defined]
+        loop.run_until_complete(events.aclose())
         loop.close()
 
 

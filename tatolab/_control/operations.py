@@ -4,8 +4,9 @@ An operation is ``async def name(runtime, **args) -> Result`` registered with ``
 Its arguments are checked against their annotations before it runs; ``schema()`` gives the
 JSON Schema of the arguments and of the result, which the ``operations`` request lists (what
 an MCP server turns into tools). An operation that keeps talking (an attached run, a tap,
-following a log) returns ``Events[E]``: an async iterator whose first item is the answer and
-whose later items the server sends as ``{"event": ...}`` lines until the client hangs up.
+following a log) returns ``Events[A, E]``: an async iterator whose first item (an ``A``) is the
+answer and whose later items (``E``s) the server sends as ``{"event": ...}`` lines until the client
+hangs up.
 """
 
 from __future__ import annotations
@@ -14,17 +15,27 @@ import inspect
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable, Generic, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, Protocol, TypeVar
 
 import msgspec
 
 from tatolab._control.errors import ControlError
 
-E = TypeVar("E")
+A = TypeVar("A", covariant=True)
+E = TypeVar("E", covariant=True)
 
 
-class Events(AsyncIterator[E], Generic[E]):
-    """The return annotation of an operation that keeps talking: events of type ``E``."""
+class Events(Protocol[A, E]):
+    """The return annotation of an operation that keeps talking: an async iterator (what an
+    ``async def`` with ``yield`` makes) whose first item, an ``A``, is the answer, then events of
+    type ``E``. ``Events[E, E]``: the answer is the first event. A plain member beside it in a
+    union (``Surface | Events[...]``) is what the operation answers without talking."""
+
+    def __aiter__(self) -> AsyncIterator[A | E]: ...
+
+    def __anext__(self) -> Awaitable[A | E]: ...
+
+    def aclose(self) -> Awaitable[None]: ...  # the server closes it when the client hangs up
 
 
 # Arguments that name a stream or a node: one rule for names everywhere. A stream or node is named
@@ -104,11 +115,11 @@ def describe(name: str, function: Callable[..., Awaitable[Any]]) -> Operation:
     arguments = msgspec.defstruct(f"{name}_arguments", fields, kw_only=True, forbid_unknown_fields=True)
     returns = hints.get("return", Any)
     members = typing.get_args(returns) if typing.get_origin(returns) in (typing.Union, types.UnionType) else (returns,)
-    talking = [typing.get_args(m)[0] for m in members if typing.get_origin(m) is Events]
+    talking = [typing.get_args(m) for m in members if typing.get_origin(m) is Events]
     plain = [m for m in members if typing.get_origin(m) is not Events]
-    events = talking[0] if talking else None
-    # a talking operation answers with its first event, unless it says otherwise
-    result = typing.Union[tuple(plain)] if plain else events
+    answer, events = talking[0] if talking else (None, None)
+    # a talking operation's answer is its first item's type, unless plain members say otherwise
+    result = typing.Union[tuple(plain)] if plain else answer
     doc = inspect.cleandoc(function.__doc__ or "")
     if not doc:
         raise TypeError(f"operation {name} has no docstring: every operation says what it does")

@@ -191,7 +191,7 @@ def main() -> None:
     die_with_parent(int(parent) if parent else None)
     first = sys.stdin.readline()
     spec = read_spec(first)
-    if spec.get("op") == "stop":
+    if "op" in spec:  # Stop: only it has an op
         return  # stopped before it was given its node
     sink = _RecordSink(int(log_fd) if log_fd else None, spec["stream"], spec["node"])
     logging.basicConfig(level=logging.INFO, handlers=[_LoggingBridge(sink)], force=True)

@@ -48,6 +48,11 @@ from tatolab._host.orphans import die_with_parent
 
 MAX_FDS = 8
 MAX_MESSAGE = 4 * 1024 * 1024
+# python -P (or PYTHONSAFEPATH) puts nothing first on sys.path: a warm start keeps that; 3.10 has no -P
+if sys.version_info >= (3, 11):
+    _SAFE_PATH = sys.flags.safe_path
+else:
+    _SAFE_PATH = False
 
 
 def _preloaded_files() -> dict[str, tuple[int, int]]:
@@ -184,12 +189,12 @@ def _become(request: dict[str, Any], server: int) -> None:
     os.chdir(request["cwd"])
     time.tzset()
     if request["module"] == "-c":  # `python -c CODE ARGS`
-        if not sys.flags.safe_path:
+        if not _SAFE_PATH:
             sys.path[0] = ""  # what `python -c` puts first
         sys.argv = ["-c", *request["args"][1:]]
         _set_cmdline([request["python"], "-c", *request["args"]])
         return
-    if not sys.flags.safe_path:
+    if not _SAFE_PATH:
         sys.path[0] = os.getcwd()  # what `python -m` puts first: the folder it started in
     sys.argv = [request["module"], *request["args"]]
     _set_cmdline([request["python"], "-m", request["module"], *request["args"]])

@@ -12,6 +12,7 @@ subscribe to): one ``streams`` request, and a ``graph`` request per subscribed s
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import sys
 from typing import Any, Awaitable, Callable
@@ -117,7 +118,7 @@ class Resources:
         if uri != CATALOG_URI and stream_of(uri) is None:
             raise LookupError(f"no resource {uri}; there are {CATALOG_URI} and {GRAPH_TEMPLATE}")
 
-    async def hold(self, uris: list[str], *, list_changed: bool) -> None:
+    async def hold(self, uris: builtins.list[str], *, list_changed: bool) -> None:  # builtins.: list is a method here
         """Watch ``uris`` (graphs; the catalog has nothing to tell) and, with ``list_changed``, the list."""
         if list_changed and self.names is None:
             self.names = await self.stream_names() or []
@@ -130,7 +131,7 @@ class Resources:
             self.holders[uri] = self.holders.get(uri, 0) + 1
         self.wake.set()
 
-    def release(self, uris: list[str]) -> None:
+    def release(self, uris: builtins.list[str]) -> None:
         for uri in uris:
             held = self.holders.get(uri, 0) - 1
             if held <= 0:

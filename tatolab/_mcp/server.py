@@ -103,8 +103,9 @@ KINDS = {"object": "a JSON object", "array": "a list", "string": "a string", "in
 def _schema_words(exc: jsonschema.ValidationError) -> str:
     """jsonschema's message, but "is not a JSON object or null" for a choice of types."""
     if exc.validator in ("anyOf", "oneOf"):
-        kinds = [alt.get("type") for alt in exc.validator_value if isinstance(alt, dict)]
-        if kinds and all(isinstance(kind, str) for kind in kinds):
+        types_named = [alt.get("type") for alt in exc.validator_value if isinstance(alt, dict)]
+        kinds = [kind for kind in types_named if isinstance(kind, str)]
+        if kinds and len(kinds) == len(types_named):
             return f"{json.dumps(exc.instance)} is not {' or '.join(KINDS.get(k, k) for k in kinds)}"
     return exc.message
 
@@ -250,7 +251,7 @@ async def call(name: str, arguments: dict[str, Any]) -> Any:
 
 def error_result(exc: Failed) -> types.CallToolResult:
     """The CLI's words first, word for word; then the fixes as tool calls, when there are any."""
-    content = [types.TextContent(text=str(exc))]
+    content: list[types.ContentBlock] = [types.TextContent(text=str(exc))]
     if exc.calls:
         content.append(types.TextContent(text=in_words(exc.calls)))
     return types.CallToolResult(content=content, is_error=True,

@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Final, TypedDict
 
 from tatolab import _settings as settings
 from tatolab._control import paths
@@ -30,6 +30,30 @@ from tatolab._runtime.lifecycle.streams import LoadedStream, OutputRing
 STOP_WAIT_S = 15.0  # a recorder finishing its file (the last chunk and the index) before it is killed
 START_WAIT_S = 30.0
 _ids = itertools.count(1)
+# what the recorder's last progress or end adds to a row, when it says it
+_FROM_LAST: Final = ("reason", "indexed", "readable", "error", "ring", "files", "cut")
+
+
+class RecordingRow(TypedDict, total=False):
+    id: str
+    state: str  # recording | ended
+    path: str
+    addresses: list[str]
+    pid: int | None
+    seconds: float
+    bytes: int
+    bags: int
+    dropped: int
+    channels: dict[str, Any]  # per address: kind (json, video, audio), bags, dropped, bytes
+    ring: dict[str, Any]  # before/after: the ring in memory (bytes, max_bytes, seconds, messages, triggers)
+    files: list[dict[str, Any]]  # before/after: each file written (path, from_ns, to_ns, triggers, bags, state)
+    cut: list[dict[str, Any]]  # not finished: per file, chunks, messages, first_ns, last_ns (where a reader stops)
+    earlier_run: bool  # made by an earlier run of the runtime
+    reason: str  # why it ended: stopped, seconds, bags, streams stopped, disk full, recorder ended
+    indexed: bool  # the file has its summary and index (false: readable up to its last chunk)
+    readable: bool  # false: no chunk reached the file (the disk was full before its first)
+    error: str
+    asked: str  # the path asked for, when a file was there: ``path`` is the next free name
 
 
 @dataclass
@@ -64,20 +88,21 @@ class Recording:
     def addresses(self) -> list[str]:
         return [r.address for r in self.readings]
 
-    def row(self) -> dict[str, Any]:
+    def row(self) -> RecordingRow:
         """What `recordings`, `graph` and `streams` say of it."""
         last = self.last
         channels = last.get("channels") or {a: {"kind": None, "bags": 0, "dropped": 0, "bytes": 0}
                                             for a in self.addresses}
-        row = {"id": self.id, "state": self.state, "path": self.path, "addresses": self.addresses,
-               "pid": self.process.pid if self.process else None,
-               "seconds": last.get("seconds", round((time.monotonic_ns() - self.started_ns) / 1e9, 3)),
-               "bytes": last.get("bytes", 0), "channels": channels,
-               "bags": sum(c["bags"] for c in channels.values()),
-               "dropped": sum(c["dropped"] for c in channels.values())}
+        row: RecordingRow = {
+            "id": self.id, "state": self.state, "path": self.path, "addresses": self.addresses,
+            "pid": self.process.pid if self.process else None,
+            "seconds": last.get("seconds", round((time.monotonic_ns() - self.started_ns) / 1e9, 3)),
+            "bytes": last.get("bytes", 0), "channels": channels,
+            "bags": sum(c["bags"] for c in channels.values()),
+            "dropped": sum(c["dropped"] for c in channels.values())}
         if self.asked and self.asked != self.path:
             row["asked"] = self.asked
-        for key in ("reason", "indexed", "readable", "error", "ring", "files", "cut"):
+        for key in _FROM_LAST:
             if key in last:
                 row[key] = last[key]
         if row.get("reason") == "stopped" and self.why:
@@ -247,7 +272,7 @@ def trigger(recording: Recording) -> None:
     process.stdin.write(b"trigger\n")
 
 
-async def stop(recording: Recording, wait_s: float = STOP_WAIT_S) -> dict[str, Any]:
+async def stop(recording: Recording, wait_s: float = STOP_WAIT_S) -> RecordingRow:
     """Ask the recorder to finish its file; kill it when it does not in ``wait_s``."""
     process = recording.process
     if process is not None and process.returncode is None and process.stdin is not None:

@@ -4,7 +4,7 @@ An operation is ``async def name(runtime, **args) -> Result`` registered with ``
 its docstring says what it does, its annotations type its arguments (checked before it runs)
 and its result (tatolab/_control/operations.py); ``operations`` lists them all with their
 JSON Schemas. An operation that keeps talking (an attached run, a tap, following a log)
-returns ``Events[E]``: the server sends each event as ``{"event": ...}`` and closes the
+returns ``Events[A, E]`` (its answer, then events): the server sends each event as ``{"event": ...}`` and closes the
 iterator when the client hangs up, so its ``finally`` is where hanging up takes effect.
 """
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Iterable
 
 from tatolab._control.errors import ControlError, Fix
 from tatolab._runtime.machine import machine_name
 from tatolab._errors import AddressError
+from tatolab._graph import Graph
 from tatolab._sdk.naming import Address, format_address, parse_address
 
 
@@ -28,9 +29,10 @@ def local_address(address: str, command: str) -> Address:
 
 
 def no_output(stream: str, where: Address, outputs: Iterable[tuple[str, str]],
-              graph: dict[str, Any] | None = None) -> ControlError:
+              graph: Graph | None = None) -> ControlError:
     known = ", ".join(f"{stream}/{node}/{port}" for node, port in sorted(outputs)) or "none"
-    inputs = {(node["name"], port["port"]) for node in (graph or {}).get("nodes", []) for port in node["inputs"]}
+    nodes = graph.get("nodes", []) if graph is not None else []
+    inputs = {(node["name"], port["port"]) for node in nodes for port in node["inputs"]}
     if (where.node, where.port) in inputs:
         return ControlError(f"{where.port} of node {where.node} of stream {stream} is an input, not an output: "
                             f"an address names an output; its outputs: {known}", code="no_output",

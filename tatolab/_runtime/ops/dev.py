@@ -19,9 +19,10 @@ import asyncio
 import os
 import threading
 import time
-from typing import Any, AsyncIterator, Literal, TypedDict
+from typing import Any, AsyncIterator, Literal, TypedDict, Union
 
 from tatolab import _records
+from tatolab._graph import Graph
 from tatolab._runtime.processes.compiler import CompileError, compile_stream
 from tatolab._control.errors import ControlError
 from tatolab._control.operations import Events
@@ -73,6 +74,9 @@ class Failed(TypedDict, total=False):
     ts_ns: int
 
 
+DevEvent = Union[Reloaded, Change, Compiled, Failed, LogEvent, Ended]  # what `dev` tells, in order (above)
+
+
 @op("dev")
 async def dev(
     runtime: Runtime,
@@ -81,7 +85,7 @@ async def dev(
     file: str | None = None,
     name: str | None = None,
     env: dict[str, str] | None = None,
-) -> Events[Reloaded | Change | Compiled | Failed | LogEvent | Ended]:
+) -> Events[DevEvent, DevEvent]:
     """Load the stream in ``project`` attached, and load it again after every save of a ``.py`` file
     or ``pyproject.toml`` (arguments as for ``load``). A save that does not compile or start is told
     as ``failed`` and the previous version keeps running. Hanging up unloads the stream."""
@@ -203,10 +207,10 @@ class DevSession:
         finally:
             await _cancelled(compiling)  # dev ended mid-compile: no compile process is left behind
 
-    async def _compile(self) -> dict[str, Any]:
+    async def _compile(self) -> Graph:
         return await compile_stream(self.source, env=self.env, starter=self.runtime.starter)
 
-    async def _swap_in(self, graph: dict[str, Any], detected_ns: int, *, reload: bool) -> None:
+    async def _swap_in(self, graph: Graph, detected_ns: int, *, reload: bool) -> None:
         old = self.stream
         if reload and old is not None and not old.ended.is_set() and old.name == graph["stream"] \
                 and same_shape(old.graph, graph):
@@ -244,7 +248,7 @@ class DevSession:
             },
         })
 
-    async def _reload_in_place(self, stream: LoadedStream, graph: dict[str, Any], detected_ns: int) -> None:
+    async def _reload_in_place(self, stream: LoadedStream, graph: Graph, detected_ns: int) -> None:
         """The new version has the running one's shape: restart only the nodes that may run changed
         code or config (rules/reload.py), keep the others and every ring, and say which were kept."""
         imports = {name: None if node.imports is None else Imported(frozenset(node.imports),

@@ -5,13 +5,13 @@ in its own process, so no frame work runs on the runtime's loop."""
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Literal, TypedDict
+from typing import AsyncGenerator, Literal, TypedDict
 
 from tatolab._control import paths
 from tatolab._control.errors import ControlError
 from tatolab._control.operations import Events
 from tatolab._runtime.ops import op
-from tatolab._runtime.ops.inspect import Bag, TapEnd, tap
+from tatolab._runtime.ops.inspect import Bag, TapEnd, Tapping, tap
 from tatolab._runtime.runtime import Runtime
 from tatolab._surfaces.pool import SurfaceError, parse_id
 
@@ -36,7 +36,7 @@ async def exchange(
     surface_id: str | None = None,
     count: int | None = None,
     timeout: float | None = 10.0,
-) -> Surface | Events[Exchanging | Bag | TapEnd]:
+) -> Surface | Events[Exchanging | Bag | TapEnd, Exchanging | Bag | TapEnd]:
     """Where to read frames from, to save them: with ``surface_id``, the pool that surface lives in;
     with ``address``, the bags the video output there writes (newest each time, up to ``count`` or
     ``timeout`` seconds), its first event naming the pool. The caller leases each frame itself."""
@@ -53,11 +53,14 @@ async def exchange(
     return _with_pool(events)
 
 
-async def _with_pool(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+async def _with_pool(events: Events[Tapping | Bag | TapEnd, Tapping | Bag | TapEnd],
+                     ) -> AsyncGenerator[Exchanging | Bag | TapEnd, None]:
     try:
         async for event in events:
-            if event.get("event") == "tapping":
-                event = {**event, "pool": paths.surface_pool()}
-            yield event
+            if event["event"] == "tapping":
+                yield {"event": "tapping", "address": event["address"], "profile": event["profile"],
+                       "reader": event["reader"], "pool": paths.surface_pool()}
+            else:
+                yield event
     finally:
-        await events.aclose()  # type: ignore[attr-defined]
+        await events.aclose()

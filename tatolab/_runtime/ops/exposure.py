@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
+from tatolab._graph import Graph
 from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.rules.exposure import set_level
 from tatolab._runtime.lifecycle.wiring import remote_links
@@ -34,9 +35,12 @@ async def expose(runtime: Runtime, address: str, level: Literal["internal", "pri
     record = record if isinstance(record, KeptRecord) else None
     if stream is not None and record is not None and str(stream.project) != record.project:
         record = None  # the record belongs to another project's stream of that name
-    if stream is None and record is None:
+    if stream is not None:
+        graph = stream.graph
+    elif record is not None:
+        graph = record.graph
+    else:
         raise runtime.unknown(where.stream)
-    graph = stream.graph if stream is not None else record.graph  # type: ignore[union-attr]
     outputs = _outputs(graph)
     if (where.node, where.port) not in outputs:
         raise no_output(where.stream, where, outputs, graph)
@@ -58,7 +62,7 @@ async def expose(runtime: Runtime, address: str, level: Literal["internal", "pri
     return {"address": short, "level": level, "kept": recorded, "cut": cut, "reachable": reachable}
 
 
-def _outputs(graph: dict) -> set[tuple[str, str]]:
+def _outputs(graph: Graph) -> set[tuple[str, str]]:
     return {(n["name"], p["port"]) for n in graph["nodes"] for p in n["outputs"]}
 
 

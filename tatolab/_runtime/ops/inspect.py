@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Literal, TypedDict
+from typing import Any, AsyncGenerator, Literal, TypedDict
 
 
 from tatolab import _bags
@@ -178,11 +178,15 @@ class Bag(TypedDict):
     bag: Any  # the bag made fit for one JSON line (bytes as length and a hex preview)
 
 
-class TapEnd(TypedDict):
+class _TapEnd(TypedDict):
     event: Literal["end"]
     got: int
-    reason: Literal["count", "timeout", "stream stopped"]
+    reason: Literal["count", "timeout", "stream stopped", "error"]
     dropped: int
+
+
+class TapEnd(_TapEnd, total=False):
+    error: str  # reason error: what stopped the reading
 
 
 @op("tap")
@@ -192,7 +196,7 @@ async def tap(
     count: int | None = None,
     timeout: float | None = 10.0,
     profile: Literal["newest", "ordered"] = "newest",
-) -> Events[Tapping | Bag | TapEnd]:
+) -> Events[Tapping | Bag | TapEnd, Tapping | Bag | TapEnd]:
     """Read the bags the output at ``address`` writes, without slowing it: ``newest`` the latest each
     time (skipping), ``ordered`` every bag in order until lapped; until ``count`` bags or ``timeout``
     seconds (None: no limit). It reads through a reader record of its own, released when it ends."""
@@ -220,7 +224,7 @@ async def _tap(
     name: str,
     count: int | None,
     timeout: float | None,
-) -> AsyncIterator[dict[str, Any]]:
+) -> AsyncGenerator[Tapping | Bag | TapEnd, None]:
     """Read ``out`` through a reader record of its own, released however the tap ends.
 
     The ring is read on the reader's own thread (AsyncRingReader), never on the event loop."""
@@ -239,7 +243,7 @@ async def _tap(
         yield {"event": "tapping", "address": name, "profile": reader.profile, "reader": index}
         got = 0
         deadline = loop.time() + timeout if timeout else None
-        reason = "count"
+        reason: Literal["count", "timeout", "stream stopped", "error"] = "count"
         error = None
         while count is None or got < count:
             if stream.ended.is_set():
@@ -259,7 +263,7 @@ async def _tap(
             bag, size, publish_ns = item
             got += 1
             yield {"event": "bag", "n": got, "ts_ns": publish_ns, "size": size, "bag": bag}
-        end = {"event": "end", "got": got, "reason": reason, "dropped": bags.dropped}
+        end: TapEnd = {"event": "end", "got": got, "reason": reason, "dropped": bags.dropped}
         if error:
             end["error"] = error
         await release()  # before the end is told, so a `graph` right after no longer lists the tap

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import AsyncIterator, Literal, TypedDict
+from typing import AsyncGenerator, Literal, TypedDict
 
 from tatolab._control import paths
 from tatolab._control.errors import ControlError
@@ -38,7 +38,7 @@ async def logs(
     since: str | None = None,
     tail: int | None = None,
     follow: bool = False,
-) -> Events[Line | End] | Reading:
+) -> Events[Reading, Line | End]:
     """The records of ``stream``'s log, oldest first, across its rotated files: only ``node``'s,
     only at ``level`` (debug, info, warning, error, critical) or above, only since ``since``
     (30s, 10m, 2h, 1d or an ISO time), only the last ``tail`` (default: all; 20 when following).
@@ -61,7 +61,7 @@ async def logs(
 
 
 def log_events(stream: str, path: Path, keep: LogFilter, *, tail: int | None,
-               follow: bool) -> AsyncIterator[Reading | Line | End]:
+               follow: bool) -> AsyncGenerator[Reading | Line | End, None]:
     """The events of a ``logs`` answer; `tatolab logs --dir` reads through this too, with no runtime."""
     if tail is not None and (isinstance(tail, bool) or not isinstance(tail, int) or tail < 0):
         raise ControlError(f"tail must be a whole number, 0 or more (the last N records), not {tail!r}",
@@ -72,7 +72,7 @@ def log_events(stream: str, path: Path, keep: LogFilter, *, tail: int | None,
 
 
 async def _events(stream: str, path: Path, keep: LogFilter, *, tail: int | None,
-                  follow: bool) -> AsyncIterator[Reading | Line | End]:
+                  follow: bool) -> AsyncGenerator[Reading | Line | End, None]:
     yield {"event": "reading", "stream": stream, "log": str(path)}
     async for line in read_log(path, keep, tail=tail, follow=follow):
         yield {"event": "line", "line": line.decode("utf-8", "replace")}

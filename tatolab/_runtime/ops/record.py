@@ -6,38 +6,17 @@ the recorder reads the rings and writes the file, so no frame or disk work runs 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Literal, TypedDict
+from typing import Any, AsyncGenerator, Literal, TypedDict
 
 from tatolab._control.errors import ControlError
 from tatolab._control.operations import Events
 from tatolab._runtime.lifecycle import recordings as recs
+from tatolab._runtime.lifecycle.recordings import RecordingRow
 from tatolab._runtime.ops import op
 from tatolab._runtime.ops.inspect import _find_output
 from tatolab._runtime.runtime import Runtime
 
 KEEP_ENDED = 20  # ended recordings still listed, newest first
-
-
-class RecordingRow(TypedDict, total=False):
-    id: str
-    state: str  # recording | ended
-    path: str
-    addresses: list[str]
-    pid: int | None
-    seconds: float
-    bytes: int
-    bags: int
-    dropped: int
-    channels: dict[str, Any]  # per address: kind (json, video, audio), bags, dropped, bytes
-    ring: dict[str, Any]  # before/after: the ring in memory (bytes, max_bytes, seconds, messages, triggers)
-    files: list[dict[str, Any]]  # before/after: each file written (path, from_ns, to_ns, triggers, bags, state)
-    cut: list[dict[str, Any]]  # not finished: per file, chunks, messages, first_ns, last_ns (where a reader stops)
-    earlier_run: bool  # made by an earlier run of the runtime
-    reason: str  # why it ended: stopped, seconds, bags, streams stopped, disk full, recorder ended
-    indexed: bool  # the file has its summary and index (false: readable up to its last chunk)
-    readable: bool  # false: no chunk reached the file (the disk was full before its first)
-    error: str
-    asked: str  # the path asked for, when a file was there: ``path`` is the next free name
 
 
 class Progress(TypedDict):
@@ -132,8 +111,9 @@ a new numbered file each time one passes that size or length, each finished and 
                            "a recording of everything", code="bad_arguments", details={"argument": "split_mb"})
     if max_mb <= 0:
         raise ControlError(f"max_mb must be above 0, not {max_mb}", code="bad_value", details={"argument": "max_mb"})
-    options = {"seconds": seconds, "bags": bags, "compression": compression, "profile": profile, "start": start,
-               "video": video, "split_mb": split_mb, "split_seconds": split_seconds}
+    options: dict[str, Any] = {  # recordings.start's options
+        "seconds": seconds, "bags": bags, "compression": compression, "profile": profile, "start": start,
+        "video": video, "split_mb": split_mb, "split_seconds": split_seconds}
     if windowed:
         options.update(windowed=True, before=30.0 if before is None else before, after=10.0 if after is None else after,
                        when=when, max_mb=max_mb)
@@ -146,18 +126,18 @@ a new numbered file each time one passes that size or length, each finished and 
     else:
         recording.on_end = lambda: marks.remove(recording.id)
         recording.on_files = lambda paths: marks.files(recording.id, paths)
-    return recording.row()  # type: ignore[return-value]
+    return recording.row()
 
 
 @op("record_watch")
-async def record_watch(runtime: Runtime, id: str, stop_on_hangup: bool = False) -> Events[Progress]:
+async def record_watch(runtime: Runtime, id: str, stop_on_hangup: bool = False) -> Events[Progress, Progress]:
     """Follow recording ``id``: its progress twice a second, then its end with the summary.
     With ``stop_on_hangup``, the recording stops when this connection closes (the CLI's own)."""
     recording = _get(runtime, id)
     return _watch(recording, stop_on_hangup)
 
 
-async def _watch(recording: recs.Recording, stop_on_hangup: bool) -> AsyncIterator[dict[str, Any]]:
+async def _watch(recording: recs.Recording, stop_on_hangup: bool) -> AsyncGenerator[Progress, None]:
     finished = False
     try:
         while recording.state != "ended":
@@ -181,14 +161,14 @@ async def record_trigger(runtime: Runtime, id: str) -> RecordingRow:
     ``before`` seconds ago to ``after`` seconds from now, or extends the window open."""
     recording = _get(runtime, id)
     recs.trigger(recording)
-    return recording.row()  # type: ignore[return-value]
+    return recording.row()
 
 
 @op("record_stop")
 async def record_stop(runtime: Runtime, id: str) -> RecordingRow:
     """Stop recording ``id``: the recorder finishes the file (last chunk, summary, index) and this
     answers with what it wrote: bags, drops and bytes per address."""
-    return await recs.stop(_get(runtime, id))  # type: ignore[return-value]
+    return await recs.stop(_get(runtime, id))
 
 
 @op("recordings")
@@ -197,4 +177,4 @@ async def recordings(runtime: Runtime) -> list[RecordingRow]:
     previous runtime died with (killed, or it crashed) is listed as ended, ``reason`` ``cut``,
     ``earlier_run`` true, with ``cut``: per file, its whole chunks, messages and the last message's
     time (``last_ns``), where a reader of it stops (the file is readable as it is)."""
-    return [r.row() for r in reversed(_table(runtime).values())]  # type: ignore[misc]
+    return [r.row() for r in reversed(_table(runtime).values())]

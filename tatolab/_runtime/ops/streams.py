@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, AsyncIterator, Literal, TypedDict
+from typing import Any, AsyncGenerator, AsyncIterator, Literal, TypedDict
 
 from tatolab._control.operations import Events
 from tatolab._control.source import StreamSource
 from tatolab._runtime.runtime import Runtime, request_env
 from tatolab._runtime.stored import unwritten
+from tatolab._runtime.stored.unwritten import WriteFailure
 from tatolab._runtime.views.feed import Feed
 from tatolab._runtime.views.graph import node_entry
 from tatolab._runtime.processes.nodes import ended_event, wait_ready
@@ -73,13 +74,6 @@ class TroubledNode(TypedDict):
     hung: bool
 
 
-class WriteFailure(TypedDict, total=False):
-    path: str
-    error: str | None
-    lost: int  # writes lost so far
-    failing: bool  # still failing (else: it writes there again)
-
-
 class Listing(TypedDict):
     streams: list[StreamRow]
     troubled: list[TroubledNode]  # nodes that crashed, restarted or hang
@@ -125,7 +119,7 @@ async def load(
     name: str | None = None,
     mode: Literal["attached", "kept"] = "attached",
     env: dict[str, str] | None = None,
-) -> Events[LogEvent | Ended] | Loaded | Kept:
+) -> Events[Loaded, LogEvent | Ended] | Loaded | Kept:
     """Compile the stream in ``project`` (``target``: ``file.py:function`` or ``module:function``;
     ``file``: a file with one @stream; ``name``: another name) and start it. Attached, it runs
     while the connection stays open: its log follows as events, and hanging up unloads it.
@@ -137,13 +131,17 @@ async def load(
     summary: Loaded = {"event": "loaded", "name": stream.name, "project": str(stream.project),
                        "nodes": len(stream.graph["nodes"])}
     if mode == "kept":
-        return {**summary, **await wait_ready(stream, READY_WAIT_S, since_ns=asked_ns)}
+        ready = await wait_ready(stream, READY_WAIT_S, since_ns=asked_ns)
+        return {**summary, "start_ms": ready["start_ms"], "ready": ready["ready"], "not_ready": ready["not_ready"],
+                "failed": ready["failed"]}
     return _attached(runtime, stream, summary)
 
 
-async def _attached(runtime: Runtime, stream: LoadedStream, summary: Loaded) -> Any:
+async def _attached(runtime: Runtime, stream: LoadedStream,
+                    summary: Loaded) -> AsyncGenerator[Loaded | LogEvent | Ended, None]:
     """Stream the log to the terminal; when it hangs up, the stream is unloaded."""
     yield summary
+    assert stream.log is not None  # a loaded stream's nodes started, and start_nodes gave it its log
     queue = stream.log.watch()
     try:
         async for event in log_events(stream, queue):
@@ -165,8 +163,9 @@ async def streams(runtime: Runtime) -> Listing:
                 continue
             entry = node_entry(node, process)
             if health.is_trouble(entry):
-                troubled.append({"stream": stream.name, **{k: entry[k] for k in  # type: ignore[typeddict-item]
-                                 ("name", "state", "restarts", "last_error", "hung")}})
+                troubled.append({"stream": stream.name, "name": entry["name"], "state": entry["state"],
+                                 "restarts": entry["restarts"], "last_error": entry["last_error"],
+                                 "hung": entry["hung"]})
     return {"streams": runtime.list_streams(), "troubled": troubled,  # type: ignore[typeddict-item]
             "unwritten": unwritten.report(), "relay": runtime.relay.problem if runtime.relay is not None else None,
             "recordings": [r.row() for r in runtime.recordings.values() if r.state != "ended"]}

@@ -13,7 +13,7 @@ import struct
 TABLES = {socket.AF_INET: "/proc/net/tcp", socket.AF_INET6: "/proc/net/tcp6"}
 
 
-def _hex(host: str, port: int) -> tuple[int, str, str]:
+def _hex(host: str, port: int) -> tuple[socket.AddressFamily, str, str]:
     """(family, address, port) as ``/proc/net/tcp*`` writes them: the address in 32-bit words of host order."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     packed = socket.inet_pton(family, host.split("%")[0])

@@ -101,8 +101,8 @@ class Serving:
     async def _apply(self, wanted: dict[str, Serve]) -> None:
         wanted = {path: self._classified(serve) for path, serve in wanted.items()}
         bases = {(s.path, s.out.base) for s in wanted.values()}
-        for key in set(self._carried) - bases:
-            del self._carried[key]
+        for gone in set(self._carried) - bases:
+            del self._carried[gone]
         self.wanted = wanted
         if self._unclassified() and (self._watching is None or self._watching.done()):
             self._watching = self.bridge.loop.create_task(self._watch_unclassified())

@@ -9,7 +9,7 @@ so a reader that joins at any keyframe can decode.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -18,6 +18,9 @@ from tatolab._sdk.builtins.codecs import ENCODERS
 from tatolab._sdk.builtins.codecs import H264EncoderConfig
 from tatolab._surfaces import pool as _pool
 from tatolab._surfaces.frame import VideoFrame
+
+if TYPE_CHECKING:
+    from av.video.codeccontext import VideoCodecContext
 
 US = Fraction(1, 1_000_000)
 # a late reader waits at most this long for a picture (a group starts at each keyframe)
@@ -86,13 +89,15 @@ class Encoder:
         self.frames += 1
         return [(bytes(p), self.first_us + int(p.pts or 0), bool(p.is_keyframe)) for p in self.codec.encode(picture)]
 
-    def _open(self, width: int, height: int, global_header: bool = False) -> Any:
+    def _open(self, width: int, height: int, global_header: bool = False) -> VideoCodecContext:
         import av
 
         errors = []
         for name in ENCODERS["h264"]:
             try:
                 ctx = av.CodecContext.create(name, "w")
+                if not isinstance(ctx, av.VideoCodecContext):  # (an H.264 encoder's context is one)
+                    raise TypeError(f"{name} is not a video encoder")
                 ctx.width, ctx.height = width, height
                 ctx.pix_fmt = "yuv420p"
                 ctx.time_base = US

@@ -6,16 +6,21 @@ from dataclasses import dataclass, field
 from typing import Mapping, Protocol
 
 from tatolab._control.errors import Fix, Reason
+from tatolab._graph import Graph
 from tatolab._sdk.naming import Address, format_address
 
 LEVELS = ("internal", "private", "public")
 
 
 class SourceView(Protocol):
-    """What the decision needs to know about a stream that might be a link's source."""
+    """What the decision needs to know about a stream that might be a link's source (read only: a
+    frozen ``Source`` is one)."""
 
-    running: bool
-    state: str
+    @property
+    def running(self) -> bool: ...
+
+    @property
+    def state(self) -> str: ...
 
     def has_output(self, node: str, port: str) -> bool: ...
 
@@ -47,12 +52,12 @@ class Resolution:
         return "wired" if self.wired else "waiting"
 
 
-def exposure_levels(graph: dict) -> dict[tuple[str, str], str]:
+def exposure_levels(graph: Graph) -> dict[tuple[str, str], str]:
     """Each output's level from a compiled graph; outputs not listed are internal."""
     return {(e["node"], e["port"]): e["level"] for e in graph.get("exposures", [])}
 
 
-def set_level(graph: dict, node: str, port: str, level: str) -> None:
+def set_level(graph: Graph, node: str, port: str, level: str) -> None:
     """Record ``level`` for an output in a compiled graph (internal ones are not listed)."""
     entries = [e for e in graph.get("exposures", []) if (e["node"], e["port"]) != (node, port)]
     if level != "internal":

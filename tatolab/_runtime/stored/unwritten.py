@@ -10,6 +10,14 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from typing import TypedDict
+
+
+class WriteFailure(TypedDict, total=False):
+    path: str
+    error: str | None
+    lost: int  # writes lost so far
+    failing: bool  # still failing (else: it writes there again)
 
 
 @dataclass
@@ -51,9 +59,9 @@ def worked(path: os.PathLike | str) -> int:
     return found.count
 
 
-def report() -> list[dict[str, object]]:
+def report() -> list[WriteFailure]:
     """What is failing now, and what was lost to files that work again."""
-    rows: list[dict[str, object]] = [
+    rows: list[WriteFailure] = [
         {"path": f.path, "error": f.error, "lost": f.count, "failing": True} for f in _failing.values()
     ]
     rows += [{"path": p, "lost": n, "failing": False} for p, n in _recovered.items() if p not in _failing]

@@ -104,8 +104,8 @@ def stream_entry(
     records: dict[str, dict[str, Any]] = {}  # link key -> its reader's raw latency record
     levels = exposure_levels(stream.graph)
     link_readers: dict[str, set[int]] = {}
-    for wiring in stream.wiring.values():
-        link_readers.setdefault(wiring.base, set()).add(wiring.reader_index)
+    for link_wiring in stream.wiring.values():
+        link_readers.setdefault(link_wiring.base, set()).add(link_wiring.reader_index)
 
     nodes = []
     refused = refused_pids()
