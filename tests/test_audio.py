@@ -8,7 +8,8 @@ import pytest
 from tatolab import _bags
 from tatolab._errors import BagError, GraphError, NodeDefinitionError
 from tatolab._sdk.audio import AudioBlock, AudioShape
-from tatolab._sdk.context import InputPort, Inputs, ShapedInputPort
+from tatolab._host.ports import InputPort, ShapedInputPort
+from tatolab._sdk.context import Inputs
 from tatolab._sdk.nodes import describe_node, node
 from tatolab._sdk.shaping import FILL_AFTER_NS, AudioShaper
 from tatolab.stream import AudioBlock as PublicAudioBlock

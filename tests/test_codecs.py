@@ -18,7 +18,8 @@ from harness import Runtime, graph_node, make_project, read_jsonl, wait_for
 from tatolab._errors import ConfigError
 from tatolab._sdk.builder import StreamBuilder
 from tatolab._sdk.builtins import H264Encoder, H265Decoder, H265Encoder, Mp4Sink
-from tatolab._sdk.context import InputPort, Inputs
+from tatolab._host.ports import InputPort
+from tatolab._sdk.context import Inputs
 
 FRAGMENT_S = 0.1
 

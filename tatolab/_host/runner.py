@@ -9,15 +9,8 @@ from tatolab._host.status import open_for_node
 from tatolab._links.ring import RingError, RingReader, RingWriter, wait_any
 from tatolab._sdk.nodes import create
 from tatolab._surfaces import pool as surfaces
-from tatolab._sdk.context import (
-    InputPort,
-    Inputs,
-    NodeLogger,
-    OutputPort,
-    Outputs,
-    RuntimeContextLimitedAccess,
-    ShapedInputPort,
-)
+from tatolab._host.ports import InputPort, OutputPort, ShapedInputPort
+from tatolab._sdk.context import Inputs, NodeLogger, Outputs, RuntimeContextLimitedAccess
 from tatolab._sdk.audio import AudioShape
 
 IDLE_WAKE_S = 0.25  # how often a waiting node looks at control messages
