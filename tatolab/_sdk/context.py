@@ -29,9 +29,14 @@ LEVELS = ("debug", "info", "warning", "error")
 class InputSource(Protocol):
     """What ``ctx.inputs`` needs of an input port (tatolab/_host/ports.py: InputPort, ShapedInputPort)."""
 
-    shaped: bool  # an audio input: read hands over its shaped windows
-    last_link: str | None
-    links: Mapping[str, Any]
+    @property
+    def shaped(self) -> bool: ...  # an audio input: read hands over its shaped windows
+
+    @property
+    def last_link(self) -> str | None: ...
+
+    @property
+    def links(self) -> Mapping[str, Any]: ...
 
     def take(self, inherit: bool = True) -> tuple[Any, Any] | None: ...
 
@@ -49,7 +54,8 @@ class InputSource(Protocol):
 class OutputSink(Protocol):
     """What ``ctx.outputs`` needs of an output port (tatolab/_host/ports.py: OutputPort)."""
 
-    write: Callable[[bytes], Any]
+    @property
+    def write(self) -> Callable[[bytes], Any]: ...
 
     def loan(self, nbytes: int) -> ContextManager[memoryview]: ...
 
