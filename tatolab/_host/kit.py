@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tatolab import _bags, _records
+from tatolab._errors import GraphError
 from tatolab._host.ports import InputPort, OutputPort
 from tatolab._sdk.context import Inputs, NodeLogger, Outputs, RuntimeContextLimitedAccess
 from tatolab._sdk.nodes import create, node_spec, plain_config
@@ -31,13 +32,11 @@ class _MemoryReader:
 
     def __init__(self) -> None:
         self.bags: deque[tuple[bytes, int]] = deque()
-        self.published = 0  # the publish time each bag gets: its place in the order
         self.dropped = 0
         self.bad = 0
 
-    def add(self, payload: bytes) -> None:
-        self.published += 1
-        self.bags.append((payload, self.published))
+    def add(self, payload: bytes, published: int) -> None:
+        self.bags.append((payload, published))
 
     def read(self) -> tuple[bytes, int] | None:  # newest: the latest, the ones before it never seen
         if not self.bags:
@@ -104,22 +103,30 @@ class FakeContext(RuntimeContextLimitedAccess):
     ``ctx = FakeContext(MyNode, inputs={"rows": [{"n": 1}]})``, then ``node.process(ctx)``, and
     ``ctx.run`` holds what it wrote, logged and reported (a ``NodeRun``). ``ctx.feed(port, bag)``
     gives an input port another bag; ``ctx.stopping.set()`` stops an ``execution="thread"`` node's
-    ``run``. ``on_write(port, bag)`` is called with each bag as it is written (before the next)."""
+    ``run``. ``on_write(port, bag)`` is called with each bag as it is written (before the next).
+    ``links={"tracks": ["a/packets->sink/tracks", ...]}`` wires several links into a port (fan-in:
+    ``feed(port, bag, link=...)`` says which one a bag comes by; ``add_link`` wires one more later);
+    each port has one link otherwise, ``test-><node>/<port>``."""
 
     def __init__(self, node_class: type, *, inputs: Mapping[str, list[Any]] | None = None, node: str | None = None,
-                 stream: str = "test", on_write: Callable[[str, dict[str, Any]], None] | None = None) -> None:
+                 stream: str = "test", on_write: Callable[[str, dict[str, Any]], None] | None = None,
+                 links: Mapping[str, list[str]] | None = None) -> None:
         spec = node_spec(node_class)
         name = node or spec.class_name
         self.run = run = NodeRun(outputs={port.name: [] for port in spec.outputs})
         self._changed = threading.Condition()
-        self._readers: dict[str, _MemoryReader] = {}
-        ports: dict[str, InputPort] = {}
+        self._readers: dict[str, dict[str, _MemoryReader]] = {}  # port -> link key -> its reader
+        self._published = 0  # the publish time each bag gets, across links: the order bags are fed in
+        self._ports = ports = {port.name: InputPort(port.name, port.delivery_profile or "ordered")
+                               for port in spec.inputs}
         self.origin = [0, 0]  # as the node host's: what a call writes inherits the oldest origin it read
-        for port in spec.inputs:
-            reader = self._readers[port.name] = _MemoryReader()
-            ports[port.name] = InputPort(port.name, port.delivery_profile or "ordered")
-            ports[port.name].origin = self.origin
-            ports[port.name].add_link(MEMORY_LINK.format(node=name, port=port.name), reader)
+        for port_name, in_port in ports.items():
+            in_port.origin = self.origin
+            self._readers[port_name] = {}
+        self.node = name  # (before add_link names it; the base class sets it again)
+        for port_name in ports:
+            for key in (links or {}).get(port_name) or [MEMORY_LINK.format(node=name, port=port_name)]:
+                self.add_link(port_name, key)
 
         def emit(level: str, message: str, fields: dict[str, Any]) -> None:
             with self._changed:
@@ -145,20 +152,36 @@ class FakeContext(RuntimeContextLimitedAccess):
         outputs = {port.name: OutputPort(port.name, writer(port.name)) for port in spec.outputs}
         super().__init__(stream=stream, node=name, inputs=Inputs(name, ports), outputs=Outputs(name, outputs),
                          log=NodeLogger(emit), report=report)
-        self._ports = ports
+        unknown = [port for port in (links or {}) if port not in ports]
+        if unknown:
+            self.inputs._port(unknown[0])  # raises the runtime's own error, naming the node and its inputs
         for given, bags in (inputs or {}).items():
             for bag in bags:
                 self.feed(given, bag)
 
-    def feed(self, port: str, bag: Any) -> None:
-        """Give input ``port`` one more bag (a dict, or what a node may write: a dataclass, a frame)."""
+    def add_link(self, port: str, key: str) -> None:
+        """Wire one more link into input ``port`` (fan-in), named ``key`` as `tatolab graph` names links."""
         if port not in self._readers:
             self.inputs._port(port)  # raises the runtime's own error, naming the node and its inputs
+        reader = self._readers[port][key] = _MemoryReader()
+        self._ports[port].add_link(key, reader)
+
+    def feed(self, port: str, bag: Any, link: str | None = None) -> None:
+        """Give input ``port`` one more bag (a dict, or what a node may write: a dataclass, a frame),
+        by ``link`` (the port's first link when not given)."""
+        if port not in self._readers:
+            self.inputs._port(port)  # raises the runtime's own error, naming the node and its inputs
+        readers = self._readers[port]
+        if link is not None and link not in readers:
+            raise GraphError(f"node {self.node}: input {port!r} has no link {link!r}; its links are: "
+                             f"{', '.join(readers) or 'none'} (FakeContext(links=...) or add_link wires one)")
         if type(bag) is not dict:
             as_bag = getattr(bag, "_tatolab_bag", None)
             if as_bag is not None:
                 bag = as_bag()
-        self._readers[port].add(_bags.encode(bag, self.node, port))
+        payload = _bags.encode(bag, self.node, port)
+        self._published += 1
+        readers[link if link is not None else next(iter(readers))].add(payload, self._published)
 
     def fill(self) -> bool:
         """Deliver what waits on the input ports, as the node host does before a call: True when
