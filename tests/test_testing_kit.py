@@ -281,3 +281,57 @@ def test_a_bag_with_no_origin_leaves_the_oldest_origin_read_on_every_path(profil
     assert cell == [500, 7]
     inherit_origin(cell, (payload, 4, 100, 9))
     assert cell == [100, 9]
+
+
+def _readme_python(heading: str) -> str:
+    """The python blocks of README's section ``heading``, as one module."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = text.split(f"\n{heading}\n", 1)[1].split("\n#", 1)[0]
+    return "\n".join(block.split("\n```", 1)[0] for block in section.split("```python\n")[1:])
+
+
+def test_the_readmes_testing_example_runs_as_written():
+    code = _readme_python("### Testing a node")
+    assert "run_node(Doubler" in code
+    scope: dict = {"__name__": "readme_testing"}
+    exec(compile(code, "README.md", "exec"), scope)
+    tests = [name for name in scope if name.startswith("test_")]
+    assert len(tests) == 2
+    for name in tests:
+        scope[name]()
+
+
+def test_the_readmes_thread_source_runs_until_stopped():
+    scope: dict = {"__name__": "readme_writing"}
+    exec(compile(_readme_python("## Writing a node"), "README.md", "exec"), scope)
+    run = run_node(scope["Ticker"], until=lambda run: len(run.outputs["ticks"]) >= 2)
+    assert [bag["n"] for bag in run.outputs["ticks"]][:2] == [0, 1]
+
+
+def test_fan_in_links_deliver_in_the_order_fed_and_name_their_link():
+    @node
+    class Sink:
+        @node.input(delivery_profile="ordered")
+        def tracks(self) -> dict: ...
+
+        @node.output()
+        def seen(self) -> dict: ...
+
+        def process(self, ctx) -> None:
+            while (bag := ctx.inputs.read("tracks")) is not None:
+                ctx.outputs.write("seen", {"n": bag["n"], "link": ctx.inputs.link("tracks")})
+
+    a, b = "a/packets->sink/tracks", "b/packets->sink/tracks"
+    ctx = FakeContext(Sink, node="sink", links={"tracks": [a]})
+    ctx.add_link("tracks", b)
+    assert ctx.inputs.links("tracks") == [a, b]
+    for n, link in ((1, a), (2, b), (3, a)):
+        ctx.feed("tracks", {"n": n}, link=link)
+    instance = Sink()
+    while ctx.fill():
+        instance.process(ctx)
+    assert ctx.run.outputs["seen"] == [{"n": 1, "link": a}, {"n": 2, "link": b}, {"n": 3, "link": a}]
+    with pytest.raises(GraphError, match="input 'tracks' has no link 'c'"):
+        ctx.feed("tracks", {"n": 4}, link="c")
