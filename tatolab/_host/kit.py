@@ -170,7 +170,7 @@ class FakeContext(RuntimeContextLimitedAccess):
         self._ports[port].add_link(key, reader)
 
     def feed(self, port: str, bag: Any, link: str | None = None) -> None:
-        """Give input ``port`` one more bag (a dict, or what a node may write: a dataclass, a frame),
+        """Give input ``port`` one more bag (a dict, or a VideoFrame or an AudioBlock, as ctx.outputs.write takes),
         by ``link`` (the port's first link when not given)."""
         if port not in self._readers:
             self.inputs._port(port)  # raises the runtime's own error, naming the node and its inputs
