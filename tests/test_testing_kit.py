@@ -335,3 +335,23 @@ def test_fan_in_links_deliver_in_the_order_fed_and_name_their_link():
     assert ctx.run.outputs["seen"] == [{"n": 1, "link": a}, {"n": 2, "link": b}, {"n": 3, "link": a}]
     with pytest.raises(GraphError, match="input 'tracks' has no link 'c'"):
         ctx.feed("tracks", {"n": 4}, link="c")
+
+
+@pytest.mark.parametrize("cell, origin", [
+    ([0, 0], (500, 7)), ([0, 0], (0, 0)), ([400, 3], (500, 7)), ([600, 3], (500, 7)), ([600, 3], (0, 0)),
+    ([600, 3], None),
+])
+def test_take_inherits_origins_by_the_one_rule(cell, origin):
+    """InputPort.take writes inherit_origin's rule out (the per-bag path): the two give the same cell."""
+    from tatolab._host.ports import InputPort, inherit_origin
+
+    payload = _bags.encode({"n": 1}, "n", "p")
+    bag = (payload, 1) if origin is None else (payload, 1, *origin)
+    port = InputPort("in", "ordered")
+    port.origin = taken = list(cell)
+    port.add_link("a", _Reader([bag]))
+    port.fill()
+    port.take()
+    expected = list(cell)
+    inherit_origin(expected, bag)
+    assert taken == expected
