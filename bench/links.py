@@ -33,7 +33,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from tatolab._links import shm  # noqa: E402
 from tatolab._links import ring as ring_module  # noqa: E402
 from tatolab._links.ring import RingReader, RingWriter, create_ring, reap  # noqa: E402
-from tatolab._sdk.context import OutputPort, Outputs  # noqa: E402
+from tatolab._host.ports import OutputPort  # noqa: E402
+from tatolab._sdk.context import Outputs  # noqa: E402
 
 SPAWN = multiprocessing.get_context("spawn")
 SHM = shm.private_folder()  # the user's own folder: rings refuse a folder others can write

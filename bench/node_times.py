@@ -33,7 +33,8 @@ def child(tree: str, bags: int, report: bool) -> None:
     from tatolab._host import status
     from tatolab._links import shm
     from tatolab._links.ring import RingReader, RingWriter, create_ring, reap
-    from tatolab._sdk.context import InputPort, Inputs
+    from tatolab._host.ports import InputPort
+    from tatolab._sdk.context import Inputs
 
     assert status.__file__.startswith(tree), status.__file__
     prefix = f"{shm.private_folder()}/tatolab-bench-{os.getpid()}-{uuid.uuid4().hex[:8]}-"

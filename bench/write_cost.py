@@ -65,7 +65,8 @@ def _setup(path: str):
     if path in ("ring", "ring_raw"):
         from tatolab._links import shm
         from tatolab._links.ring import RingWriter, create_ring, reap
-        from tatolab._sdk.context import OutputPort, Outputs
+        from tatolab._host.ports import OutputPort
+        from tatolab._sdk.context import Outputs
 
         base = f"{shm.private_folder()}/tatolab-bench-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         create_ring(base)

@@ -29,7 +29,7 @@ Node = TypedDict("Node", {
     "class": str,  # module:Qualname, what the node host imports (a built-in's: tatolab._builtins.<module>:<Class>)
     "doc": "str | None",
     "config": "dict[str, Any] | None",
-    "execution": str,  # "reactive" | "continuous" | "manual"
+    "execution": str,  # "reactive" | "continuous" | "thread" | "manual"
     "interval_ms": "int | float | None",
     "inputs": "list[InputPort]",
     "outputs": "list[OutputPort]",

@@ -18,6 +18,7 @@ from tatolab._sdk.builtins import DisplayWindow
 from tatolab._sdk.builtins import H264Decoder, H264Encoder, H265Decoder, H265Encoder, McapSource, Mp4Sink
 from tatolab._sdk.nodes import node
 from tatolab._recorder.testing import run_with_recording
+from tatolab._host.kit import FakeContext, run_node
 from tatolab._surfaces.frame import VideoFrame
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "ConfigError",
     "DisplayWindow",
     "Exposure",
+    "FakeContext",
     "GlslPixelEffect",
     "GraphError",
     "H264Decoder",
@@ -53,6 +55,7 @@ __all__ = [
     "VideoFrame",
     "VirtualCameraSink",
     "node",
+    "run_node",
     "run_with_recording",
     "stream",
 ]

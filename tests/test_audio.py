@@ -8,7 +8,8 @@ import pytest
 from tatolab import _bags
 from tatolab._errors import BagError, GraphError, NodeDefinitionError
 from tatolab._sdk.audio import AudioBlock, AudioShape
-from tatolab._sdk.context import InputPort, Inputs, ShapedInputPort
+from tatolab._host.ports import InputPort, ShapedInputPort
+from tatolab._sdk.context import Inputs
 from tatolab._sdk.nodes import describe_node, node
 from tatolab._sdk.shaping import FILL_AFTER_NS, AudioShaper
 from tatolab.stream import AudioBlock as PublicAudioBlock
@@ -233,52 +234,32 @@ def test_shape_audio_changes_what_an_input_receives_and_refuses_a_plain_input():
 
 # -- Opus ------------------------------------------------------------------------------------------
 
-class NodeContext:
-    """What OpusEncoder/OpusDecoder use of ctx: inputs read from a list, outputs written to one."""
-
-    node = "codec"
-
-    def __init__(self, items: list) -> None:
-        self.items = list(items)
-        self.written: list = []
-        self.inputs = self.outputs = self
-
-    def read(self, port: str, into=None):
-        return self.items.pop(0) if self.items else None
-
-    def write(self, port: str, bag) -> None:
-        self.written.append(bag)
-
-    def shape_audio(self, port: str, audio: dict) -> None:
-        self.shape = audio
-
-
 def test_opus_round_trip_gives_back_the_tone_at_its_timestamps():
     av = pytest.importorskip("av")
     assert "libopus" in av.codecs_available
     from tatolab._builtins.opus import OpusDecoder, OpusEncoder
     from tatolab._sdk.builtins import OpusDecoderConfig, OpusEncoderConfig
     from tatolab._sdk.packets import EncodedPacket
+    from tatolab.testing import FakeContext
 
     start = 3 * NS
     source = tone(48000, 2.0, 440) + tone(48000, 2.0, 1234, amplitude=0.2)
     encoder = OpusEncoder(OpusEncoderConfig(bitrate=96000, frame_ms=10, channels=2))
-    ctx = NodeContext([AudioBlock(source[k:k + 480], 48000, start + k * NS // 48000)
-                       for k in range(0, len(source), 480)])
-    encoder.setup(ctx)
-    assert ctx.shape == {"sample_rate": 48000, "channels": 2, "format": "f32", "window_ms": 10}
+    ctx = FakeContext(OpusEncoder, inputs={"audio": [AudioBlock(source[k:k + 480], 48000, start + k * NS // 48000)
+                                                     for k in range(0, len(source), 480)]})
+    encoder.setup(ctx)  # asks its audio input for 48 kHz stereo f32 in 10 ms windows (shaped as the host does)
     encoder.process(ctx)
     encoder.teardown(ctx)
-    packets = [EncodedPacket.from_bag(bag) for bag in ctx.written]
+    packets = [EncodedPacket.from_bag(bag) for bag in ctx.run.outputs["packets"]]
     assert len(packets) >= 200 and all(p.codec == "opus" and p.sample_rate == 48000 for p in packets)
     assert packets[0].extradata.startswith(b"OpusHead") and packets[0].duration_ns == 10_000_000
     # libopus's first packet starts its pre-skip (312 samples, 6.5 ms) early
     assert packets[1].timestamp_ns - packets[0].timestamp_ns == 10_000_000
     assert packets[0].timestamp_ns == start - 312 * NS // 48000
 
-    decoder_ctx = NodeContext(ctx.written)
+    decoder_ctx = FakeContext(OpusDecoder, inputs={"packets": ctx.run.outputs["packets"]})
     OpusDecoder(OpusDecoderConfig()).process(decoder_ctx)
-    blocks = decoder_ctx.written
+    blocks = [AudioBlock.from_bag(bag) for bag in decoder_ctx.run.outputs["audio"]]
     assert blocks[0].first_sample_timestamp_ns == start
     for before, after in zip(blocks, blocks[1:]):
         assert after.first_sample_timestamp_ns == before.first_sample_timestamp_ns + before.frames * NS // 48000

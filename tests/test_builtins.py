@@ -102,28 +102,12 @@ def test_compile_errors_name_the_line():
     )
 
 
-class _Ctx:
-    node = "tint"
+def _ctx(frame):
+    """What the GLSL effect gets from the runtime (tatolab.testing's FakeContext), ``frame`` waiting on ``video``."""
+    from tatolab._builtins.glsl import GlslPixelEffect as GlslCode
+    from tatolab.testing import FakeContext
 
-    def __init__(self, bag):
-        self.bag, self.sent, self.errors = bag, [], []
-        ctx = self
-
-        class Log:
-            def error(self, message, **fields):
-                ctx.errors.append(message)
-
-            warning = error
-
-        class Inputs:
-            def read(self, port, into=None):
-                return into.open(ctx.bag)
-
-        class Outputs:
-            def write(self, port, frame):
-                ctx.sent.append(frame._tatolab_bag())
-
-        self.log, self.inputs, self.outputs = Log(), Inputs(), Outputs()
+    return FakeContext(GlslCode, inputs={"video": [frame]}, node="tint")
 
 
 @pytest.fixture
@@ -152,15 +136,15 @@ def test_a_glsl_invert_gives_255_minus_x_and_keeps_alpha(pool):
 
     picture = np.random.default_rng(3).integers(0, 256, size=(36, 64, 4), dtype=np.uint8)
     source = VideoFrame.from_numpy(picture)
-    ctx = _Ctx(source._tatolab_bag())
+    ctx = _ctx(source)
     effect = _effect("vec4 effect(vec4 color, vec2 uv) {\n    return vec4(1.0 - color.rgb, color.a);\n}\n")
     effect.setup(ctx)
     try:
         effect.process(ctx)
     finally:
         effect.teardown(ctx)
-    assert ctx.errors == [] and len(ctx.sent) == 1
-    out = VideoFrame.open(ctx.sent[0])
+    assert ctx.run.messages("error") == [] and len(ctx.run.outputs["video_out"]) == 1
+    out = VideoFrame.open(ctx.run.outputs["video_out"][0])
     assert out.surface_id != source.surface_id  # a new frame; the input is untouched
     assert np.array_equal(out.cpu()[..., :3], 255 - picture[..., :3])
     assert np.array_equal(out.cpu()[..., 3], picture[..., 3])
@@ -171,27 +155,28 @@ def test_a_broken_glsl_function_is_reported_by_node_and_line_and_sends_nothing(p
     from tatolab._surfaces.frame import VideoFrame
 
     source = VideoFrame.from_numpy(np.zeros((8, 8, 4), dtype=np.uint8))
-    ctx = _Ctx(source._tatolab_bag())
+    ctx = _ctx(source)
     effect = _effect("vec4 effect(vec4 color, vec2 uv) {\n    return colour;\n}\n")
     effect.setup(ctx)
     effect.process(ctx)
     effect.teardown(ctx)
-    assert ctx.sent == []
-    assert len(ctx.errors) == 1 and ctx.errors[0].startswith("node tint: GLSL error in the GLSL source line 2:")
-    assert "colour" in ctx.errors[0]
+    assert ctx.run.outputs == {"video_out": []}
+    errors = ctx.run.messages("error")
+    assert len(errors) == 1 and errors[0].startswith("node tint: GLSL error in the GLSL source line 2:")
+    assert "colour" in errors[0]
 
 
 def test_an_effect_can_use_uv_and_the_frames_resolution(pool):
     from tatolab._surfaces.frame import VideoFrame
 
     source = VideoFrame.from_numpy(np.zeros((4, 8, 4), dtype=np.uint8))
-    ctx = _Ctx(source._tatolab_bag())
+    ctx = _ctx(source)
     # red: the pixel's column as a count of pixels; green: 255 on the top row only (uv.y < 1/4)
     effect = _effect("vec4 effect(vec4 color, vec2 uv) {\n"
                      "    return vec4(floor(uv.x * resolution.x) / 255.0, uv.y < 0.25 ? 1.0 : 0.0, 0.0, 1.0);\n}\n")
     effect.setup(ctx)
     effect.process(ctx)
     effect.teardown(ctx)
-    out = VideoFrame.open(ctx.sent[0]).cpu()
+    out = VideoFrame.open(ctx.run.outputs["video_out"][0]).cpu()
     assert out[0, :, 0].tolist() == list(range(8))
     assert out[:, 0, 1].tolist() == [255, 0, 0, 0]

@@ -196,32 +196,19 @@ def test_without_v4l2loopback_the_virtual_camera_says_what_to_do():
     assert device is None and "v4l2loopback" in why and "`sudo tatolab enable-virtual-camera`" in why
 
 
-class _Ctx:
-    """What a node is given, recording what it writes (the colour at each frame's centre) and logs."""
+def _centres(frames: list[dict]):
+    """An on_write for run_node: each frame as written (its size, stamp and the colour at its centre),
+    looked at before its surface is reused."""
+    from tatolab._surfaces.frame import VideoFrame
 
-    node = "camera"
-
-    def __init__(self) -> None:
-        self.frames: list[dict] = []
-        self.said: list[str] = []
-        self.reported: dict = {}
-        ctx = self
-
-        class Log:
-            def __getattr__(self, level):
-                return lambda message, **fields: ctx.said.append(f"{level}: {message}")
-
-        class Outputs:
-            def write(self, port, frame):
-                pixels = frame.cpu()
-                ctx.frames.append({"size": (frame.width, frame.height), "timestamp_ns": frame.timestamp_ns,
-                                   "centre": tuple(pixels[frame.height // 2, frame.width // 2, :3].tolist())})
-                frame.release()
-
-        self.log, self.outputs = Log(), Outputs()
-
-    def report(self, **values) -> None:
-        self.reported.update(values)
+    def seen(port: str, bag: dict) -> None:
+        frame = VideoFrame.open(bag)
+        pixels = frame.cpu()
+        frames.append({"size": (frame.width, frame.height), "timestamp_ns": frame.timestamp_ns,
+                       "centre": tuple(pixels[frame.height // 2, frame.width // 2, :3].tolist())})
+        del pixels
+        frame.release()
+    return seen
 
 
 @pytest.fixture
@@ -260,45 +247,40 @@ def _camera_format_clip(path: Path, codec: str, pixel_format: str) -> None:
 def test_camera_formats_become_rgba_frames_of_the_same_colours(pool, tmp_path, monkeypatch, codec, pixel_format,
                                                                  tolerance):
     from tatolab._builtins.camera import CameraSource as CameraCode
-    from tatolab._sdk.nodes import create
+    from tatolab.testing import run_node
 
     monkeypatch.chdir(tmp_path)  # a node runs in its project's folder
     _camera_format_clip(tmp_path / "camera.nut", codec, pixel_format)
-    node, ctx = create(CameraCode, {"source": "camera.nut", "width": 48, "height": 32}, node="camera"), _Ctx()
-    node.setup(ctx)
-    try:
-        wait_for(lambda: any("end of file camera.nut" in m for m in ctx.said), timeout=30, what="the whole clip")
-    finally:
-        node.teardown(ctx)
-    assert [f["size"] for f in ctx.frames] == [(48, 32)] * len(COLOURS)
-    for frame, rgb in zip(ctx.frames, COLOURS):
+    frames: list[dict] = []
+    run = run_node(CameraCode, {"source": "camera.nut", "width": 48, "height": 32}, node="camera",
+                   on_write=_centres(frames), timeout=30)  # run() returns at the end of the file
+    assert any("end of file camera.nut" in m for m in run.messages()), run.messages()
+    assert [f["size"] for f in frames] == [(48, 32)] * len(COLOURS)
+    for frame, rgb in zip(frames, COLOURS):
         assert all(abs(got - want) <= tolerance for got, want in zip(frame["centre"], rgb)), (frame, rgb)
-    stamps = [f["timestamp_ns"] for f in ctx.frames]
+    stamps = [f["timestamp_ns"] for f in frames]
     assert all(b > a for a, b in zip(stamps, stamps[1:]))
 
 
 def test_a_source_that_is_no_file_url_or_test_source_is_said_by_name_once(pool, tmp_path, monkeypatch):
     from tatolab._builtins import camera
-    from tatolab._sdk.nodes import create
+    from tatolab.testing import run_node
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(camera, "RETRY_S", 0.01)  # retried quickly, and still said once
     tries = []
     opening = camera.ffmpeg_input
     monkeypatch.setattr(camera, "ffmpeg_input", lambda source: tries.append(source) or opening(source))
-    node, ctx = create(camera.CameraSource, {"source": "holiday.mp4"}, node="camera"), _Ctx()
-    node.setup(ctx)
-    try:
-        wait_for(lambda: len(tries) >= 5, timeout=10, what="five tries")
-    finally:
-        node.teardown(ctx)
-    errors = [m for m in ctx.said if m.startswith("error")]
-    assert len(errors) == 1, ctx.said
-    assert errors[0].startswith(f"error: node camera: source 'holiday.mp4' is no file in {tmp_path}, no URL and no "
+    run = run_node(camera.CameraSource, {"source": "holiday.mp4"}, node="camera", until=lambda run: len(tries) >= 5,
+                   timeout=30)  # then ctx.stopping is set, and run() returns
+    assert len(tries) >= 5
+    errors = run.messages("error")
+    assert len(errors) == 1, run.logs
+    assert errors[0].startswith(f"node camera: source 'holiday.mp4' is no file in {tmp_path}, no URL and no "
                                 "FFmpeg test source")
     assert errors[0].endswith("; waiting, checked every 0.01 s")
-    assert ctx.reported["waiting"].startswith("node camera: source 'holiday.mp4' is no file in")  # graph: waiting
-    assert ctx.frames == []
+    assert run.metrics["waiting"].startswith("node camera: source 'holiday.mp4' is no file in")  # graph: waiting
+    assert run.outputs == {"video": []}
 
 
 def test_the_virtual_cameras_format_is_asked_in_the_kernels_layout(monkeypatch):
@@ -332,6 +314,7 @@ def test_the_virtual_camera_writes_each_frame_in_the_format_asked(pool, tmp_path
     from tatolab._builtins import virtual_camera
     from tatolab._sdk.nodes import create
     from tatolab._surfaces.frame import VideoFrame
+    from tatolab.testing import FakeContext
 
     device = tmp_path / "video10"  # stands in for a v4l2loopback device: the frames land in this file
     device.write_bytes(b"")
@@ -339,13 +322,13 @@ def test_the_virtual_camera_writes_each_frame_in_the_format_asked(pool, tmp_path
     monkeypatch.setattr(v4l2, "query", lambda path: v4l2.Capability(v4l2.LOOPBACK_DRIVER, "Tatolab", 2))
     monkeypatch.setattr(v4l2, "set_output_format", lambda fd, w, h, f: formats.append((w, h, f)) or 0)
     node = create(virtual_camera.VirtualCameraSink, {"device": str(device), "width": 32, "height": 16}, node="vcam")
-    ctx = _Ctx()
     image = np.zeros((36, 64, 4), np.uint8)
     image[..., :3], image[..., 3] = (200, 40, 90), 255
-    ctx.inputs = type("Inputs", (), {"read": lambda self, port, into=None: VideoFrame.from_numpy(image)})()
+    ctx = FakeContext(virtual_camera.VirtualCameraSink, node="vcam")
     node.setup(ctx)
-    node.process(ctx)
-    node.process(ctx)
+    for _ in range(2):  # two frames, one call each (a newest input: one fed at a time)
+        ctx.feed("video", VideoFrame.from_numpy(image))
+        node.process(ctx)
     node.teardown(ctx)
     assert formats == [(32, 16, "yuyv422")]  # asked once, at the size other applications see
     written = device.read_bytes()
@@ -353,7 +336,7 @@ def test_the_virtual_camera_writes_each_frame_in_the_format_asked(pool, tmp_path
     back = av.VideoFrame.from_ndarray(np.frombuffer(written[:32 * 2 * 16], np.uint8).reshape(16, 32, 2),
                                       format="yuyv422").to_ndarray(format="rgb24")
     assert np.abs(back.astype(int) - (200, 40, 90)).max() <= 6
-    assert not [m for m in ctx.said if m.startswith("error")], ctx.said
+    assert ctx.run.messages("error") == [], ctx.run.logs
 
 
 def test_a_camera_frame_keeps_the_drivers_monotonic_capture_time_and_no_other_clock():

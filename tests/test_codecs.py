@@ -18,7 +18,8 @@ from harness import Runtime, graph_node, make_project, read_jsonl, wait_for
 from tatolab._errors import ConfigError
 from tatolab._sdk.builder import StreamBuilder
 from tatolab._sdk.builtins import H264Encoder, H265Decoder, H265Encoder, Mp4Sink
-from tatolab._sdk.context import InputPort, Inputs
+from tatolab._host.ports import InputPort
+from tatolab._sdk.context import Inputs
 
 FRAGMENT_S = 0.1
 
@@ -89,50 +90,7 @@ def test_a_fan_in_input_says_which_link_each_bag_came_by():
     assert seen == [(1, "a/packets->sink/tracks"), (2, "b/packets->sink/tracks"), (3, "a/packets->sink/tracks")]
 
 
-# -- the nodes in this process (a stand-in context), the recordings checked with ffprobe ----------
-
-class _Log:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def __getattr__(self, level: str):
-        return lambda message, **fields: self.lines.append(f"{level}: {message}")
-
-
-class _Ctx:
-    """What a built-in sees of the runtime: bags to read (and the link each came by), bags written,
-    log lines and reported metrics."""
-
-    stream = "test"
-
-    def __init__(self, node: str, links: tuple[str, ...] = ("src/packets->sink/tracks",)) -> None:
-        self.node = node
-        self.inputs = self.outputs = self
-        self.log = _Log()
-        self.queue: list[tuple[object, str]] = []
-        self.wired = list(links)
-        self.current: str | None = None
-        self.written: list[object] = []
-        self.metrics: dict = {}
-
-    def read(self, port: str, into: object = None):
-        if not self.queue:
-            return None
-        bag, self.current = self.queue.pop(0)
-        return bag
-
-    def link(self, port: str):
-        return self.current
-
-    def links(self, port: str):
-        return list(self.wired)
-
-    def write(self, port: str, bag: object) -> None:
-        self.written.append(bag)
-
-    def report(self, **values) -> None:
-        self.metrics.update(values)
-
+# -- the nodes in this process (tatolab.testing's FakeContext), the recordings checked with ffprobe -
 
 @pytest.fixture
 def pool():
@@ -157,9 +115,10 @@ def _encoded(cls: type, config: dict, frames: int, size=(160, 96), fps: int = 30
     from tatolab._sdk.builtins import TestPatternConfig
     from tatolab._sdk.nodes import create
     from tatolab._surfaces.frame import VideoFrame
+    from tatolab.testing import FakeContext
 
     encoder = create(cls, config, node="encoder")
-    ctx = _Ctx("encoder")
+    ctx = FakeContext(cls, node="encoder", links={"video": ["pattern/video->encoder/video"]})
     image = background(TestPatternConfig(width=size[0], height=size[1]))
     sources = {}
     for i in range(frames):
@@ -168,22 +127,24 @@ def _encoded(cls: type, config: dict, frames: int, size=(160, 96), fps: int = 30
         pixels[top:top + side, left:left + side, :3] = 255
         stamp = start_ns + i * 1_000_000_000 // fps
         sources[stamp] = pixels
-        ctx.queue.append((VideoFrame.from_numpy(pixels, timestamp_ns=stamp), "pattern/video->encoder/video"))
+        ctx.feed("video", VideoFrame.from_numpy(pixels, timestamp_ns=stamp))
         encoder.process(ctx)
     encoder.teardown(ctx)
-    return ctx.written, ctx, sources
+    return ctx.run.outputs["packets"], ctx, sources
 
 
 def _sink(tmp_path: Path, config: dict, links: tuple[str, ...] = ("src/packets->sink/tracks",)):
     from tatolab._builtins.recording import Mp4Sink as SinkCode
     from tatolab._sdk.nodes import create
+    from tatolab.testing import FakeContext
 
-    return create(SinkCode, {"path": str(tmp_path / "rec.mp4"), **config}, node="sink"), _Ctx("sink", links)
+    sink = create(SinkCode, {"path": str(tmp_path / "rec.mp4"), **config}, node="sink")
+    return sink, FakeContext(SinkCode, node="sink", links={"tracks": list(links)})
 
 
-def _feed(sink, ctx: _Ctx, bags, link: str = "src/packets->sink/tracks") -> None:
+def _feed(sink, ctx, bags, link: str = "src/packets->sink/tracks") -> None:
     for bag in bags:
-        ctx.queue.append((dict(bag), link))
+        ctx.feed("tracks", dict(bag), link=link)
         sink.process(ctx)
 
 
@@ -193,23 +154,26 @@ def test_b_frames_keep_their_timestamps_and_record_in_order(pool, tmp_path):
     from tatolab._builtins.codecs import H264Decoder as DecoderCode
     from tatolab._builtins.codecs import H264Encoder as EncoderCode
     from tatolab._sdk.nodes import create
+    from tatolab._surfaces.frame import VideoFrame
+    from tatolab.testing import FakeContext
 
     _needs_ffprobe()
     bags, ctx, sources = _encoded(EncoderCode, {"tune": None, "preset": "medium", "encoder": "libx264"}, frames=45)
-    assert ctx.metrics["encoder"] == "libx264" and ctx.metrics["hardware"] is False
+    assert ctx.run.metrics["encoder"] == "libx264" and ctx.run.metrics["hardware"] is False
     assert any("decode_timestamp_ns" in b for b in bags), "x264's medium preset uses B-frames"
     assert sorted(b["timestamp_ns"] for b in bags) == sorted(sources)  # every frame's own stamp, exactly
-    decoder, dctx = create(DecoderCode, {}, node="decoder"), _Ctx("decoder")
+    decoder = create(DecoderCode, {}, node="decoder")
+    dctx = FakeContext(DecoderCode, node="decoder", links={"packets": ["encoder/packets->decoder/packets"]})
     stamps = []
     for bag in bags:
-        dctx.queue.append((bag, "encoder/packets->decoder/packets"))
+        dctx.feed("packets", bag)
         decoder.process(dctx)
-        for frame in dctx.written:
+        for frame in map(VideoFrame.open, dctx.run.outputs["video"]):
             error = abs(frame.cpu()[..., :3].astype(int) - sources[frame.timestamp_ns][..., :3].astype(int)).mean()
             assert error < 3.0, (frame.timestamp_ns, error)
             stamps.append(frame.timestamp_ns)
             frame.release()
-        dctx.written.clear()
+        dctx.run.outputs["video"].clear()
     assert len(stamps) >= 40 and stamps == sorted(stamps)  # decoded in presentation order, each with its stamp
     sink, sctx = _sink(tmp_path, {})
     _feed(sink, sctx, bags)
@@ -224,12 +188,13 @@ def test_rotation_by_duration_starts_numbered_files_at_keyframes(pool, tmp_path)
     from tatolab._builtins.codecs import H264Encoder as EncoderCode
 
     bags, ectx, _ = _encoded(EncoderCode, {"keyframe_interval": 15}, frames=105)  # 3.5 s, a keyframe each 0.5 s
-    if ectx.metrics["encoder"] == "libx264":  # no GPU: the hardware ones were tried first, and the log says why not
-        assert ectx.metrics["hardware"] is False and ectx.metrics["could_not_open"] == ["h264_nvenc", "h264_vaapi"]
-        (line,) = [line for line in ectx.log.lines if "encoding 160x96" in line]
+    if ectx.run.metrics["encoder"] == "libx264":  # no GPU: the hardware ones were tried first, and the log says why
+        assert ectx.run.metrics["hardware"] is False
+        assert ectx.run.metrics["could_not_open"] == ["h264_nvenc", "h264_vaapi"]
+        (line,) = [line for line in ectx.run.messages() if "encoding 160x96" in line]
         assert "with libx264 (software); could not open h264_nvenc: " in line and "h264_vaapi: " in line, line
     else:
-        assert ectx.metrics["encoder"] == "h264_nvenc" and ectx.metrics["hardware"] is True
+        assert ectx.run.metrics["encoder"] == "h264_nvenc" and ectx.run.metrics["hardware"] is True
     sink, ctx = _sink(tmp_path, {"rotate_seconds": 1})
     _feed(sink, ctx, bags)
     sink.teardown(ctx)
@@ -237,7 +202,7 @@ def test_rotation_by_duration_starts_numbered_files_at_keyframes(pool, tmp_path)
     assert files == ["rec-0001.mp4", "rec-0002.mp4", "rec-0003.mp4", "rec-0004.mp4"], files
     durations = [_tracks(tmp_path / name)[0]["end"] for name in files]
     assert [round(d, 3) for d in durations] == [1.0, 1.0, 1.0, 0.5], durations
-    assert ctx.metrics["files"] == 4
+    assert ctx.run.metrics["files"] == 4
 
 
 def test_rotation_by_size_and_an_existing_recording_is_never_overwritten(pool, tmp_path):
@@ -270,7 +235,7 @@ def test_a_link_that_joins_later_starts_a_new_file_holding_both_tracks(pool, tmp
     a, b = "a/packets->sink/tracks", "b/packets->sink/tracks"
     sink, ctx = _sink(tmp_path, {}, links=(a,))
     _feed(sink, ctx, first[:30], link=a)
-    ctx.wired.append(b)
+    ctx.add_link("tracks", b)
     for one, two in zip(first[30:], second):
         _feed(sink, ctx, [one], link=a)
         _feed(sink, ctx, [two], link=b)
@@ -279,7 +244,7 @@ def test_a_link_that_joins_later_starts_a_new_file_holding_both_tracks(pool, tmp
     both = _tracks(tmp_path / "rec-0001.mp4")
     assert sorted(t["codec"] for t in both) == ["h264", "hevc"]
     assert all(abs(t["end"] - 1.0) < 1e-3 for t in both), both
-    assert any("a new file" in line or "recording 2 track" in line for line in ctx.log.lines), ctx.log.lines
+    assert any("a new file" in line or "recording 2 track" in line for line in ctx.run.messages()), ctx.run.logs
 
 
 # -- through a runtime ------------------------------------------------------------------------

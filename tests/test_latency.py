@@ -11,7 +11,8 @@ import pytest
 
 from tatolab._links import latency, ring, shm
 from tatolab._links.ring import RingReader, RingWriter, create_ring, reap, release_reader
-from tatolab._sdk.context import InputPort, Inputs, OutputPort, Outputs
+from tatolab._host.ports import InputPort, OutputPort
+from tatolab._sdk.context import Inputs, Outputs
 from tatolab._runtime.views.timing import Topology
 
 

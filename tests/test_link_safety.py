@@ -609,7 +609,8 @@ def test_the_runtime_refuses_to_start_with_a_bad_TATOLAB_LINK_MEMORY_MB(tmp_path
 
 
 def _port(base: str, profile: str, index: int = 0):
-    from tatolab._sdk.context import InputPort, Inputs
+    from tatolab._host.ports import InputPort
+    from tatolab._sdk.context import Inputs
 
     port = InputPort("rows", profile)
     reader = RingReader(base, index, profile)

@@ -21,7 +21,8 @@ from tatolab._errors import BagError, GraphError, NodeDefinitionError
 from tatolab._links import futex, shm
 from tatolab._links import ring
 from tatolab._links.ring import RingReader, RingWriter, create_ring, reap
-from tatolab._sdk.context import Inputs, InputPort, OutputPort, Outputs
+from tatolab._host.ports import InputPort, OutputPort
+from tatolab._sdk.context import Inputs, Outputs
 from tatolab._sdk.nodes import describe_node, node
 
 SPAWN = multiprocessing.get_context("spawn")

@@ -12,7 +12,7 @@ import pytest
 from tatolab._host import status
 from tatolab._links import shm
 from tatolab._links.ring import RingReader, RingWriter, create_ring, reap
-from tatolab._sdk.context import InputPort
+from tatolab._host.ports import InputPort
 
 BUILT = "c" if status._NodeTimer is not None else "python"
 

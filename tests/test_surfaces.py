@@ -126,7 +126,8 @@ def test_writing_a_frame_someone_else_made_is_refused(pool_base):
 
 
 def test_a_bag_whose_frame_is_gone_is_skipped_and_counted_as_dropped(pool_base):
-    from tatolab._sdk.context import InputPort, Inputs
+    from tatolab._host.ports import InputPort
+    from tatolab._sdk.context import Inputs
 
     base = pool_base.replace("+surfaces", "+ring")
     ring.create_ring(base)
@@ -198,7 +199,8 @@ def test_threads_of_one_process_allocating_at_once_never_share_a_slot(pool_base)
 
 
 def test_reading_a_bag_that_names_no_frame_into_videoframe_says_so(pool_base):
-    from tatolab._sdk.context import InputPort, Inputs
+    from tatolab._host.ports import InputPort
+    from tatolab._sdk.context import Inputs
     from tatolab._errors import BagError
 
     base = pool_base.replace("+surfaces", "+ring2")

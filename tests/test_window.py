@@ -59,7 +59,8 @@ def test_a_dropped_bag_counts_as_dropped_on_its_link_not_read():
 
     from tatolab._bags import encode
     from tatolab._links import ring, shm
-    from tatolab._sdk.context import InputPort, Inputs
+    from tatolab._host.ports import InputPort
+    from tatolab._sdk.context import Inputs
 
     base = f"{shm.private_folder()}/test-{uuid.uuid4().hex}+n+p"
     ring.create_ring(base, slot_size=256, slot_count=8)

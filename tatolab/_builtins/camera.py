@@ -12,7 +12,6 @@ from typing import Any, Iterator
 
 from tatolab._media import v4l2
 from tatolab._builtins.camera_lock import CameraLock
-from tatolab._builtins.ending import end_node
 from tatolab._builtins.test_pattern import TestPatternSource
 from tatolab._builtins.waiting import Waiting
 from tatolab._sdk import builtins as described
@@ -96,10 +95,8 @@ def open_failure(what: Input, exc: BaseException) -> str:
 class CameraSource(described.CameraSource):
     def __init__(self, config: CameraSourceConfig) -> None:
         self.config = config
-        self.stopping = threading.Event()
-        self.thread: threading.Thread | None = None
+        self.stopping = threading.Event()  # run() replaces it with ctx.stopping
         self.fallback: TestPatternSource | None = None
-        self.dropped = 0
         self.last_ns = 0
         self.lock: CameraLock | None = None
 
@@ -111,25 +108,18 @@ class CameraSource(described.CameraSource):
                             fallback="test_pattern")
             self.fallback = TestPatternSource(TestPatternConfig(width=c.width or 1280, height=c.height or 720,
                                                                 fps=c.fps or 30.0))
-            self.fallback.setup(ctx)
-            return
-        self.thread = threading.Thread(target=self._run, args=(ctx,), name="camera", daemon=True)
-        self.thread.start()
+
+    def run(self, ctx: Any) -> None:
+        """On the node host's thread (execution="thread"): the frames, until the end or ctx.stopping."""
+        self.stopping = ctx.stopping
+        if self.fallback is not None:
+            self.fallback.run(ctx)
+        else:
+            self._play(ctx)
 
     def teardown(self, ctx: Any) -> None:
-        self.stopping.set()
-        if self.fallback is not None:
-            self.fallback.teardown(ctx)
-        if self.thread is not None:
-            self.thread.join(timeout=2)
         if self.lock is not None:
             self.lock.release()
-
-    def _run(self, ctx: Any) -> None:
-        try:
-            self._play(ctx)
-        except BaseException as exc:
-            end_node(ctx, "camera source failed", exc)
 
     def _play(self, ctx: Any) -> None:
         """Open, read to the end (a file) or for ever (a camera), again while ``loop`` or while it cannot open."""
@@ -221,9 +211,7 @@ class CameraSource(described.CameraSource):
         try:
             out = VideoFrame.allocate(width, height, "rgba8", timestamp_ns=stamp)
         except PoolExhausted as exc:
-            self.dropped += 1
-            if self.dropped == 1 or self.dropped % 100 == 0:
-                ctx.log.warning(f"frame dropped: {exc}", dropped=self.dropped)
+            ctx.log.every(100, "warning", f"frame dropped: {exc}")
             return
         out.cpu(writable=True)[...] = rgba
         out.fields["frame_index"] = index

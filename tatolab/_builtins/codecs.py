@@ -236,16 +236,15 @@ class _Decoder:
             packet = EncodedPacket.from_bag(bag)
         except (ValueError, TypeError) as exc:
             self.bad += 1
-            if self.bad == 1 or self.bad % 100 == 0:
-                ctx.log.warning(f"node {ctx.node}: skipped a bag on packets that is not an encoded packet: {exc}",
-                                bad=self.bad)
+            ctx.log.every(100, "warning",
+                          f"node {ctx.node}: skipped a bag on packets that is not an encoded packet: {exc}",
+                          bad=self.bad)
             return
         if packet.codec != self.CODEC:
             self.bad += 1
-            if self.bad == 1 or self.bad % 100 == 0:
-                ctx.log.warning(f"node {ctx.node} decodes {self.CODEC}, got a {packet.codec} packet "
-                                f"from {packet.encoder or 'an encoder'}; connect it to the matching decoder",
-                                bad=self.bad)
+            ctx.log.every(100, "warning", f"node {ctx.node} decodes {self.CODEC}, got a {packet.codec} packet "
+                                          f"from {packet.encoder or 'an encoder'}; connect it to the matching decoder",
+                                          bad=self.bad)
             return
         self.packets_in += 1
         if self.waiting_keyframe:
@@ -262,9 +261,9 @@ class _Decoder:
             decoded = self.codec.decode(raw)
         except av.error.FFmpegError as exc:
             self.bad += 1
-            if self.bad == 1 or self.bad % 100 == 0:
-                ctx.log.warning(f"node {ctx.node}: a packet did not decode ({exc}); waiting for the next keyframe",
-                                bad=self.bad)
+            ctx.log.every(100, "warning",
+                          f"node {ctx.node}: a packet did not decode ({exc}); waiting for the next keyframe",
+                          bad=self.bad)
             self.waiting_keyframe = True
             return
         for picture in decoded:
@@ -277,8 +276,7 @@ class _Decoder:
             frame = VideoFrame.allocate(picture.width, picture.height, "rgba8", timestamp_ns=int(stamp))
         except PoolExhausted as exc:
             self.dropped += 1
-            if self.dropped == 1 or self.dropped % 100 == 0:
-                ctx.log.warning(f"frame dropped: {exc}", dropped=self.dropped)
+            ctx.log.every(100, "warning", f"frame dropped: {exc}", dropped=self.dropped)
             return
         frame.cpu(writable=True)[...] = picture.reformat(format="rgba").to_ndarray()
         self.frames += 1

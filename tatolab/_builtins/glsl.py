@@ -104,8 +104,7 @@ class GlslPixelEffect(described.GlslPixelEffect):
             out = VideoFrame.allocate(frame.width, frame.height, "rgba8", timestamp_ns=timestamp)
         except PoolExhausted as exc:
             self.dropped += 1
-            if self.dropped == 1 or self.dropped % 100 == 0:
-                ctx.log.warning(f"frame dropped: {exc}", dropped=self.dropped)
+            ctx.log.every(100, "warning", f"frame dropped: {exc}", dropped=self.dropped)
             return
         for name, value in (("time", timestamp / 1e9), ("resolution", (frame.width, frame.height))):
             if name in self.program:  # a uniform the effect does not use is compiled away

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from tatolab._builtins.ending import end_node
 from tatolab._links import ring
 from tatolab._recorder.compressed import Decoder
 from tatolab._recorder.reading import Channel, Recording, bag_of
@@ -61,8 +60,7 @@ class McapSource(described.McapSource):
         self.config = config
         self.recording: Recording | None = None
         self.channel: Channel | None = None
-        self.stopping = threading.Event()
-        self.thread: threading.Thread | None = None
+        self.stopping = threading.Event()  # run() replaces it with ctx.stopping
         self.sent = self.dropped = 0
         self.decoder: Decoder | None = None  # a CompressedVideo channel's: its packets back to frames
 
@@ -76,21 +74,15 @@ class McapSource(described.McapSource):
         ctx.log.info(f"replaying {self.channel.topic} from {config.path}",
                      channel=self.channel.topic, kind=self.channel.kind, messages=self.channel.count,
                      indexed=self.recording.indexed)
-        self.thread = threading.Thread(target=self._run, args=(ctx,), name="mcap-source", daemon=True)
-        self.thread.start()
+
+    def run(self, ctx: Any) -> None:
+        """On the node host's thread (execution="thread"): the replay, until it ends or ctx.stopping."""
+        self.stopping = ctx.stopping
+        self._play(ctx)
 
     def teardown(self, ctx: Any) -> None:
-        self.stopping.set()
-        if self.thread is not None:
-            self.thread.join(timeout=2)
         if self.recording is not None:
             self.recording.close()
-
-    def _run(self, ctx: Any) -> None:
-        try:
-            self._play(ctx)
-        except BaseException as exc:
-            end_node(ctx, "replay failed", exc)
 
     def _window(self) -> tuple[int, int]:
         assert self.recording is not None
@@ -188,8 +180,7 @@ class McapSource(described.McapSource):
                 self.stopping.wait(0.01)
         if frame is None:
             self.dropped += 1
-            if self.dropped == 1 or self.dropped % 100 == 0:
-                ctx.log.warning("frame dropped: the surface pool is full", dropped=self.dropped)
+            ctx.log.every(100, "warning", "frame dropped: the surface pool is full", dropped=self.dropped)
             return
         frame._memory()[:] = pixels
         frame.fields.update({k: v for k, v in bag.items() if k not in ("width", "height", "format", "timestamp_ns")})

@@ -118,9 +118,9 @@ class OpusDecoder(described.OpusDecoder):
                     raise ValueError(f"it is {packet.codec!r}, and this decoder reads \"opus\"")
             except ValueError as exc:
                 self.bad += 1
-                if self.bad == 1 or self.bad % 100 == 0:
-                    ctx.log.warning(f"node {ctx.node}: skipped a bag on packets that is not an Opus packet: {exc}",
-                                    skipped=self.bad)
+                ctx.log.every(100, "warning",
+                              f"node {ctx.node}: skipped a bag on packets that is not an Opus packet: {exc}",
+                              skipped=self.bad)
                 continue
             self._decode(ctx, packet)
 

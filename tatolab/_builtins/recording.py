@@ -103,10 +103,10 @@ class Mp4Sink(described.Mp4Sink):
             packet = EncodedPacket.from_bag(bag)
         except (ValueError, TypeError) as exc:
             self.bad += 1
-            if self.bad == 1 or self.bad % 100 == 0:
-                ctx.log.warning(f"stream {ctx.stream}, node {ctx.node}, input tracks, link {key}: skipped a bag "
-                                f"that is not an encoded packet ({exc}); connect an encoder's packets output",
-                                link=key, bad=self.bad)
+            ctx.log.every(100, "warning",
+                          f"stream {ctx.stream}, node {ctx.node}, input tracks, link {key}: skipped a bag "
+                          f"that is not an encoded packet ({exc}); connect an encoder's packets output",
+                          link=key, bad=self.bad)
             return
         track = self.tracks.get(key)
         if track is None:

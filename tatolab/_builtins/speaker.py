@@ -120,7 +120,7 @@ class SpeakerSink(described.SpeakerSink):
         self.tally: Tally | None = None
         self.stopping = False
 
-    _tatolab_idle_s = RECHECK_S  # while it waits for a device, the node host calls _tatolab_idle between bags
+    idle_ms = RECHECK_S * 1000  # while it waits for a device, the node host calls idle between bags
 
     def setup(self, ctx: Any) -> None:
         self.waiting = Waiting(ctx)
@@ -128,7 +128,7 @@ class SpeakerSink(described.SpeakerSink):
         self.unplayed_ms = 0.0
         self._open_if_there(ctx, fresh=False)
 
-    def _tatolab_idle(self, ctx: Any) -> None:
+    def idle(self, ctx: Any) -> None:
         if self.stream is None and time.monotonic() >= self.next_look:
             self._open_if_there(ctx, fresh=True)
 
@@ -176,7 +176,7 @@ class SpeakerSink(described.SpeakerSink):
             while (block := ctx.inputs.read("audio", into=AudioBlock)) is not None:
                 self.unplayed_ms += 1000 * len(block.samples) / block.sample_rate
             ctx.report(unplayed_ms=round(self.unplayed_ms))
-            self._tatolab_idle(ctx)
+            self.idle(ctx)
             return
         # _open sets the queue and the tally before the stream
         assert self.queue is not None and self.tally is not None

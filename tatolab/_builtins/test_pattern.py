@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
 import numpy as np
 
-from tatolab._builtins.ending import end_node
 from tatolab._sdk import builtins as described
 from tatolab._sdk.builtins import TestPatternConfig, implements
 from tatolab._surfaces.frame import VideoFrame
@@ -51,37 +49,18 @@ class TestPatternSource(described.TestPatternSource):
     def __init__(self, config: TestPatternConfig) -> None:
         self.config = config
         self.image = background(config)
-        self.stopping = threading.Event()
-        self.thread: threading.Thread | None = None
-        self.dropped = 0
 
-    def setup(self, ctx: Any) -> None:
-        self.thread = threading.Thread(target=self._run, args=(ctx,), name="test-pattern", daemon=True)
-        self.thread.start()
-
-    def teardown(self, ctx: Any) -> None:
-        self.stopping.set()
-        if self.thread is not None:
-            self.thread.join(timeout=2)
-
-    def _run(self, ctx: Any) -> None:
-        try:
-            self._frames(ctx)
-        except BaseException as exc:
-            end_node(ctx, "test pattern failed", exc)
-
-    def _frames(self, ctx: Any) -> None:
+    def run(self, ctx: Any) -> None:
+        """On the node host's thread (execution="thread"), until ctx.stopping."""
         period_ns = int(1e9 / self.config.fps)
         w, h = self.config.width, self.config.height
         index = 0
         next_ns = time.monotonic_ns()
-        while not self.stopping.is_set():
+        while not ctx.stopping.is_set():
             try:
                 frame = VideoFrame.allocate(w, h, "rgba8")
             except PoolExhausted as exc:
-                self.dropped += 1
-                if self.dropped == 1 or self.dropped % 100 == 0:
-                    ctx.log.warning(f"frame dropped: {exc}", dropped=self.dropped)
+                ctx.log.every(100, "warning", f"frame dropped: {exc}")
             else:
                 pixels = frame.cpu(writable=True)
                 pixels[...] = self.image
@@ -97,4 +76,4 @@ class TestPatternSource(described.TestPatternSource):
                 next_ns = now
             delay = next_ns - now
             if delay > 0:
-                self.stopping.wait(delay / 1e9)
+                ctx.stopping.wait(delay / 1e9)

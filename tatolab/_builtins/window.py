@@ -103,9 +103,9 @@ class DisplayWindow(described.DisplayWindow):
             self._closed(ctx)
         self._tally(ctx)
 
-    _tatolab_idle_s = 0.05  # between frames, the window answers its events this often (the node host calls it)
+    idle_ms = 50  # between frames, the window answers its events this often (the node host calls idle)
 
-    def _tatolab_idle(self, ctx: Any) -> None:
+    def idle(self, ctx: Any) -> None:
         if self.window is not None and self.window.answer():
             self._closed(ctx)
         self._tally(ctx)

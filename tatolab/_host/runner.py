@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -9,18 +10,12 @@ from tatolab._host.status import open_for_node
 from tatolab._links.ring import RingError, RingReader, RingWriter, wait_any
 from tatolab._sdk.nodes import create
 from tatolab._surfaces import pool as surfaces
-from tatolab._sdk.context import (
-    InputPort,
-    Inputs,
-    NodeLogger,
-    OutputPort,
-    Outputs,
-    RuntimeContextLimitedAccess,
-    ShapedInputPort,
-)
+from tatolab._host.ports import InputPort, OutputPort, ShapedInputPort
+from tatolab._sdk.context import Inputs, NodeLogger, Outputs, RuntimeContextLimitedAccess
 from tatolab._sdk.audio import AudioShape
 
 IDLE_WAKE_S = 0.25  # how often a waiting node looks at control messages
+THREAD_STOP_S = 2.0  # how long, after the stop, an execution="thread" node's run() has to return before teardown
 BAD_BAG_LOG_S = 1.0  # after its first BAD_BAGS_LOGGED, a link's bad bags are logged at most this often
 BAD_BAGS_LOGGED = 10
 
@@ -37,7 +32,7 @@ class NodeRunner:
         # The origin of what process() writes: the oldest origin of the bags it read in that call
         # (zeroed before each call; see tatolab/_links/latency.py). A manual node writes from its
         # own threads, outside any call: its bags originate when written.
-        self.origin = [0, 0] if self.execution != "manual" else None  # [origin_ns, origin_id]
+        self.origin = [0, 0] if self.execution not in ("manual", "thread") else None  # [origin_ns, origin_id]
         self._bad_logged: dict[str, tuple[float, int, int]] = {}  # link key -> (when logged, unlogged, logged)
         for port, port_spec in spec.get("inputs", {}).items():
             if port_spec.get("audio"):
@@ -167,6 +162,7 @@ class NodeRunner:
             self._apply(control.messages.get())
 
     def run(self, control: Any) -> None:
+        self.ctx.stopping = control.stopping  # set by the stop: what a thread node's run() loop waits on
         setup = getattr(self.instance, "setup", None)
         if setup is not None:
             setup(self.ctx)
@@ -174,11 +170,11 @@ class NodeRunner:
         try:
             if self.execution == "continuous":
                 self._run_continuous(control)
+            elif self.execution == "thread":
+                self._run_thread(control)
             elif self.execution == "manual":
                 self.status.ready()
-                while not control.sleep(IDLE_WAKE_S):
-                    self._drain_control(control)
-                    self._relax_outputs()
+                self._housekeep(control)
             else:
                 self._run_reactive(control)
         finally:
@@ -191,15 +187,51 @@ class NodeRunner:
                 port.writer.close()
             self.status.close()
 
+    def _housekeep(self, control: Any) -> None:
+        """Until the stop: control messages, and rings grown for big bags back to their size."""
+        while not control.sleep(IDLE_WAKE_S):
+            self._drain_control(control)
+            self._relax_outputs()
+
+    def _run_thread(self, control: Any) -> None:
+        """execution="thread": the node's run(ctx) on a thread of the host's, once, while this thread
+        keeps house. The stop sets ctx.stopping (run returns; teardown waits up to THREAD_STOP_S for
+        it); what run raises ends the node as a process() that raised does, once: re-raised here."""
+        failed: list[BaseException] = []
+
+        def body() -> None:
+            try:
+                self.instance.run(self.ctx)
+            except BaseException as exc:  # (on its own thread, it would end only that thread)
+                failed.append(exc)
+                control.stop(wake=False)  # this thread's wait ends, and the failure is raised here
+
+        thread = threading.Thread(target=body, name=f"tatolab-{self.name}", daemon=True)
+        self.status.ready()
+        thread.start()
+        self._housekeep(control)
+        thread.join(THREAD_STOP_S)
+        if failed:
+            raise failed[0]
+        if thread.is_alive():
+            self.log.warning(
+                f"node {self.name}: run() did not return within {THREAD_STOP_S:g} s of the stop; teardown runs "
+                "beside it. Have run() end its loop once ctx.stopping is set, and wait with ctx.stopping.wait(seconds)",
+                run_still_running=True,
+            )
+
     def _run_reactive(self, control: Any) -> None:
         process = self.instance.process
         inputs = list(self.inputs.values())
         stopping = control.stopping
         status = self.status
-        # A built-in that must keep answering between bags (a window: its events, redraws) has
-        # _tatolab_idle, called whenever no bag is waiting and at least every _tatolab_idle_s.
-        idle = getattr(self.instance, "_tatolab_idle", None)
-        wait_s = min(IDLE_WAKE_S, getattr(self.instance, "_tatolab_idle_s", IDLE_WAKE_S)) if idle else IDLE_WAKE_S
+        # A node that must keep answering between bags (a window: its events, redraws) has
+        # idle(self, ctx), called whenever no bag is waiting and at least every idle_ms (README: "Writing a node").
+        idle = getattr(self.instance, "idle", None)
+        if not callable(idle):
+            idle = None
+        idle_s = (getattr(self.instance, "idle_ms", None) or IDLE_WAKE_S * 1000) / 1000
+        wait_s = min(IDLE_WAKE_S, idle_s) if idle else IDLE_WAKE_S
         origin = self.origin
         ctx = self.ctx
         fills = [port.fill for port in inputs]

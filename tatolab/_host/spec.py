@@ -51,7 +51,7 @@ HostSpec = TypedDict("HostSpec", {
     "node": str,
     "class": str,  # module:Qualname (tatolab/_classpath.py)
     "config": dict[str, Any],
-    "execution": Literal["reactive", "continuous", "manual"],
+    "execution": Literal["reactive", "continuous", "thread", "manual"],
     "interval_ms": Union[float, None],
     "watchdog_ms": Union[float, None],
     "memory_limit_mb": Union[float, None],

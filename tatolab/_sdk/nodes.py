@@ -21,7 +21,7 @@ C = TypeVar("C", bound=type)
 F = TypeVar("F", bound=Callable[..., Any])
 
 DELIVERY_PROFILES = ("newest", "ordered")
-EXECUTIONS = ("reactive", "continuous", "manual")
+EXECUTIONS = ("reactive", "continuous", "thread", "manual")
 
 _PORT_ATTR = "__tatolab_port__"
 NODE_ATTR = "__tatolab_node__"
@@ -204,14 +204,15 @@ def _define(
     if execution not in EXECUTIONS:
         raise NodeDefinitionError(
             f"Node {name}: execution={execution!r} is not one Tatolab knows. "
-            'Choose "reactive" (run when a bag arrives), "continuous" (run every interval_ms) '
-            'or "manual" (the node drives itself).'
+            'Choose "reactive" (run when a bag arrives), "continuous" (run every interval_ms), '
+            '"thread" (run(ctx) on a thread of its own, until ctx.stopping) or "manual" (the node drives itself).'
         )
     if execution == "reactive" and not inputs:
         raise NodeDefinitionError(
             f"Node {name} {'is reactive but ' if chosen else ''}has no inputs, so nothing would ever make it run. "
             'For a source, use @node(execution="continuous", interval_ms=100) to call process() on a timer, '
-            'or @node(execution="manual") to drive it yourself from a thread or callback started in setup().'
+            '@node(execution="thread") to have run(self, ctx) called once on a thread of its own (loop until '
+            'ctx.stopping is set), or @node(execution="manual") to drive it yourself from a callback started in setup().'
         )
     if execution == "continuous":
         if (
@@ -228,7 +229,13 @@ def _define(
             f'Node {name}: interval_ms applies only to execution="continuous"; '
             f"remove it, or add execution=\"continuous\"."
         )
-    if execution != "manual" and not callable(getattr(cls, "process", None)):
+    if execution == "thread" and not callable(getattr(cls, "run", None)):
+        raise NodeDefinitionError(
+            f'Node {name} has execution="thread" and no run(self, ctx) method. Add one; Tatolab calls it once, '
+            "on a thread of its own, after setup(): write from it until ctx.stopping is set "
+            "(`while not ctx.stopping.is_set(): ...`), then return."
+        )
+    if execution in ("reactive", "continuous") and not callable(getattr(cls, "process", None)):
         raise NodeDefinitionError(
             f"Node {name} has no process(self, ctx) method. Add one; Tatolab calls it "
             + ("when a bag arrives." if execution == "reactive" else f"every {interval_ms} ms.")
@@ -240,10 +247,16 @@ def _define(
 
     _check_limit(name, "watchdog_ms", watchdog_ms, zero_ok=True, example="watchdog_ms=5000")
     _check_limit(name, "memory_limit_mb", memory_limit_mb, zero_ok=False, example="memory_limit_mb=512")
-    if watchdog_ms and execution == "manual":
+    if watchdog_ms and execution in ("manual", "thread"):
         raise NodeDefinitionError(
-            f'Node {name}: watchdog_ms applies to nodes whose process() Tatolab calls; a node with execution="manual" '
+            f'Node {name}: watchdog_ms applies to nodes whose process() Tatolab calls; a node with execution="{execution}" '
             "drives itself. Remove watchdog_ms, or choose reactive or continuous execution."
+        )
+    idle_ms = getattr(cls, "idle_ms", None)
+    if idle_ms is not None and (isinstance(idle_ms, bool) or not isinstance(idle_ms, (int, float)) or not idle_ms > 0):
+        raise NodeDefinitionError(
+            f"Node {name}: idle_ms is how often, at most, idle(self, ctx) is called while no bag comes, "
+            f"in milliseconds above 0 (e.g. idle_ms = 50); got {idle_ms!r}."
         )
     takes_config, config_type, optional = _config_signature(cls)
     doc = cls.__dict__.get("__doc__")

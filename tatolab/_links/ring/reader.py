@@ -108,7 +108,7 @@ class RingReader:
         # ns to poll the ring before sleeping, whatever the link's pace (an input's spin_us): 0, none
         self.spin_ns = 0
         # read_many gives a big bag (one the ring grew for) as a BagView of its slot, not a copy
-        # (a node's inputs: tatolab/_sdk/context.py releases each once the node is done with it)
+        # (a node's inputs: tatolab/_host/ports.py releases each once the node is done with it)
         self.views = False
         self._origins = origins
         self._compiled = _RunReader is not None  # (tests set it None to check the Python read)

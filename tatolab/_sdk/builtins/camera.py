@@ -68,7 +68,7 @@ class CameraSourceConfig:
 
 
 @builtin("tatolab._builtins.camera:CameraSource")
-@node(execution="manual")
+@node(execution="thread")
 class CameraSource:
     """A camera (V4L2 on Linux) or an FFmpeg input (a file, a URL, a test source) as RGBA8 frames on
     ``video``, each stamped with the monotonic clock when it arrives. The camera's own format
@@ -82,6 +82,9 @@ class CameraSource:
 
     def __init__(self, config: CameraSourceConfig) -> None:
         self.config = config
+
+    def run(self, ctx: Any) -> None:  # runs in the node host, on its thread (tatolab/_builtins/camera.py)
+        raise RuntimeError("CameraSource runs inside the runtime")
 
 
 @dataclass

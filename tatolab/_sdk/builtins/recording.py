@@ -98,7 +98,7 @@ class McapSourceConfig:
 
 
 @builtin("tatolab._builtins.mcap_source:McapSource")
-@node(execution="manual")
+@node(execution="thread")
 class McapSource:
     """Plays one channel of an MCAP recording (``tatolab record`` writes them) into the stream:
     ``bags`` carries the recorded bags as they were, frames as new ``VideoFrame`` surfaces with the
@@ -112,3 +112,6 @@ class McapSource:
 
     def __init__(self, config: McapSourceConfig) -> None:
         self.config = config
+
+    def run(self, ctx: Any) -> None:  # runs in the node host, on its thread (tatolab/_builtins/mcap_source.py)
+        raise RuntimeError("McapSource runs inside the runtime")

@@ -31,7 +31,7 @@ class TestPatternConfig:
 
 
 @builtin("tatolab._builtins.test_pattern:TestPatternSource")
-@node(execution="manual")
+@node(execution="thread")
 class TestPatternSource:
     """Colour bars (or a ramp) with a white square crossing the band below them, so motion and
     dropped frames show. Writes RGBA8 frames on ``video`` at ``fps``, stamped with the monotonic clock.
@@ -44,6 +44,9 @@ class TestPatternSource:
 
     def __init__(self, config: TestPatternConfig) -> None:
         self.config = config
+
+    def run(self, ctx: Any) -> None:  # runs in the node host, on its thread (tatolab/_builtins/test_pattern.py)
+        raise RuntimeError("TestPatternSource runs inside the runtime")
 
 
 @dataclass
