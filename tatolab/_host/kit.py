@@ -117,11 +117,12 @@ class FakeContext(RuntimeContextLimitedAccess):
         self._changed = threading.Condition()
         self._readers: dict[str, dict[str, _MemoryReader]] = {}  # port -> link key -> its reader
         self._published = 0  # the publish time each bag gets, across links: the order bags are fed in
-        self._ports = ports = {
-            port.name: InputPort(port.name, port.delivery_profile or "ordered") if port.audio is None
-            else ShapedInputPort(port.name, port.delivery_profile or "ordered", port.audio)  # windows cut as the host does
+        ports: dict[str, InputPort[_MemoryReader]] = {
+            port.name: InputPort[_MemoryReader](port.name, port.delivery_profile or "ordered") if port.audio is None
+            else ShapedInputPort[_MemoryReader](port.name, port.delivery_profile or "ordered", port.audio)  # windows cut as the host does
             for port in spec.inputs
         }
+        self._ports = ports
         self.origin = [0, 0]  # as the node host's: what a call writes inherits the oldest origin it read
         for port_name, in_port in ports.items():
             in_port.origin = self.origin

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Any, Callable, ContextManager, Protocol
+from typing import Any, Callable, ContextManager, Generic, Protocol, TypeVar
 
 from tatolab import _bags
 from tatolab._links.ring.views import BagView
@@ -42,6 +42,9 @@ class _Reader(Protocol):
     def count_bad(self) -> None: ...
 
 
+R = TypeVar("R", bound=_Reader)  # the links' reader: the host's RingReader, the testing kit's in-memory one
+
+
 class _Writer(Protocol):
     def write(self, payload: bytes) -> int: ...
 
@@ -62,14 +65,14 @@ def _ignore(port: str, key: str, exc: BaseException) -> None:
     pass
 
 
-class _Link:
+class _Link(Generic[R]):
     """One link into an input port: the bag delivered to the node and not yet taken, and
     (ordered) the ones already taken off the ring behind it, since one ``read_many`` is
     cheaper than many reads."""
 
     __slots__ = ("key", "reader", "pending", "backlog", "pending_bag", "taken")
 
-    def __init__(self, key: str, reader: _Reader) -> None:
+    def __init__(self, key: str, reader: R) -> None:
         self.key = key
         self.reader = reader
         # (payload, publish_ns), or from the node host's readers (payload, publish_ns, origin_ns, origin_id)
@@ -79,7 +82,7 @@ class _Link:
         self.taken = 0  # monotonic ns when the bags in the backlog left the ring (one run, one time)
 
 
-class InputPort:
+class InputPort(Generic[R]):
     """An input port: its delivery profile and the links that feed it (fan-in).
 
     The rings are read once per delivery (``fill``); reading the port hands over what was
@@ -93,9 +96,9 @@ class InputPort:
         self.name = name
         self.profile = profile
         self._newest = profile == "newest"
-        self.links: dict[str, _Link] = {}
-        self._each: tuple[_Link, ...] = ()  # the links, as fill and take walk them (per bag: no list made)
-        self._one: _Link | None = None  # the link, when it is one and ordered (most inputs: fill's short way)
+        self.links: dict[str, _Link[R]] = {}
+        self._each: tuple[_Link[R], ...] = ()  # the links, as fill and take walk them (per bag: no list made)
+        self._one: _Link[R] | None = None  # the link, when it is one and ordered (most inputs: fill's short way)
         self.stale = 0  # video bags whose surface was already reused when read
         self.last_link: str | None = None  # the key of the link the last bag taken came by
         # The node's origin cell ([origin_ns, origin_id], shared with its outputs' writers): each bag handed over makes it the older of the two; the host zeroes it before
@@ -113,13 +116,13 @@ class InputPort:
         self._each = each = tuple(self.links.values())
         self._one = each[0] if len(each) == 1 and not self._newest else None
 
-    def add_link(self, key: str, reader: _Reader) -> None:
+    def add_link(self, key: str, reader: R) -> None:
         if hasattr(reader, "views"):
             reader.views = True  # big bags as views of their slots, released once read (Inputs.read, Inputs.view)
         self.links[key] = _Link(key, reader)
         self._relink()
 
-    def remove_link(self, key: str) -> _Reader | None:
+    def remove_link(self, key: str) -> R | None:
         link = self.links.pop(key, None)
         if link is None:
             return None
@@ -199,12 +202,12 @@ class InputPort:
         self.fill()
         cell[0] = mark
 
-    def _broken(self, link: _Link, exc: RingError) -> None:
+    def _broken(self, link: _Link[R], exc: RingError) -> None:
         self.links.pop(link.key, None)
         self._relink()
         self._on_broken(self.name, link.key, exc)
 
-    def waiting_readers(self) -> list[_Reader]:
+    def waiting_readers(self) -> list[R]:
         """The readers whose next bag would be news to the node: every ``newest`` link, and
         an ``ordered`` link once the node has taken the bag it was given (the next one on
         that link cannot be delivered before)."""
@@ -212,7 +215,7 @@ class InputPort:
             return [link.reader for link in self._each]
         return [link.reader for link in self._each if link.pending is None and not link.backlog]
 
-    def take(self, inherit: bool = True) -> tuple[bytes, _Link] | None:
+    def take(self, inherit: bool = True) -> tuple[bytes, _Link[R]] | None:
         """The bag to hand to the node and the link it came by, or None. ``inherit``: its origin
         counts for what the node writes next (not for a bag dropped unused)."""
         chosen = self._one
@@ -231,7 +234,7 @@ class InputPort:
         self.last_link = chosen.key
         return got[0], chosen
 
-    def _choose(self) -> _Link | None:
+    def _choose(self) -> _Link[R] | None:
         """The link whose delivered bag goes next (looking at the rings now if none was delivered):
         the one link; else, newest, the latest bag across links (the others discarded, never seen),
         ordered, the earliest published (the arrival order)."""
@@ -267,7 +270,7 @@ class InputPort:
         got[1].reader.discard(1)
         return True
 
-    def gone(self, link: _Link) -> None:
+    def gone(self, link: _Link[R]) -> None:
         """The bag last taken from ``link`` named a frame whose surface was reused before this
         reader got to it: the reader fell behind, so it counts as dropped, like a lapped bag."""
         self.stale += 1
@@ -275,7 +278,7 @@ class InputPort:
         if count is not None:
             count()
 
-    def bad(self, link: _Link, exc: BaseException) -> None:
+    def bad(self, link: _Link[R], exc: BaseException) -> None:
         """The bag last taken from ``link`` did not decode: count it on the link, tell the host."""
         link.reader.count_bad()
         self._on_bad(self.name, link.key, exc)
@@ -286,7 +289,7 @@ class InputPort:
 AudioTrouble = Callable[[str, str, str], None]
 
 
-class ShapedInputPort(InputPort):
+class ShapedInputPort(InputPort[R]):
     """An ``ordered`` input declared with ``audio={...}``: each link's audio bags go through an
     ``AudioShaper``, and the node is handed the shaped windows one at a time, in order."""
 
@@ -306,13 +309,13 @@ class ShapedInputPort(InputPort):
 
         return AudioShaper(self.shape, lambda what: self._on_audio(self.name, key, what))
 
-    def add_link(self, key: str, reader: _Reader) -> None:
+    def add_link(self, key: str, reader: R) -> None:
         super().add_link(key, reader)
         if hasattr(reader, "views"):
             reader.views = False  # audio bags are decoded here, as bytes
         self.shapers[key] = self._shaper(key)
 
-    def remove_link(self, key: str) -> _Reader | None:
+    def remove_link(self, key: str) -> R | None:
         self.shapers.pop(key, None)
         return super().remove_link(key)
 
@@ -353,7 +356,7 @@ class ShapedInputPort(InputPort):
             return True
         return False
 
-    def waiting_readers(self) -> list[_Reader]:
+    def waiting_readers(self) -> list[R]:
         return [] if self.blocks else [link.reader for link in self.links.values()]
 
     def take_block(self) -> AudioBlock | None:

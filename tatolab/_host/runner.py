@@ -11,6 +11,7 @@ from tatolab._links.ring import RingError, RingReader, RingWriter, wait_any
 from tatolab._sdk.nodes import create
 from tatolab._surfaces import pool as surfaces
 from tatolab._host.ports import InputPort, OutputPort, ShapedInputPort
+from tatolab._host.spec import HostSpec, LinkSpec
 from tatolab._sdk.context import Inputs, NodeLogger, Outputs, RuntimeContextLimitedAccess
 from tatolab._sdk.audio import AudioShape
 
@@ -21,13 +22,13 @@ BAD_BAGS_LOGGED = 10
 
 
 class NodeRunner:
-    def __init__(self, spec: dict[str, Any], node_class: type, sink: Any) -> None:
+    def __init__(self, spec: HostSpec, node_class: type, sink: Any) -> None:
         self.spec = spec
         self.name = spec["node"]
         self.execution = spec.get("execution", "reactive")
         self.interval_s = (spec.get("interval_ms") or 0) / 1000.0
         self.readers: dict[str, RingReader] = {}
-        self.inputs: dict[str, InputPort] = {}
+        self.inputs: dict[str, InputPort[RingReader]] = {}
         self.log = NodeLogger(sink.emit)
         # The origin of what process() writes: the oldest origin of the bags it read in that call
         # (zeroed before each call; see tatolab/_links/latency.py). A manual node writes from its
@@ -47,13 +48,12 @@ class NodeRunner:
             self.inputs[port].origin = self.origin
             for link in port_spec.get("links", []):
                 self._add_link(port, link)
-        outputs = {
-            port: OutputPort(port, RingWriter(out["base"])) for port, out in spec.get("outputs", {}).items()
-        }
-        self.outputs = outputs
+        self.writers = {port: RingWriter(out["base"]) for port, out in spec.get("outputs", {}).items()}
         if self.origin is not None:
-            for out_port in outputs.values():
-                out_port.writer.set_origin(self.origin)
+            for writer in self.writers.values():
+                writer.set_origin(self.origin)
+        outputs = {port: OutputPort(port, writer) for port, writer in self.writers.items()}
+        self.outputs = outputs
         self.ctx = RuntimeContextLimitedAccess(
             stream=spec["stream"],
             node=self.name,
@@ -68,7 +68,7 @@ class NodeRunner:
         for in_port in self.inputs.values():
             in_port.taken = self.status.taken  # what its bags waited in the node: the status file's timer
 
-    def _add_link(self, port: str, link: dict[str, Any]) -> None:
+    def _add_link(self, port: str, link: LinkSpec) -> None:
         key = link["key"]
         self._remove_link(key)
         try:
@@ -183,8 +183,8 @@ class NodeRunner:
                 teardown(self.ctx)
             for key in list(self.readers):
                 self._remove_link(key)  # bags read but never handed over go back to the ring
-            for port in self.outputs.values():
-                port.writer.close()
+            for writer in self.writers.values():
+                writer.close()
             self.status.close()
 
     def _housekeep(self, control: Any) -> None:
@@ -233,6 +233,7 @@ class NodeRunner:
         idle_s = (getattr(self.instance, "idle_ms", None) or IDLE_WAKE_S * 1000) / 1000
         wait_s = min(IDLE_WAKE_S, idle_s) if idle else IDLE_WAKE_S
         origin = self.origin
+        assert origin is not None  # (a reactive node follows origins: only manual and thread nodes do not)
         ctx = self.ctx
         fills = [port.fill for port in inputs]
         while not stopping.is_set():
@@ -277,6 +278,7 @@ class NodeRunner:
         clock = time.monotonic
         next_tick = clock()
         origin = self.origin
+        assert origin is not None  # (a continuous node follows origins)
         while not stopping.is_set():
             if not messages.empty():
                 self._drain_control(control)
