@@ -337,6 +337,35 @@ def test_fan_in_links_deliver_in_the_order_fed_and_name_their_link():
         ctx.feed("tracks", {"n": 4}, link="c")
 
 
+def test_an_ordered_fan_in_node_reading_one_bag_a_call_is_called_for_every_bag():
+    """Two links deliver at once; a node reading one bag a call gets a call for the other too,
+    not only when a new bag comes (at the end, none ever would)."""
+    @node
+    class One:
+        @node.input(delivery_profile="ordered")
+        def tracks(self) -> dict: ...
+
+        @node.output()
+        def seen(self) -> dict: ...
+
+        def process(self, ctx) -> None:
+            bag = ctx.inputs.read("tracks")
+            if bag is not None:
+                ctx.outputs.write("seen", {"n": bag["n"]})
+
+    a, b = "a/packets->one/tracks", "b/packets->one/tracks"
+    ctx = FakeContext(One, node="one", links={"tracks": [a, b]})
+    for n, link in ((1, a), (2, b), (3, a), (4, b)):
+        ctx.feed("tracks", {"n": n}, link=link)
+    instance = One()
+    calls = 0
+    while ctx.fill():
+        instance.process(ctx)
+        calls += 1
+    assert ctx.run.outputs["seen"] == [{"n": n} for n in (1, 2, 3, 4)]
+    assert calls == 4
+
+
 @pytest.mark.parametrize("cell, origin", [
     ([0, 0], (500, 7)), ([0, 0], (0, 0)), ([400, 3], (500, 7)), ([600, 3], (500, 7)), ([600, 3], (0, 0)),
     ([600, 3], None),

@@ -101,6 +101,9 @@ class InputPort(Generic[R]):
         self._one: _Link[R] | None = None  # the link, when it is one and ordered (most inputs: fill's short way)
         self.stale = 0  # video bags whose surface was already reused when read
         self.last_link: str | None = None  # the key of the link the last bag taken came by
+        # ordered fan-in: a bag was taken while others stayed delivered (a node reading one bag a
+        # call): the next fill offers them again, else they wait for a new bag on another link
+        self._again = False
         # The node's origin cell ([origin_ns, origin_id], shared with its outputs' writers): each bag handed over makes it the older of the two; the host zeroes it before
         # every process() call, so what process() writes inherits the oldest origin it read
         # (tatolab/_links/latency.py). None: origins are not followed (a manual node).
@@ -166,6 +169,9 @@ class InputPort(Generic[R]):
                 cell[0] = now
             return True
         arrived = False
+        if self._again:
+            self._again = False
+            arrived = any(link.pending is not None for link in self._each)
         newest = self._newest
         cell = self.taken
         for link in self._each:  # (a tuple: _broken may change the links meanwhile)
@@ -247,6 +253,7 @@ class InputPort(Generic[R]):
         if len(candidates) == 1:
             return candidates[0]
         if not self._newest:
+            self._again = True  # the others stay delivered: offered again at the next fill
             return min(candidates, key=lambda link: link.pending[1])  # type: ignore[index]
         chosen = max(candidates, key=lambda link: link.pending[1])  # type: ignore[index]
         for link in candidates:
