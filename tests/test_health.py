@@ -154,6 +154,7 @@ def test_watchdog_defaults_by_execution():
     assert health.watchdog_limit_ms("reactive", None) == health.DEFAULT_WATCHDOG_MS
     assert health.watchdog_limit_ms("continuous", None) == health.DEFAULT_WATCHDOG_MS
     assert health.watchdog_limit_ms("manual", None) is None
+    assert health.watchdog_limit_ms("thread", None) is None  # run() is never timed: the node is never busy
     assert health.watchdog_limit_ms("reactive", 250) == 250
     assert health.watchdog_limit_ms("reactive", 0) is None
 

@@ -59,8 +59,8 @@ def watchdog_limit_ms(execution: str, declared: float | None) -> float | None:
     """The watchdog a node runs under: what it declared, else the default; None for no watchdog."""
     if declared is not None:
         return declared or None  # 0 turns it off
-    if execution == "manual":
-        return None  # the runtime never calls process(), so there is nothing to time
+    if execution in ("manual", "thread"):
+        return None  # the runtime never calls process() (its own threads, or run()), so there is nothing to time
     return DEFAULT_WATCHDOG_MS
 
 
