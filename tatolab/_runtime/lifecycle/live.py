@@ -20,7 +20,7 @@ from tatolab._control.errors import Reason
 from tatolab._host import spec as host_spec
 from tatolab._host import status
 from tatolab._links import ring
-from tatolab._runtime.processes.nodes import READY_POLL_S, claim_reader, release_reader
+from tatolab._runtime.lifecycle.nodes import READY_POLL_S, claim_reader, release_reader
 from tatolab._runtime.rules.health import NodeState
 from tatolab._runtime.lifecycle.streams import LinkWiring, LoadedStream, OutputRing, link_key
 from tatolab._runtime.processes.supervisor import NodeProcess

@@ -14,7 +14,7 @@ from tatolab._control.words import render
 from tatolab._host import spec as host_spec
 from tatolab._host.spec import LinkSpec
 from tatolab._links.ring import RingError
-from tatolab._runtime.processes.nodes import claim_reader, release_reader
+from tatolab._runtime.lifecycle.nodes import claim_reader, release_reader
 from tatolab._runtime.rules.exposure import Source, SourceView, exposure_levels, resolve
 from tatolab._runtime.lifecycle.streams import LinkWiring, LoadedStream, link_key
 from tatolab._errors import AddressError

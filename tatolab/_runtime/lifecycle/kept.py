@@ -18,7 +18,7 @@ from tatolab._control.source import StreamSource
 from tatolab._control.words import render
 from tatolab._runtime.surfaces import is_builtin
 from tatolab._runtime.stored import snapshots
-from tatolab._runtime.lifecycle import trust
+from tatolab._runtime.processes import trust
 from tatolab._runtime.processes.environment import stream_env
 from tatolab._runtime.stored import unwritten
 from tatolab._runtime.rules.crashes import Lifecycle, RunState, start_run
