@@ -17,12 +17,14 @@ from typing import Any
 
 from tatolab._control import paths
 from tatolab._control.errors import Reason
+from tatolab._graph import Link
 from tatolab._host import spec as host_spec
 from tatolab._host import status
 from tatolab._links import ring
-from tatolab._runtime.lifecycle.nodes import READY_POLL_S, claim_reader, release_reader
+from tatolab._runtime.lifecycle.nodes import READY_POLL_S, claim_reader
 from tatolab._runtime.rules.health import NodeState
 from tatolab._runtime.lifecycle.streams import LinkWiring, LoadedStream, OutputRing, link_key
+from tatolab._runtime.lifecycle.wiring import give_back
 from tatolab._runtime.processes.supervisor import NodeProcess
 from tatolab._runtime.surfaces import is_builtin, python_for
 
@@ -108,7 +110,7 @@ async def stop_node(stream: LoadedStream, name: str, process: NodeProcess | None
     _unlink(paths.status_file(paths.loaded_stream_prefix(stream.instance), name))
 
 
-def wire_local(stream: LoadedStream, link: dict[str, Any]) -> None:
+def wire_local(stream: LoadedStream, link: Link) -> None:
     """Wire a link between two nodes of ``stream``: its input reads the output from now on."""
     source, to = link["from"], link["to"]
     out = stream.rings[(source["node"], source["port"])]
@@ -122,7 +124,7 @@ def wire_local(stream: LoadedStream, link: dict[str, Any]) -> None:
     stream.wiring[key] = wiring
 
 
-def cut(streams: dict[str, LoadedStream], stream: LoadedStream, link: dict[str, Any]) -> None:
+def cut(streams: dict[str, LoadedStream], stream: LoadedStream, link: Link) -> None:
     """Cut one of ``stream``'s links at once, local or remote, giving its reader record back."""
     key = link_key(link)
     to = link["to"]
@@ -134,16 +136,10 @@ def cut(streams: dict[str, LoadedStream], stream: LoadedStream, link: dict[str, 
         links[:] = [existing for existing in links if existing["key"] != key]
         if wiring is not None:
             process.send(host_spec.remove_link(key))
-    if wiring is None:
-        return
-    for source in streams.values():
-        for out in source.rings.values():
-            if out.base == wiring.base:
-                release_reader(out, wiring.reader_index)
-                return
+    give_back(streams, wiring)
 
 
-def waiting(stream: LoadedStream, link: dict[str, Any]) -> None:
+def waiting(stream: LoadedStream, link: Link) -> None:
     """A remote link added live waits until wiring.rewire decides (right after the change)."""
     stream.waiting[link_key(link)] = Reason("not wired yet")
 

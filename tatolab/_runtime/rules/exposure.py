@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol
+from typing import Any, Mapping, Protocol
 
 from tatolab._control.errors import Fix, Reason
 from tatolab._sdk.naming import Address, format_address
@@ -14,8 +14,11 @@ LEVELS = ("internal", "private", "public")
 class SourceView(Protocol):
     """What the decision needs to know about a stream that might be a link's source."""
 
-    running: bool
-    state: str
+    @property
+    def running(self) -> bool: ...
+
+    @property
+    def state(self) -> str: ...
 
     def has_output(self, node: str, port: str) -> bool: ...
 
@@ -47,7 +50,7 @@ class Resolution:
         return "wired" if self.wired else "waiting"
 
 
-def exposure_levels(graph: dict) -> dict[tuple[str, str], str]:
+def exposure_levels(graph: Mapping[str, Any]) -> dict[tuple[str, str], str]:
     """Each output's level from a compiled graph; outputs not listed are internal."""
     return {(e["node"], e["port"]): e["level"] for e in graph.get("exposures", [])}
 
