@@ -24,7 +24,7 @@ from tatolab._links import ring
 from tatolab._runtime.lifecycle.nodes import READY_POLL_S, claim_reader
 from tatolab._runtime.rules.health import NodeState
 from tatolab._runtime.lifecycle.streams import LinkWiring, LoadedStream, OutputRing, link_key
-from tatolab._runtime.lifecycle.wiring import give_back
+from tatolab._runtime.lifecycle.wiring import bind, give_back, unbind
 from tatolab._runtime.processes.supervisor import NodeProcess
 from tatolab._runtime.surfaces import is_builtin, python_for
 
@@ -112,31 +112,16 @@ async def stop_node(stream: LoadedStream, name: str, process: NodeProcess | None
 
 def wire_local(stream: LoadedStream, link: Link) -> None:
     """Wire a link between two nodes of ``stream``: its input reads the output from now on."""
-    source, to = link["from"], link["to"]
+    source = link["from"]
     out = stream.rings[(source["node"], source["port"])]
-    wiring = LinkWiring(out.base, claim_reader(out))
-    key = link_key(link)
-    entry: host_spec.LinkSpec = {"key": key, "base": out.base, "reader_index": wiring.reader_index, "start": "now"}
-    process = stream.nodes[to["node"]]
-    links = process.spec["inputs"][to["port"]]["links"]
-    links[:] = [existing for existing in links if existing["key"] != key] + [entry]  # a restart reads this
-    process.send(host_spec.add_link(to["port"], entry))
-    stream.wiring[key] = wiring
+    bind(stream, link_key(link), link["to"], LinkWiring(out.base, claim_reader(out)))
 
 
 def cut(streams: dict[str, LoadedStream], stream: LoadedStream, link: Link) -> None:
     """Cut one of ``stream``'s links at once, local or remote, giving its reader record back."""
     key = link_key(link)
-    to = link["to"]
     stream.waiting.pop(key, None)
-    wiring = stream.wiring.pop(key, None)
-    process = stream.nodes.get(to["node"])
-    if process is not None:
-        links = process.spec["inputs"][to["port"]]["links"]
-        links[:] = [existing for existing in links if existing["key"] != key]
-        if wiring is not None:
-            process.send(host_spec.remove_link(key))
-    give_back(streams, wiring)
+    give_back(streams, unbind(stream, key, link["to"]))
 
 
 def waiting(stream: LoadedStream, link: Link) -> None:

@@ -18,7 +18,7 @@ from tatolab._runtime.lifecycle.nodes import claim_reader, release_reader
 from tatolab._runtime.rules.exposure import Source, SourceView, exposure_levels, resolve
 from tatolab._runtime.lifecycle.streams import LinkWiring, LoadedStream, link_key
 from tatolab._errors import AddressError
-from tatolab._graph import Link
+from tatolab._graph import Link, LinkEnd
 from tatolab._sdk.naming import parse_address
 
 
@@ -118,23 +118,36 @@ def _sayer(stream: LoadedStream) -> Callable[..., None]:
 
 def bind_remote(reader: LoadedStream, key: str, wiring: LinkWiring) -> None:
     """Wire a remote link: the reading node opens the source's ring from now on."""
-    to = _link(reader, key)["to"]
+    bind(reader, key, _link(reader, key)["to"], wiring)  # the compiler checked that the link's node exists
+
+
+def unbind_remote(reader: LoadedStream, key: str, reason: Reason) -> LinkWiring | None:
+    """Cut a remote link at once; it waits, with ``reason``, until it can be wired again."""
+    wiring = unbind(reader, key, _link(reader, key)["to"])
+    reader.waiting[key] = reason
+    return wiring
+
+
+def bind(reader: LoadedStream, key: str, to: LinkEnd, wiring: LinkWiring) -> None:
+    """Link ``key`` into input ``to`` of ``reader``: its node reads ``wiring``'s ring from now on, and so does
+    its next process (a restart reads its spec)."""
     entry: LinkSpec = {"key": key, "base": wiring.base, "reader_index": wiring.reader_index, "start": "now"}
-    process = reader.nodes[to["node"]]  # the compiler checked that the link's node exists
+    process = reader.nodes[to["node"]]
     links = process.spec["inputs"][to["port"]]["links"]
-    links[:] = [existing for existing in links if existing["key"] != key] + [entry]  # a restart reads this
+    links[:] = [existing for existing in links if existing["key"] != key] + [entry]
     process.send(host_spec.add_link(to["port"], entry))
     reader.wiring[key] = wiring
     reader.waiting.pop(key, None)
 
-def unbind_remote(reader: LoadedStream, key: str, reason: Reason) -> LinkWiring | None:
-    """Cut a remote link at once; it waits, with ``reason``, until it can be wired again."""
+
+def unbind(reader: LoadedStream, key: str, to: LinkEnd) -> LinkWiring | None:
+    """Take link ``key`` out of input ``to`` of ``reader`` at once (its node, if still there, stops reading
+    it); the reader record it held, for ``give_back``, or None where it was not wired."""
     wiring = reader.wiring.pop(key, None)
-    reader.waiting[key] = reason
-    to = _link(reader, key)["to"]
     process = reader.nodes.get(to["node"])
-    if wiring is not None and process is not None:
+    if process is not None:
         links = process.spec["inputs"][to["port"]]["links"]
         links[:] = [existing for existing in links if existing["key"] != key]
-        process.send(host_spec.remove_link(key))
+        if wiring is not None:
+            process.send(host_spec.remove_link(key))
     return wiring
