@@ -21,7 +21,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -32,55 +31,7 @@ BIN = Path(sys.executable).parent
 sys.path.insert(0, str(HERE))
 
 from _runtime import isolated_runtime  # noqa: E402
-
-NODES = """
-    from tatolab.stream import node
-
-
-    @node(execution="continuous", interval_ms=1000)
-    class Src:
-        @node.output()
-        def out(self) -> dict: ...
-
-        def process(self, ctx) -> None:
-            ctx.outputs.write("out", {"n": 1})
-
-
-    @node
-    class Mid:
-        @node.input(delivery_profile="newest")
-        def inp(self) -> dict: ...
-
-        @node.output()
-        def out(self) -> dict: ...
-
-        def process(self, ctx) -> None:
-            bag = ctx.inputs.read("inp")
-            if bag is not None:
-                ctx.outputs.write("out", bag)
-
-
-    @node
-    class Sink:
-        @node.input(delivery_profile="newest")
-        def inp(self) -> dict: ...
-
-        def process(self, ctx) -> None:
-            ctx.inputs.read("inp")
-"""
-
-STREAM = """
-    from tatolab.stream import StreamBuilder, stream
-    from nodes.tiny import Mid, Sink, Src
-
-
-    @stream
-    def {name}(b: StreamBuilder) -> None:
-        src, mid, sink = b.add(Src), b.add(Mid), b.add(Sink)
-        b.connect(src.output("out"), mid.input("inp"))
-        b.connect(mid.output("out"), sink.input("inp"))
-"""
-
+from nodes_fixture import TINY_NODES, tiny_stream  # noqa: E402
 
 def make_projects(root: Path, count: int) -> list[Path]:
     projects = []
@@ -88,9 +39,9 @@ def make_projects(root: Path, count: int) -> list[Path]:
         folder = root / f"p{i}"
         (folder / "nodes").mkdir(parents=True)
         (folder / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)  # this environment holds tatolab
-        (folder / "stream.py").write_text(textwrap.dedent(STREAM.format(name=f"load{i}")).lstrip())
+        (folder / "stream.py").write_text(tiny_stream(f"load{i}"))
         (folder / "nodes" / "__init__.py").write_text("")
-        (folder / "nodes" / "tiny.py").write_text(textwrap.dedent(NODES).lstrip())
+        (folder / "nodes" / "tiny.py").write_text(TINY_NODES.lstrip())
         projects.append(folder)
     return projects
 

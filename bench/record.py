@@ -35,39 +35,27 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from _runtime import isolated_runtime, wait_for  # noqa: E402
+from nodes_fixture import threaded_source  # noqa: E402
 
-TICKER = '''
-import threading
+TICKER = threaded_source(
+    "Ticker", "ticks", "A tick every millisecond, paced by the monotonic clock.",
+    head='''
 import time
 from tatolab.stream import node
-
-
-@node(execution="manual")
-class Ticker:
-    @node.output()
-    def ticks(self) -> dict: ...
-
-    def setup(self, ctx) -> None:
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self.run, args=(ctx,), daemon=True)
-        self.thread.start()
-
-    def teardown(self, ctx) -> None:
-        self.stopping.set()
-        self.thread.join(2)
-
-    def run(self, ctx) -> None:
-        n, period, next_ns = 0, 1_000_000, time.monotonic_ns()
-        while not self.stopping.is_set():
-            ctx.outputs.write("ticks", {"n": n, "value": n * 0.5, "label": "tick"})
-            n += 1
-            next_ns += period
-            delay = next_ns - time.monotonic_ns()
-            if delay > 0:
-                time.sleep(delay / 1e9)
-            elif delay < -50 * period:
-                next_ns = time.monotonic_ns()
-
+''',
+    run='''
+n, period, next_ns = 0, 1_000_000, time.monotonic_ns()
+while not self.stopping.is_set():
+    ctx.outputs.write("ticks", {"n": n, "value": n * 0.5, "label": "tick"})
+    n += 1
+    next_ns += period
+    delay = next_ns - time.monotonic_ns()
+    if delay > 0:
+        time.sleep(delay / 1e9)
+    elif delay < -50 * period:
+        next_ns = time.monotonic_ns()
+''',
+) + '''
 
 @node
 class Count:

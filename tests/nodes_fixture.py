@@ -1,5 +1,7 @@
 """Node modules the integration tests put into their projects."""
 
+import textwrap
+
 COUNTER = """
 import os
 from dataclasses import dataclass
@@ -145,3 +147,87 @@ class Tagger:
             bag["v"] = VERSION
             ctx.outputs.write("tagged", bag)
 """
+
+# A three-node stream (source, pass-through, sink) as light as a stream gets: nodes/tiny.py of the
+# many-loads test and bench/loads.py, with tiny_stream's stream.py.
+TINY_NODES = """
+from tatolab.stream import node
+
+
+@node(execution="continuous", interval_ms=1000)
+class Src:
+    @node.output()
+    def out(self) -> dict: ...
+
+    def process(self, ctx) -> None:
+        ctx.outputs.write("out", {"n": 1})
+
+
+@node
+class Mid:
+    @node.input(delivery_profile="newest")
+    def inp(self) -> dict: ...
+
+    @node.output()
+    def out(self) -> dict: ...
+
+    def process(self, ctx) -> None:
+        bag = ctx.inputs.read("inp")
+        if bag is not None:
+            ctx.outputs.write("out", bag)
+
+
+@node
+class Sink:
+    @node.input(delivery_profile="newest")
+    def inp(self) -> dict: ...
+
+    def process(self, ctx) -> None:
+        ctx.inputs.read("inp")
+"""
+
+
+def tiny_stream(name: str) -> str:
+    return (
+        "from tatolab.stream import StreamBuilder, stream\n"
+        "from nodes.tiny import Mid, Sink, Src\n\n\n"
+        f"@stream\ndef {name}(b: StreamBuilder) -> None:\n"
+        "    src, mid, sink = b.add(Src), b.add(Mid), b.add(Sink)\n"
+        "    b.connect(src.output('out'), mid.input('inp'))\n"
+        "    b.connect(mid.output('out'), sink.input('inp'))\n"
+    )
+
+
+# A source that writes from a thread of its own (execution="manual"): setup starts the thread, teardown
+# sets ``self.stopping`` and joins it; threaded_source fills in the module's head and run()'s body.
+THREADED_SOURCE = '''
+import threading
+{head}
+
+
+@node(execution="manual")
+class {cls}:
+    """{doc}"""
+
+    @node.output()
+    def {output}(self) -> dict: ...
+
+    def setup(self, ctx) -> None:
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.run, args=(ctx,), daemon=True)
+        self.thread.start()
+
+    def teardown(self, ctx) -> None:
+        self.stopping.set()
+        self.thread.join(2)
+
+    def run(self, ctx) -> None:
+{run}
+'''
+
+
+def threaded_source(cls: str, output: str, doc: str, head: str, run: str) -> str:
+    """nodes/<x>.py of a source node ``cls`` writing ``output`` from its thread: ``head`` holds the module's
+    imports (``node`` among them) and constants, ``run`` the loop (it ends once ``self.stopping`` is set)."""
+    body = textwrap.indent(textwrap.dedent(run).strip("\n"), " " * 8)
+    return THREADED_SOURCE.format(cls=cls, output=output, doc=doc, head=textwrap.dedent(head).strip("\n"), run=body)

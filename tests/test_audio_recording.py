@@ -6,43 +6,31 @@ from __future__ import annotations
 import pytest
 
 from harness import Runtime, make_project
+from nodes_fixture import threaded_source
 from test_codecs import FRAGMENT_S, _clean_after_kill, _decodes, _kill_runtime, _needs_ffprobe, _recording, _tracks
 
 pytestmark = pytest.mark.slow
 
 # 440 Hz as 10 ms audio blocks (48 kHz stereo f32), paced by the monotonic clock and stamped
 # from the sample count, as a microphone's would be.
-TONE = '''
-import threading
+TONE = threaded_source(
+    "Tone", "audio", "440 Hz as 10 ms audio blocks, paced by the monotonic clock.",
+    head='''
 import numpy as np
 from tatolab.stream import AudioBlock, node
 
 NS = 1_000_000_000
-
-
-@node(execution="manual")
-class Tone:
-    @node.output()
-    def audio(self) -> dict: ...
-
-    def setup(self, ctx) -> None:
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self.run, args=(ctx,), daemon=True)
-        self.thread.start()
-
-    def teardown(self, ctx) -> None:
-        self.stopping.set()
-        self.thread.join(2)
-
-    def run(self, ctx) -> None:
-        start, sent, n = ctx.time, 0, 480
-        while not self.stopping.is_set():
-            t = (sent + np.arange(n)) / 48000
-            mono = (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
-            ctx.outputs.write("audio", AudioBlock(np.stack([mono, mono], axis=1), 48000, start + sent * NS // 48000))
-            sent += n
-            self.stopping.wait(max(0.0, (start + sent * NS // 48000 - ctx.time) / 1e9))
-'''
+''',
+    run='''
+start, sent, n = ctx.time, 0, 480
+while not self.stopping.is_set():
+    t = (sent + np.arange(n)) / 48000
+    mono = (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
+    ctx.outputs.write("audio", AudioBlock(np.stack([mono, mono], axis=1), 48000, start + sent * NS // 48000))
+    sent += n
+    self.stopping.wait(max(0.0, (start + sent * NS // 48000 - ctx.time) / 1e9))
+''',
+)
 
 
 def test_test_pattern_and_tone_through_the_encoders_into_mp4sink_survive_a_sigkill(video_venv, tmp_path):

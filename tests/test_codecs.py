@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from harness import Runtime, graph_node, make_project, read_jsonl, wait_for
+from nodes_fixture import threaded_source
 from tatolab._errors import ConfigError
 from tatolab._sdk.builder import StreamBuilder
 from tatolab._sdk.builtins import H264Encoder, H265Decoder, H265Encoder, Mp4Sink
@@ -503,8 +504,9 @@ def test_two_video_links_into_one_sink_are_two_tracks(runtime, video_venv, tmp_p
     _decodes(project / "two.mp4")
 
 
-TONE = '''
-import threading
+TONE = threaded_source(
+    "Tone", "packets", "A 440 Hz tone as Opus packets (48 kHz stereo, 20 ms each), paced by the monotonic clock.",
+    head='''
 import time
 from fractions import Fraction
 
@@ -512,43 +514,27 @@ import av
 import numpy as np
 from tatolab._sdk.packets import EncodedPacket
 from tatolab.stream import node
-
-
-@node(execution="manual")
-class Tone:
-    """A 440 Hz tone as Opus packets (48 kHz stereo, 20 ms each), paced by the monotonic clock."""
-
-    @node.output()
-    def packets(self) -> dict: ...
-
-    def setup(self, ctx) -> None:
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self.run, args=(ctx,), daemon=True)
-        self.thread.start()
-
-    def teardown(self, ctx) -> None:
-        self.stopping.set()
-        self.thread.join(2)
-
-    def run(self, ctx) -> None:
-        encoder = av.CodecContext.create("libopus", "w")
-        encoder.sample_rate, encoder.layout, encoder.format = 48000, "stereo", "s16"
-        encoder.time_base = Fraction(1, 48000)
-        encoder.open()
-        start, sent, n = time.monotonic_ns(), 0, 960
-        while not self.stopping.is_set():
-            tone = (np.sin(2 * np.pi * 440 * (sent + np.arange(n)) / 48000) * 8000).astype(np.int16)
-            frame = av.AudioFrame.from_ndarray(np.repeat(tone, 2)[None, :], format="s16", layout="stereo")
-            frame.sample_rate, frame.pts, frame.time_base = 48000, sent, Fraction(1, 48000)
-            sent += n
-            for packet in encoder.encode(frame):
-                ctx.outputs.write("packets", EncodedPacket(
-                    codec="opus", data=bytes(packet), timestamp_ns=start + packet.pts * 1_000_000_000 // 48000,
-                    duration_ns=packet.duration * 1_000_000_000 // 48000, keyframe=True,
-                    extradata=bytes(encoder.extradata), encoder="libopus", sample_rate=48000, channels=2,
-                ).to_bag())
-            self.stopping.wait(max(0.0, (start + sent * 1_000_000_000 // 48000 - time.monotonic_ns()) / 1e9))
-'''
+''',
+    run='''
+encoder = av.CodecContext.create("libopus", "w")
+encoder.sample_rate, encoder.layout, encoder.format = 48000, "stereo", "s16"
+encoder.time_base = Fraction(1, 48000)
+encoder.open()
+start, sent, n = time.monotonic_ns(), 0, 960
+while not self.stopping.is_set():
+    tone = (np.sin(2 * np.pi * 440 * (sent + np.arange(n)) / 48000) * 8000).astype(np.int16)
+    frame = av.AudioFrame.from_ndarray(np.repeat(tone, 2)[None, :], format="s16", layout="stereo")
+    frame.sample_rate, frame.pts, frame.time_base = 48000, sent, Fraction(1, 48000)
+    sent += n
+    for packet in encoder.encode(frame):
+        ctx.outputs.write("packets", EncodedPacket(
+            codec="opus", data=bytes(packet), timestamp_ns=start + packet.pts * 1_000_000_000 // 48000,
+            duration_ns=packet.duration * 1_000_000_000 // 48000, keyframe=True,
+            extradata=bytes(encoder.extradata), encoder="libopus", sample_rate=48000, channels=2,
+        ).to_bag())
+    self.stopping.wait(max(0.0, (start + sent * 1_000_000_000 // 48000 - time.monotonic_ns()) / 1e9))
+''',
+)
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ import pytest
 
 from tatolab._control import paths
 from tatolab._control.errors import ControlError
-from tatolab._runtime.stored.kept import KeptStreams
+from tatolab._runtime.lifecycle.kept import KeptStreams
 from tatolab._runtime.ops import OPS, load_all
 from tatolab._runtime.rules.health import NodeState
 from tatolab._runtime.runtime import Runtime

@@ -496,7 +496,7 @@ def told_dropped(lines: list[str]) -> int:
 
 
 def test_a_feed_drops_beyond_its_limit_and_says_how_many_where():
-    from tatolab._runtime.views.feed import Feed
+    from tatolab._runtime.feed import Feed
 
     feed = Feed(lambda n: f"{n} dropped", limit=3, droppable=lambda item: item != "ended")
     for item in ["a", "b", "c", "d", "e", "ended", "f"]:

@@ -15,7 +15,7 @@ from tatolab._links import shm
 from tatolab._host.status import NodeStatus, create, open_for_node
 from tatolab._links import ring
 from tatolab._runtime.rules import health
-from tatolab._runtime.processes.nodes import claim_reader, release_reader
+from tatolab._runtime.lifecycle.nodes import claim_reader, release_reader
 from tatolab._runtime.lifecycle.streams import OutputRing
 from tatolab._errors import NodeDefinitionError
 from tatolab._sdk.nodes import describe_node

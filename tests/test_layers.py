@@ -18,6 +18,19 @@ FLOORS = {  # room -> floor; a room may import its own floor and the ones below
     "_cli": 6, "_mcp": 6,
 }
 
+RUNTIME_FLOORS = {  # the same inside tatolab/_runtime: its folders and top modules
+    "rules": 1, "machine": 1, "surfaces": 1, "feed": 1, "__init__": 1,
+    "stored": 2,
+    "processes": 3,
+    "lifecycle": 4,
+    "relay": 5,
+    "views": 6, "foxglove": 6, "runtime": 6,
+    "ops": 7,
+    "server": 8,
+    "daemon": 9,
+    "entry": 10,
+}
+
 
 def _module(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
@@ -44,11 +57,28 @@ def _room(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
+def _runtime_room(module: str) -> str:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 else "__init__"
+
+
 def test_every_import_goes_to_the_same_floor_or_below():
     rooms = {_room(m) for m in _imports()}
     assert rooms <= set(FLOORS), f"rooms with no floor yet: {rooms - set(FLOORS)}; give each one in FLOORS"
     upward = [f"{m} -> {n}" for m, names in _imports().items() for n in names
               if FLOORS[_room(n)] > FLOORS[_room(m)]]
+    assert upward == []
+
+
+def test_inside_the_runtime_every_import_goes_to_the_same_floor_or_below():
+    """Rules and storage know nothing of processes, processes nothing of a loaded stream, the loaded
+    stream nothing of the relay, and so on up to the operations, the server and the daemon."""
+    inside = {m: {n for n in names if _room(n) == "_runtime"}
+              for m, names in _imports().items() if _room(m) == "_runtime"}
+    rooms = {_runtime_room(m) for m in inside}
+    assert rooms <= set(RUNTIME_FLOORS), f"rooms with no floor yet: {rooms - set(RUNTIME_FLOORS)}; give each one in RUNTIME_FLOORS"
+    upward = [f"{m} -> {n}" for m, names in inside.items() for n in names
+              if RUNTIME_FLOORS[_runtime_room(n)] > RUNTIME_FLOORS[_runtime_room(m)]]
     assert upward == []
 
 

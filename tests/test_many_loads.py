@@ -11,56 +11,9 @@ import time
 from pathlib import Path
 
 from harness import BIN, make_project
+from nodes_fixture import TINY_NODES, tiny_stream
 
 AT_ONCE = 30
-TINY_NODES = """
-from tatolab.stream import node
-
-
-@node(execution="continuous", interval_ms=1000)
-class Src:
-    @node.output()
-    def out(self) -> dict: ...
-
-    def process(self, ctx) -> None:
-        ctx.outputs.write("out", {"n": 1})
-
-
-@node
-class Mid:
-    @node.input(delivery_profile="newest")
-    def inp(self) -> dict: ...
-
-    @node.output()
-    def out(self) -> dict: ...
-
-    def process(self, ctx) -> None:
-        bag = ctx.inputs.read("inp")
-        if bag is not None:
-            ctx.outputs.write("out", bag)
-
-
-@node
-class Sink:
-    @node.input(delivery_profile="newest")
-    def inp(self) -> dict: ...
-
-    def process(self, ctx) -> None:
-        ctx.inputs.read("inp")
-"""
-
-
-def tiny_stream(name: str) -> str:
-    return (
-        "from tatolab.stream import StreamBuilder, stream\n"
-        "from nodes.tiny import Mid, Sink, Src\n\n\n"
-        f"@stream\ndef {name}(b: StreamBuilder) -> None:\n"
-        "    src, mid, sink = b.add(Src), b.add(Mid), b.add(Sink)\n"
-        "    b.connect(src.output('out'), mid.input('inp'))\n"
-        "    b.connect(mid.output('out'), sink.input('inp'))\n"
-    )
-
-
 def ask_streams(path: Path) -> float:
     """Seconds until `streams` is answered on a fresh connection."""
     began = time.monotonic()

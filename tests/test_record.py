@@ -14,36 +14,22 @@ import pytest
 from mcap.reader import make_reader
 
 from harness import Runtime, make_project, wait_for
+from nodes_fixture import threaded_source
 
 pytestmark = pytest.mark.slow
 
-COUNTER = '''
-import threading
+COUNTER = threaded_source(
+    "Counter", "count", "Bags at 200 a second: n, a label and some bytes.",
+    head='''
 from tatolab.stream import node
-
-
-@node(execution="manual")
-class Counter:
-    """Bags at 200 a second: n, a label and some bytes."""
-
-    @node.output()
-    def count(self) -> dict: ...
-
-    def setup(self, ctx) -> None:
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self.run, args=(ctx,), daemon=True)
-        self.thread.start()
-
-    def teardown(self, ctx) -> None:
-        self.stopping.set()
-        self.thread.join(2)
-
-    def run(self, ctx) -> None:
-        n = 0
-        while not self.stopping.wait(0.005):
-            ctx.outputs.write("count", {"n": n, "label": f"bag {n}", "raw": bytes([n % 256]) * 3, "x": n / 2})
-            n += 1
-'''
+''',
+    run='''
+n = 0
+while not self.stopping.wait(0.005):
+    ctx.outputs.write("count", {"n": n, "label": f"bag {n}", "raw": bytes([n % 256]) * 3, "x": n / 2})
+    n += 1
+''',
+)
 
 SINK = '''
 import json

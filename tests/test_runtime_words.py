@@ -53,7 +53,7 @@ def test_a_failed_record_keeps_its_fix_as_an_operation_and_reads_records_written
 
     from tatolab._control.errors import Fix, Reason
     from tatolab._control.words import render
-    from tatolab._runtime.stored.kept import KeptStreams
+    from tatolab._runtime.lifecycle.kept import KeptStreams
     from tatolab._runtime.stored.records import KeptRecord
 
     kept = KeptStreams(tmp_path)
@@ -79,7 +79,7 @@ def test_kept_preflight_reasons_carry_their_fixes_as_operations_and_read_as_befo
 
     from tatolab._control.errors import Fix
     from tatolab._control.words import render
-    from tatolab._runtime.stored.kept import preflight
+    from tatolab._runtime.lifecycle.kept import preflight
     from tatolab._runtime.stored.records import KeptRecord
 
     graph = {"nodes": [], "links": []}

@@ -15,7 +15,7 @@ from other_user import OtherUser
 from tatolab._control.errors import ControlError
 from tatolab._control.source import StreamSource
 from tatolab._control.words import render
-from tatolab._runtime.lifecycle import trust
+from tatolab._runtime.processes import trust
 
 TOUCHED = "touched.txt"
 # a stream function that leaves a mark if it ever runs

@@ -120,14 +120,7 @@ class LatencyFile:
 
     def __init__(self, base: str) -> None:
         path = path_of(base)
-        fd = shm.open_owned(path)
-        try:
-            size = os.fstat(fd).st_size
-            if size < FILE_BYTES:
-                raise RingError(f"{path} is not a tatolab latency file (only {size} bytes)")
-            self.mm = mmap.mmap(fd, FILE_BYTES)
-        finally:
-            os.close(fd)
+        self.mm = shm.map_owned(path, FILE_BYTES, "a tatolab latency file", FILE_BYTES)
         self.mv = memoryview(self.mm)
         self.q = self.mv.cast("Q")
         if self.q[0] != MAGIC or self.q[1] != VERSION:

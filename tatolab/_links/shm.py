@@ -12,6 +12,7 @@ checks; here they raise RingError, which every reader of a ring handles).
 
 from __future__ import annotations
 
+import mmap
 import os
 from pathlib import Path
 
@@ -75,3 +76,16 @@ def open_owned(path: str) -> int:
         return open_own_file(path, os.O_RDWR, "a ring file")
     except UnsafePath as exc:
         raise RingError(str(exc)) from None
+
+
+def map_owned(path: str, min_bytes: int, what: str, length: int = 0) -> mmap.mmap:
+    """Map `path` (opened as `open_owned` does), refusing a file shorter than `min_bytes` as not
+    `what`; `length` bytes of it, or all of it with 0. FileNotFoundError passes through."""
+    fd = open_owned(path)
+    try:
+        size = os.fstat(fd).st_size
+        if size < min_bytes:
+            raise RingError(f"{path} is not {what} (only {size} bytes)")
+        return mmap.mmap(fd, length or size)
+    finally:
+        os.close(fd)

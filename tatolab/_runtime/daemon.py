@@ -18,7 +18,7 @@ from tatolab._links import ring
 from tatolab._control import paths, protocol
 from tatolab._runtime.processes import groups
 from tatolab._runtime.stored import namespaces, unwritten
-from tatolab._runtime.stored.kept import KeptStreams
+from tatolab._runtime.lifecycle.kept import KeptStreams
 from tatolab._runtime.processes.reaper import Reaper
 from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.processes.starter import WarmStarter

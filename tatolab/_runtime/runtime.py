@@ -18,9 +18,9 @@ from tatolab._runtime.processes.compiler import compile_stream, project_python
 from tatolab._runtime.processes.environment import command_env
 from tatolab._runtime.lifecycle.line import Line
 from tatolab._runtime.stored.recording_marks import CutRecording, RecordingMarks
-from tatolab._runtime.stored.kept import KeptLoadFailed, KeptStreams, preflight, strip_reason
+from tatolab._runtime.lifecycle.kept import KeptLoadFailed, KeptStreams, preflight, strip_reason
 from tatolab._runtime.machine import machine_name
-from tatolab._runtime.processes.nodes import restart_nodes, start_nodes, stop_nodes
+from tatolab._runtime.lifecycle.nodes import restart_nodes, start_nodes, stop_nodes
 from tatolab._runtime.stored.records import DamagedRecord, KeptRecord
 from tatolab._runtime.rules import cameras, caps, names
 from tatolab._runtime.stored.snapshots import SnapshotError

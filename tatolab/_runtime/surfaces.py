@@ -68,7 +68,7 @@ def refusal_words(holders: int | None = None) -> str:
             f"{pool.HOLDERS_SETTING} higher for tatolabd and restart it, or run fewer nodes that handle frames")
 
 
-def is_builtin(node: Mapping[str, object]) -> bool:
+def is_builtin(node: Mapping[str, Any]) -> bool:
     """A built-in node: marked so by the SDK and naming code that ships with the runtime.
 
     A graph is written by the project's own Python, so a mark on any other class is ignored:
@@ -76,5 +76,5 @@ def is_builtin(node: Mapping[str, object]) -> bool:
     return bool(node.get("builtin")) and str(node.get("class", "")).startswith(IMPLEMENTATIONS)
 
 
-def python_for(spec: dict[str, Any], project_python: Path) -> Path:
+def python_for(spec: Mapping[str, Any], project_python: Path) -> Path:
     return Path(sys.executable) if spec.get("builtin") else project_python

@@ -174,14 +174,8 @@ class _Gen:
     """One mapped generation file and the views the hot paths use."""
 
     def __init__(self, path: str) -> None:
-        fd = shm.open_owned(path)
-        try:
-            size = os.fstat(fd).st_size
-            if size < _SLOTS_OFF:
-                raise RingError(f"{path} is not a tatolab ring (only {size} bytes)")
-            self.mm = mmap.mmap(fd, size)
-        finally:
-            os.close(fd)
+        self.mm = shm.map_owned(path, _SLOTS_OFF, "a tatolab ring")
+        size = len(self.mm)
         self.path = path
         self.mv = memoryview(self.mm)
         self.q = self.mv.cast("Q")

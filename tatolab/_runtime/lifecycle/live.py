@@ -17,12 +17,14 @@ from typing import Any
 
 from tatolab._control import paths
 from tatolab._control.errors import Reason
+from tatolab._graph import Link
 from tatolab._host import spec as host_spec
 from tatolab._host import status
 from tatolab._links import ring
-from tatolab._runtime.processes.nodes import READY_POLL_S, claim_reader, release_reader
+from tatolab._runtime.lifecycle.nodes import READY_POLL_S, claim_reader
 from tatolab._runtime.rules.health import NodeState
 from tatolab._runtime.lifecycle.streams import LinkWiring, LoadedStream, OutputRing, link_key
+from tatolab._runtime.lifecycle.wiring import bind, give_back, unbind
 from tatolab._runtime.processes.supervisor import NodeProcess
 from tatolab._runtime.surfaces import is_builtin, python_for
 
@@ -108,42 +110,21 @@ async def stop_node(stream: LoadedStream, name: str, process: NodeProcess | None
     _unlink(paths.status_file(paths.loaded_stream_prefix(stream.instance), name))
 
 
-def wire_local(stream: LoadedStream, link: dict[str, Any]) -> None:
+def wire_local(stream: LoadedStream, link: Link) -> None:
     """Wire a link between two nodes of ``stream``: its input reads the output from now on."""
-    source, to = link["from"], link["to"]
+    source = link["from"]
     out = stream.rings[(source["node"], source["port"])]
-    wiring = LinkWiring(out.base, claim_reader(out))
-    key = link_key(link)
-    entry: host_spec.LinkSpec = {"key": key, "base": out.base, "reader_index": wiring.reader_index, "start": "now"}
-    process = stream.nodes[to["node"]]
-    links = process.spec["inputs"][to["port"]]["links"]
-    links[:] = [existing for existing in links if existing["key"] != key] + [entry]  # a restart reads this
-    process.send(host_spec.add_link(to["port"], entry))
-    stream.wiring[key] = wiring
+    bind(stream, link_key(link), link["to"], LinkWiring(out.base, claim_reader(out)))
 
 
-def cut(streams: dict[str, LoadedStream], stream: LoadedStream, link: dict[str, Any]) -> None:
+def cut(streams: dict[str, LoadedStream], stream: LoadedStream, link: Link) -> None:
     """Cut one of ``stream``'s links at once, local or remote, giving its reader record back."""
     key = link_key(link)
-    to = link["to"]
     stream.waiting.pop(key, None)
-    wiring = stream.wiring.pop(key, None)
-    process = stream.nodes.get(to["node"])
-    if process is not None:
-        links = process.spec["inputs"][to["port"]]["links"]
-        links[:] = [existing for existing in links if existing["key"] != key]
-        if wiring is not None:
-            process.send(host_spec.remove_link(key))
-    if wiring is None:
-        return
-    for source in streams.values():
-        for out in source.rings.values():
-            if out.base == wiring.base:
-                release_reader(out, wiring.reader_index)
-                return
+    give_back(streams, unbind(stream, key, link["to"]))
 
 
-def waiting(stream: LoadedStream, link: dict[str, Any]) -> None:
+def waiting(stream: LoadedStream, link: Link) -> None:
     """A remote link added live waits until wiring.rewire decides (right after the change)."""
     stream.waiting[link_key(link)] = Reason("not wired yet")
 

@@ -23,7 +23,7 @@ from tatolab import _settings as settings
 from tatolab._control import paths
 from tatolab._control.errors import ControlError
 from tatolab._links.ring import RingError
-from tatolab._runtime.processes.nodes import claim_reader, release_reader
+from tatolab._runtime.lifecycle.nodes import claim_reader, release_reader
 from tatolab._runtime.processes.starter import ProcessStarter, Started, next_event
 from tatolab._runtime.lifecycle.streams import LoadedStream, OutputRing
 

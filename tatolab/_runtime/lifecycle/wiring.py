@@ -14,10 +14,11 @@ from tatolab._control.words import render
 from tatolab._host import spec as host_spec
 from tatolab._host.spec import LinkSpec
 from tatolab._links.ring import RingError
-from tatolab._runtime.processes.nodes import claim_reader, release_reader
+from tatolab._runtime.lifecycle.nodes import claim_reader, release_reader
 from tatolab._runtime.rules.exposure import Source, SourceView, exposure_levels, resolve
 from tatolab._runtime.lifecycle.streams import LinkWiring, LoadedStream, link_key
 from tatolab._errors import AddressError
+from tatolab._graph import Link, LinkEnd
 from tatolab._sdk.naming import parse_address
 
 
@@ -27,18 +28,18 @@ def as_source(stream: LoadedStream) -> Source:
     return Source(stream.mode, not stream.ended.is_set(), {output: levels.get(output) for output in stream.rings})
 
 
-def remote_links(stream: LoadedStream) -> dict[str, dict[str, Any]]:
+def remote_links(stream: LoadedStream) -> dict[str, Link]:
     """The links of ``stream`` that read another stream's output on this machine, by key."""
     return {link_key(link): link for link in stream.graph["links"]
             if "address" in link["from"] and "url" not in link["from"]}
 
 
-def url_links(stream: LoadedStream) -> dict[str, dict[str, Any]]:
+def url_links(stream: LoadedStream) -> dict[str, Link]:
     """The links of ``stream`` that read an output over MoQ, by its URL (the relay wires them)."""
     return {link_key(link): link for link in stream.graph["links"] if "url" in link["from"]}
 
 
-def _link(stream: LoadedStream, key: str) -> dict[str, Any]:
+def _link(stream: LoadedStream, key: str) -> Link:
     return next(link for link in stream.graph["links"] if link_key(link) == key)
 
 
@@ -52,7 +53,7 @@ def rewire(streams: dict[str, LoadedStream], not_loaded: Iterable[dict[str, Any]
             _rewire_link(reader, key, link, streams, sources, machine)
 
 
-def _rewire_link(reader: LoadedStream, key: str, link: dict[str, Any], streams: dict[str, LoadedStream],
+def _rewire_link(reader: LoadedStream, key: str, link: Link, streams: dict[str, LoadedStream],
                  sources: dict[str, SourceView], machine: str) -> None:
     say = _sayer(reader)
     try:
@@ -68,7 +69,7 @@ def _rewire_link(reader: LoadedStream, key: str, link: dict[str, Any], streams: 
         if bound is not None and bound.base == ring.base:
             return  # already reading this very ring
         if bound is not None:
-            _release(streams, unbind_remote(reader, key, "rewiring"))
+            give_back(streams, unbind_remote(reader, key, Reason("rewiring")))
         try:
             index = claim_reader(ring)
         except RingError as exc:
@@ -80,7 +81,7 @@ def _rewire_link(reader: LoadedStream, key: str, link: dict[str, Any], streams: 
         return
     if bound is not None:
         why = decision.reason or Reason("waiting")
-        _release(streams, unbind_remote(reader, key, why))
+        give_back(streams, unbind_remote(reader, key, why))
         say(f"link {key} cut: {render(why)}", level="warning")  # a log, read by a person: the fix in words
     elif reader.waiting.get(key) != decision.reason:
         why = decision.reason or Reason("waiting")
@@ -93,11 +94,11 @@ def release_remote(streams: dict[str, LoadedStream], reader: LoadedStream) -> No
     for key in url_links(reader):
         reader.wiring.pop(key, None)  # its ring is the reader's own: it goes with the stream
     for key in remote_links(reader):
-        _release(streams, reader.wiring.pop(key, None))
+        give_back(streams, reader.wiring.pop(key, None))
 
 
-def _release(streams: dict[str, LoadedStream], wiring: LinkWiring | None) -> None:
-    """Give the reader record back to the source ring, if that source is still loaded."""
+def give_back(streams: dict[str, LoadedStream], wiring: LinkWiring | None) -> None:
+    """Give a cut link's reader record back to its source ring, if that source is still loaded."""
     if wiring is None:
         return
     for stream in streams.values():
@@ -117,23 +118,36 @@ def _sayer(stream: LoadedStream) -> Callable[..., None]:
 
 def bind_remote(reader: LoadedStream, key: str, wiring: LinkWiring) -> None:
     """Wire a remote link: the reading node opens the source's ring from now on."""
-    to = _link(reader, key)["to"]
+    bind(reader, key, _link(reader, key)["to"], wiring)  # the compiler checked that the link's node exists
+
+
+def unbind_remote(reader: LoadedStream, key: str, reason: Reason) -> LinkWiring | None:
+    """Cut a remote link at once; it waits, with ``reason``, until it can be wired again."""
+    wiring = unbind(reader, key, _link(reader, key)["to"])
+    reader.waiting[key] = reason
+    return wiring
+
+
+def bind(reader: LoadedStream, key: str, to: LinkEnd, wiring: LinkWiring) -> None:
+    """Link ``key`` into input ``to`` of ``reader``: its node reads ``wiring``'s ring from now on, and so does
+    its next process (a restart reads its spec)."""
     entry: LinkSpec = {"key": key, "base": wiring.base, "reader_index": wiring.reader_index, "start": "now"}
-    process = reader.nodes[to["node"]]  # the compiler checked that the link's node exists
+    process = reader.nodes[to["node"]]
     links = process.spec["inputs"][to["port"]]["links"]
-    links[:] = [existing for existing in links if existing["key"] != key] + [entry]  # a restart reads this
+    links[:] = [existing for existing in links if existing["key"] != key] + [entry]
     process.send(host_spec.add_link(to["port"], entry))
     reader.wiring[key] = wiring
     reader.waiting.pop(key, None)
 
-def unbind_remote(reader: LoadedStream, key: str, reason: Reason) -> LinkWiring | None:
-    """Cut a remote link at once; it waits, with ``reason``, until it can be wired again."""
+
+def unbind(reader: LoadedStream, key: str, to: LinkEnd) -> LinkWiring | None:
+    """Take link ``key`` out of input ``to`` of ``reader`` at once (its node, if still there, stops reading
+    it); the reader record it held, for ``give_back``, or None where it was not wired."""
     wiring = reader.wiring.pop(key, None)
-    reader.waiting[key] = reason
-    to = _link(reader, key)["to"]
     process = reader.nodes.get(to["node"])
-    if wiring is not None and process is not None:
+    if process is not None:
         links = process.spec["inputs"][to["port"]]["links"]
         links[:] = [existing for existing in links if existing["key"] != key]
-        process.send(host_spec.remove_link(key))
+        if wiring is not None:
+            process.send(host_spec.remove_link(key))
     return wiring

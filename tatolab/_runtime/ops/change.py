@@ -15,7 +15,7 @@ from tatolab._control.errors import ControlError, Fix
 from tatolab._links.ring import RingError
 from tatolab._runtime.lifecycle import live
 from tatolab._runtime.processes.compiler import project_python
-from tatolab._runtime.processes.describe import describe_node
+from tatolab._runtime.lifecycle.describe import describe_node
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.ops import op
 from tatolab._runtime.rules import changes

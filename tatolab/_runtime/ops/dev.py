@@ -27,8 +27,8 @@ from tatolab._runtime.processes.compiler import CompileError, compile_stream
 from tatolab._control.errors import ControlError
 from tatolab._control.operations import Events
 from tatolab._control.source import StreamSource
-from tatolab._runtime.views.feed import Feed
-from tatolab._runtime.processes.nodes import ended_event
+from tatolab._runtime.feed import Feed
+from tatolab._runtime.lifecycle.nodes import ended_event
 from tatolab._runtime.runtime import Runtime, open_project, request_env
 from tatolab._runtime.ops import op
 from tatolab._runtime.rules.reload import Imported, Saved, reload_line, restarts, same_shape

@@ -13,7 +13,7 @@ from tatolab._links.aio import AsyncRingReader
 from tatolab._links.ring import RingError, RingReader
 from tatolab._runtime.views.graph import build_graph
 from tatolab._runtime.views.timing import slowest
-from tatolab._runtime.processes.nodes import claim_reader, release_reader
+from tatolab._runtime.lifecycle.nodes import claim_reader, release_reader
 from tatolab._runtime.relay.relay import Relay
 from tatolab._runtime.runtime import Runtime
 from tatolab._runtime.ops import op

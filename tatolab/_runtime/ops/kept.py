@@ -6,7 +6,7 @@ from typing import TypedDict
 
 from tatolab._control.errors import ControlError, Fix
 from tatolab._runtime.runtime import Runtime
-from tatolab._runtime.stored.kept import KeptLoadFailed
+from tatolab._runtime.lifecycle.kept import KeptLoadFailed
 from tatolab._runtime.ops import op
 from tatolab._runtime.stored.records import DamagedRecord
 

@@ -7,6 +7,7 @@ from typing import TypedDict
 from tatolab._control.errors import ControlError
 from tatolab._runtime.ops import op
 from tatolab._runtime.relay import upstream
+from tatolab._runtime.relay.relay import Relay
 from tatolab._runtime.relay.tokens import redact, with_token
 from tatolab._runtime.runtime import Runtime
 
@@ -16,14 +17,15 @@ class RelayState(TypedDict):
     state: str  # connected, connecting..., cannot reach... (with why), not joined
 
 
-def _relay(runtime: Runtime):  # noqa: ANN202
+def served_relay(runtime: Runtime) -> Relay:
+    """The relay this runtime serves, or the refusal saying it serves none (`url`, `token`, `relay`)."""
     if runtime.relay is None:
         raise ControlError("this runtime serves no MoQ relay")
     return runtime.relay
 
 
 def _state(runtime: Runtime) -> RelayState:
-    relay = _relay(runtime)
+    relay = served_relay(runtime)
     return {"url": redact(relay.upstream) if relay.upstream else None, "state": relay.upstream_state if relay.upstream else "not joined"}
 
 
@@ -32,7 +34,7 @@ async def relay_join(runtime: Runtime, url: str, token: str | None = None) -> Re
     """Publish this machine's public outputs into the MoQ relay at ``url`` (its own access rules
     decide who reads), sending ``token`` (a JWT, moq-dev's format; or ``?jwt=`` in the URL) to it;
     recorded, so it holds across restarts. A relay that refuses the token is reported as refused."""
-    relay = _relay(runtime)
+    relay = served_relay(runtime)
     try:
         url = upstream.check(with_token(url, token) if token else url)
     except upstream.BadRelayUrl as exc:
@@ -45,7 +47,7 @@ async def relay_join(runtime: Runtime, url: str, token: str | None = None) -> Re
 @op("relay_leave")
 async def relay_leave(runtime: Runtime) -> RelayState:
     """Stop publishing into the joined relay, and forget it."""
-    relay = _relay(runtime)
+    relay = served_relay(runtime)
     upstream.save(relay.state, None)
     relay.join(None)
     return _state(runtime)

@@ -11,9 +11,9 @@ from tatolab._control.source import StreamSource
 from tatolab._runtime.runtime import Runtime, request_env
 from tatolab._runtime.stored import unwritten
 from tatolab._runtime.stored.unwritten import WriteFailure
-from tatolab._runtime.views.feed import Feed
+from tatolab._runtime.feed import Feed
 from tatolab._runtime.views.graph import node_entry
-from tatolab._runtime.processes.nodes import ended_event, wait_ready
+from tatolab._runtime.lifecycle.nodes import ended_event, wait_ready
 from tatolab._runtime.ops import OPS, op
 from tatolab._runtime.rules import health
 from tatolab._runtime.lifecycle.streams import LoadedStream

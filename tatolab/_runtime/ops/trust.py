@@ -6,7 +6,7 @@ import os
 from typing import TypedDict
 
 from tatolab._control.errors import ControlError
-from tatolab._runtime.lifecycle import trust as rules
+from tatolab._runtime.processes import trust as rules
 from tatolab._runtime.ops import op
 from tatolab._runtime.runtime import Runtime
 

@@ -10,6 +10,7 @@ from tatolab._control.errors import ControlError, Fix
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.ops import op
 from tatolab._runtime.ops.addresses import local_address, no_output
+from tatolab._runtime.ops.relay import served_relay
 from tatolab._runtime.relay.tokens import parse_expiry
 from tatolab._runtime.relay.wanted import TRACK
 from tatolab._runtime.rules.exposure import exposure_levels
@@ -47,14 +48,8 @@ class Rotated(TypedDict):
     revoked: int  # public tokens voided with the old key
 
 
-def _relay(runtime: Runtime):  # noqa: ANN202
-    if runtime.relay is None:
-        raise ControlError("this runtime serves no MoQ relay")
-    return runtime.relay
-
-
 def _not_serving(runtime: Runtime) -> None:
-    relay = _relay(runtime)
+    relay = served_relay(runtime)
     problem = relay.problem
     if problem is not None:
         relay.retry()  # the port may be free by the next ask
@@ -74,7 +69,7 @@ async def url(runtime: Runtime, address: str, public: bool = False, expires: str
     new revocable token for others that reads this public output (``prefix``: every public output
     of this machine at or under ``address``, which may then name a stream), expiring after
     ``expires`` (1h, 7d, 30m, never). A URL is a capability: share it like a password."""
-    relay = _relay(runtime)
+    relay = served_relay(runtime)
     try:
         lasts = parse_expiry(expires)
     except ValueError as exc:
@@ -126,14 +121,14 @@ async def token_list(runtime: Runtime) -> Tokens:
     """The tokens this runtime minted: the owner's URLs (`url`, ``lvl`` private) and the public
     ones (`url --public`): id, what they read, when they expire, and whether they are valid,
     expired or revoked. Never the tokens themselves."""
-    return {"tokens": _relay(runtime).keeper.records()}  # type: ignore[typeddict-item]
+    return {"tokens": served_relay(runtime).keeper.records()}  # type: ignore[typeddict-item]
 
 
 @op("token_revoke")
 async def token_revoke(runtime: Runtime, id: str) -> Token:
     """Revoke the token ``id`` (a public one, or an owner's URL: `url` then gives a new one): URLs
     carrying it read nothing from now on, and the sessions reading with it are cut at once."""
-    relay = _relay(runtime)
+    relay = served_relay(runtime)
     try:
         record = relay.revoke(id)
     except KeyError:
@@ -147,6 +142,6 @@ async def token_revoke(runtime: Runtime, id: str) -> Token:
 async def token_rotate(runtime: Runtime) -> Rotated:
     """Make a new token key: every URL given so far (the owner's and every public one) stops
     working and its sessions are cut at once; `url` gives new ones."""
-    relay = _relay(runtime)
+    relay = served_relay(runtime)
     valid = sum(1 for r in relay.keeper.records() if r["state"] == "valid")
     return {"key": relay.rotate(), "revoked": valid}

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from tatolab._graph import Graph
 from tatolab._control.errors import ControlError, Fix
 from tatolab._control.source import StreamSource
-from tatolab._runtime.lifecycle import trust
+from tatolab._runtime.processes import trust
 from tatolab._runtime.processes.environment import stream_env
 from tatolab._runtime.processes.starter import ProcessStarter
 from tatolab._runtime.processes.starter import shared as shared_starter

@@ -39,10 +39,16 @@ _START_VARS = ("LANG", "LANGUAGE", "HOME")  # read by Python at start, like ever
 class Started(Protocol):
     pid: int
     returncode: int | None
-    stdin: asyncio.StreamWriter | None
-    stdout: asyncio.StreamReader | None
-    stderr: asyncio.StreamReader | None
     exited: asyncio.Future
+
+    @property
+    def stdin(self) -> asyncio.StreamWriter | None: ...
+
+    @property
+    def stdout(self) -> asyncio.StreamReader | None: ...
+
+    @property
+    def stderr(self) -> asyncio.StreamReader | None: ...
 
     def kill(self) -> None: ...
 
@@ -506,7 +512,7 @@ class WarmStarter:
             await server.open()
         except OSError:
             self._failed[venv] = time.monotonic()
-            server = None  # type: ignore[assignment]
+            server = None
         else:
             self.servers[key] = server
             self._retire_idle(keep=key)

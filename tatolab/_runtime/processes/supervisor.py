@@ -64,7 +64,7 @@ class NodeProcess:
         self.process: Started | None = None
         self._stopping = False
         self._task: asyncio.Task | None = None
-        self._spawning: asyncio.Future | None = None
+        self._spawning: asyncio.Future[Started] | None = None
         # health: the watchdog reads the status file the node host writes around process()
         self.watchdog_ms = health.watchdog_limit_ms(spec.get("execution", "reactive"), spec.get("watchdog_ms"))
         self.memory_limit = health.memory_limit_bytes(spec.get("memory_limit_mb"))
@@ -117,8 +117,9 @@ class NodeProcess:
         return health.busy_ms(self.status.busy_since_ns(), time.monotonic_ns())
 
     def start(self) -> None:
-        if self.spec.get("status"):
-            self.status = NodeStatus(self.spec["status"])
+        status_path = self.spec.get("status")
+        if status_path:
+            self.status = NodeStatus(status_path)
         self._task = asyncio.create_task(self._supervise(), name=f"node {self.stream}/{self.name}")
 
     def send(self, message: host_spec.Message) -> None:
@@ -223,7 +224,7 @@ class NodeProcess:
             cwd=self.project, env=env, log_fd=write_fd, limit=LINE_LIMIT,
         ))
         try:
-            self.process = await asyncio.shield(self._spawning)
+            process = await asyncio.shield(self._spawning)
         except OSError as exc:
             os.close(read_fd)
             self.last_error = f"could not start {self.python}: {exc}"
@@ -231,7 +232,7 @@ class NodeProcess:
         finally:
             os.close(write_fd)
             self._spawning = None
-        process = self.process
+        self.process = process
         groups.remember(process.pid)
         try:
             process.stdin.write(host_spec.encode(self.spec))  # type: ignore[union-attr]

@@ -44,7 +44,7 @@ from typing import Any
 from tatolab import _settings as settings
 from tatolab._control import paths
 from tatolab._links.ring import RingError, RingReader
-from tatolab._runtime.processes.nodes import claim_reader, release_reader
+from tatolab._runtime.lifecycle.nodes import claim_reader, release_reader
 from tatolab._runtime.relay.bridge import Bridge
 from tatolab._runtime.relay.encoding import EncoderProcess
 from tatolab._runtime.relay.wanted import TRACK, VIDEO_TRACK, Serve

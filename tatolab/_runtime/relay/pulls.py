@@ -12,7 +12,7 @@ from typing import Mapping
 from tatolab._control import paths
 from tatolab._control.errors import Reason
 from tatolab._links import ring
-from tatolab._runtime.processes.nodes import claim_reader, release_reader
+from tatolab._runtime.lifecycle.nodes import claim_reader, release_reader
 from tatolab._runtime.relay.tokens import redact
 from tatolab._runtime.lifecycle.streams import LinkWiring, LoadedStream, OutputRing
 from tatolab._runtime.lifecycle.wiring import bind_remote, unbind_remote, url_links

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol
+from typing import Any, Mapping, Protocol
 
 from tatolab._control.errors import Fix, Reason
 from tatolab._graph import Graph
@@ -52,7 +52,7 @@ class Resolution:
         return "wired" if self.wired else "waiting"
 
 
-def exposure_levels(graph: Graph) -> dict[tuple[str, str], str]:
+def exposure_levels(graph: Mapping[str, Any]) -> dict[tuple[str, str], str]:
     """Each output's level from a compiled graph; outputs not listed are internal."""
     return {(e["node"], e["port"]): e["level"] for e in graph.get("exposures", [])}
 

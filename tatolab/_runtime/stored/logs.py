@@ -12,7 +12,7 @@ from tatolab import _settings as settings
 from tatolab import _records
 from tatolab._control import paths
 from tatolab._runtime.stored import unwritten
-from tatolab._runtime.views.feed import WAITING_LIMIT, Feed
+from tatolab._runtime.feed import WAITING_LIMIT, Feed
 from tatolab._safe_fs import UnsafePath, open_folders_below, open_own_file
 
 MAX_FILE_BYTES = 8 * 1024 * 1024

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tatolab._graph import Graph
 from tatolab._control import paths
@@ -62,7 +62,7 @@ def start_nodes(stream: LoadedStream, python: Path) -> None:
             outputs[out["port"]] = {"base": base}
         status.create(paths.status_file(prefix, node["name"]))
         specs[node["name"]] = host_spec.node_spec(
-            stream.name, node, project=str(stream.project), status=paths.status_file(prefix, node["name"]),
+            stream.name, cast("dict[str, Any]", node), project=str(stream.project), status=paths.status_file(prefix, node["name"]),
             sources=str(stream.sources) if stream.sources is not None else None, outputs=outputs,
             surfaces=paths.surface_pool(), builtin=is_builtin(node))
     for link in stream.graph["links"]:
@@ -71,12 +71,12 @@ def start_nodes(stream: LoadedStream, python: Path) -> None:
             # a remote output: wired when exposure between streams lands
             stream.waiting[link_key(link)] = Reason("not wired yet")  # wiring.rewire decides, right after start
             continue
-        out = stream.rings[(source["node"], source["port"])]
+        read = stream.rings[(source["node"], source["port"])]
         target = specs[link["to"]["node"]]["inputs"][link["to"]["port"]]
-        wiring = LinkWiring(out.base, claim_reader(out))
+        wiring = LinkWiring(read.base, claim_reader(read))
         stream.wiring[link_key(link)] = wiring
         target["links"].append(
-            {"key": link_key(link), "base": out.base, "reader_index": wiring.reader_index}
+            {"key": link_key(link), "base": read.base, "reader_index": wiring.reader_index}
         )
     surfaces.acquire()  # after everything that can fail: stop_nodes gives it back
     for name, spec in specs.items():
@@ -96,10 +96,13 @@ async def restart_nodes(stream: LoadedStream, graph: Graph, names: list[str]) ->
     if stream.changes and stream.log is not None:
         stream.log.say(f"{dropped_changes(stream)}: this version is the stream function's graph", level="warning")
     stream.changes = []
+    assert stream.log is not None  # start_nodes gave it one
     for previous in old:
         entry = entries[previous.name]
-        spec = dict(previous.spec, config=entry.get("config") or {}, watchdog_ms=entry.get("watchdog_ms"),
-                    memory_limit_mb=entry.get("memory_limit_mb"))
+        spec = previous.spec.copy()
+        spec["config"] = entry.get("config") or {}
+        spec["watchdog_ms"] = entry.get("watchdog_ms")
+        spec["memory_limit_mb"] = entry.get("memory_limit_mb")
         process = NodeProcess(stream=stream.name, spec=spec, python=previous.python, project=stream.project,
                               log=stream.log, env=stream.env, starter=stream.starter)
         stream.nodes[previous.name] = process

@@ -18,7 +18,7 @@ from tatolab._control.source import StreamSource
 from tatolab._control.words import render
 from tatolab._runtime.surfaces import is_builtin
 from tatolab._runtime.stored import snapshots
-from tatolab._runtime.lifecycle import trust
+from tatolab._runtime.processes import trust
 from tatolab._runtime.processes.environment import stream_env
 from tatolab._runtime.stored import unwritten
 from tatolab._runtime.rules.crashes import Lifecycle, RunState, start_run
@@ -209,7 +209,7 @@ class KeptStreams:
 
     def rows(self, loaded: set[str]) -> list[dict[str, Any]]:
         """`tatolab streams` rows for the records not loaded right now."""
-        rows = []
+        rows: list[dict[str, Any]] = []
         for record in self.store.read_all(shared=True):
             if record.name in loaded:
                 continue
@@ -218,7 +218,7 @@ class KeptStreams:
                              "project": record.project or "-", "reason": record.reason,
                              "fixes": [{"op": f.op, "args": f.args, "does": f.does} for f in record.fixes]})
                 continue
-            row = {"name": record.name, "state": record.state, "nodes": None, "project": record.project}
+            row: dict[str, Any] = {"name": record.name, "state": record.state, "nodes": None, "project": record.project}
             if record.failed:
                 row["reason"] = record.failed.text
                 if record.failed.code or record.failed.fixes:  # its own fixes, which the CLI words

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from tatolab._control.errors import ControlError, Fix
-from tatolab._runtime.lifecycle import trust
+from tatolab._runtime.processes import trust
 from tatolab._runtime.processes.compiler import project_python
 from tatolab._runtime.processes.environment import stream_env
 from tatolab._runtime.processes.starter import shared as shared_starter
