@@ -257,16 +257,26 @@ def test_a_writer_lapping_every_copy_is_no_damage_but_a_slot_from_the_future_is(
         w.write(_bag(seq))
     copy = r._copy
     laps = []
+    overtakes = ring.reader._MAX_TRIES + 10
 
-    def lapped_each_time(h, target, dest):
+    def lapped(h, target, dest):
+        if len(laps) >= overtakes:
+            return copy(h, target, dest)  # the writer stopped: this copy is whole
         while r._q[h] == 2 * target:  # the writer overtakes the copy, every time
             w.write(_bag(w.seq + 1))
         laps.append(target)
         return None
 
-    monkeypatch.setattr(r, "_copy", lapped_each_time)
-    monkeypatch.setattr(ring.reader, "_LAPPED_FOR_S", 0.2)
-    assert r.read() is None and len(laps) > ring.reader._MAX_TRIES
+    # more than _MAX_TRIES laps in a row, however long they take: still no damage, then a whole bag
+    monkeypatch.setattr(r, "_copy", lapped)
+    monkeypatch.setattr(ring.reader, "_LAPPED_FOR_S", 3600.0)
+    payload, _ = r.read()
+    assert len(laps) == overtakes and _check(payload) > 4 and r.read_count + r.dropped == _check(payload)
+    # lapped for longer than _LAPPED_FOR_S: the reader gives its caller the loop back (None), no error
+    laps.clear()
+    overtakes = 10**9
+    monkeypatch.setattr(ring.reader, "_LAPPED_FOR_S", 0.0)
+    assert r.read() is None and laps
     monkeypatch.setattr(r, "_copy", copy)
     payload, _ = r.read()  # the writer stopped: the next read gets the newest whole bags
     assert _check(payload) > 4 and r.read_count + r.dropped == _check(payload)
