@@ -10,6 +10,7 @@ from typing import Any, Callable
 import pytest
 
 from tatolab._model.graph import GraphProblem, check_graph, graph_problem
+from tatolab._model.view import GraphView
 
 
 def good_graph() -> dict[str, Any]:
@@ -97,3 +98,47 @@ def test_each_kind_of_bad_graph_gives_its_error(reason: str):
 
 def test_a_graph_that_is_not_an_object_says_so():
     assert graph_problem(["nodes"]) == "is a list, not an object"
+
+
+def test_the_graph_operation_answers_the_view_models_schema():
+    from tatolab._runtime.ops import OPS, load_all
+
+    load_all()
+    described = OPS["graph"].schema()
+    assert described["result"] == {"$ref": "#/$defs/GraphView"}
+    view = described["$defs"]["GraphView"]
+    assert set(view["properties"]) == set(GraphView.__annotations__)
+    assert {"version", "runtime", "now_ns", "surfaces", "streams"} <= set(view["required"])
+    node = described["$defs"]["NodeView"]["properties"]
+    assert {"inputs", "outputs", "state", "pid", "restarts", "process"} <= set(node)
+    link = described["$defs"]["LinkView"]["properties"]
+    assert {"from", "to", "counters", "latency", "state"} <= set(link)
+    assert set(described["$defs"]["LinkCounters"]["required"]) >= {"written", "read", "dropped", "bad", "behind"}
+    assert described["$defs"]["InputViewMore"]["properties"]["delivery_profile"] == {"enum": ["newest", "ordered"]}
+
+
+def test_the_mcp_graph_tool_gives_the_views_keys_as_its_output_schema():
+    from tatolab._mcp.tools import BY_NAME, input_schema, output_schema
+    from tatolab._runtime.ops import OPS, load_all
+
+    load_all()
+    described = OPS["graph"].schema()
+    out = output_schema(BY_NAME["graph"], described)
+    assert out is not None and out["type"] == "object"
+    assert {"version", "runtime", "now_ns", "surfaces", "streams", "recordings"} <= set(out["properties"])
+    stream = out["$defs"]["StreamView"]["properties"]
+    assert {"name", "state", "nodes", "links", "paths"} <= set(stream)
+    assert "$defs" not in input_schema(BY_NAME["graph"], described)  # its arguments refer to none of them
+    assert output_schema(BY_NAME["streams" if "streams" in BY_NAME else "list_streams"],
+                         OPS["streams"].schema()) is None  # a tool that does not say
+
+
+def test_the_view_model_accepts_a_graph_as_views_graph_builds_it():
+    """The view's shape is what build_graph makes: a stream listed but not loaded, on a bare runtime."""
+    import msgspec
+
+    from tatolab._runtime.views.graph import build_graph
+
+    built = build_graph({}, [{"name": "cam", "state": "stopped", "project": "/p", "reason": None}],
+                        read_counters=lambda base: {})
+    assert msgspec.convert(built, GraphView) == built
