@@ -135,28 +135,44 @@ def graph_problem(data: object) -> str | None:
     return None
 
 
+Ports = set[tuple[str, str]]  # (node, port)
+
+
 def _meaning_problem(graph: Graph) -> str | None:
     """What the types cannot say: names, and ends that name ports of these nodes."""
-    inputs: set[tuple[str, str]] = set()
-    outputs: set[tuple[str, str]] = set()
+    inputs: Ports = set()
+    outputs: Ports = set()
     names: set[str] = set()
     for node in graph["nodes"]:
-        name = node["name"]
-        if not is_stream_name(name):
-            return f"has a node named {name!r}, which is not a node name (lowercase letters, digits and -._~)"
-        if name in names:
-            return f"has two nodes named {name}"
-        names.add(name)
-        module, _, qualname = node["class"].partition(":")
-        if not module or not qualname:
-            return f"gives node {name} the class {node['class']!r}, which is not module:Class"
-        for kind, ports, listed in (("input", inputs, node["inputs"]), ("output", outputs, node["outputs"])):
-            for port in listed:
-                if not is_stream_name(port["port"]):  # port names become file names: never a path
-                    return f"gives node {name} a port named {port['port']!r}, which is not a port name"
-                if (name, port["port"]) in ports:
-                    return f"gives node {name} two {kind}s named {port['port']}"
-                ports.add((name, port["port"]))
+        problem = _node_problem(node, names, inputs, outputs)
+        if problem:
+            return problem
+    return _link_problem(graph, inputs, outputs)
+
+
+def _node_problem(node: Node, names: set[str], inputs: Ports, outputs: Ports) -> str | None:
+    """What is wrong with ``node`` beside the nodes and ports seen before it (which it joins)."""
+    name = node["name"]
+    if not is_stream_name(name):
+        return f"has a node named {name!r}, which is not a node name (lowercase letters, digits and -._~)"
+    if name in names:
+        return f"has two nodes named {name}"
+    names.add(name)
+    module, _, qualname = node["class"].partition(":")
+    if not module or not qualname:
+        return f"gives node {name} the class {node['class']!r}, which is not module:Class"
+    for kind, ports, listed in (("input", inputs, node["inputs"]), ("output", outputs, node["outputs"])):
+        for port in listed:
+            if not is_stream_name(port["port"]):  # port names become file names: never a path
+                return f"gives node {name} a port named {port['port']!r}, which is not a port name"
+            if (name, port["port"]) in ports:
+                return f"gives node {name} two {kind}s named {port['port']}"
+            ports.add((name, port["port"]))
+    return None
+
+
+def _link_problem(graph: Graph, inputs: Ports, outputs: Ports) -> str | None:
+    """A link or exposure whose end is not a port of the graph's nodes."""
     for number, link in enumerate(graph["links"], 1):
         source, target = link["from"], link["to"]
         if (target.get("node"), target.get("port")) not in inputs:
