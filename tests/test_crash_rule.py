@@ -221,11 +221,13 @@ def test_a_record_whose_graph_cannot_start_is_damaged_with_the_reason(tmp_path: 
         "links to missing/in, which is not an input of its nodes": lambda g: g["links"][0]["to"].update(node="missing"),
         "links from src/nope, which is not an output of its nodes": lambda g: g["links"][0]["from"].update(port="nope"),
         "gives node n no list of outputs": lambda g: g["nodes"][1].pop("outputs"),
-        "gives node src no class (module:Class)": lambda g: g["nodes"][0].update({"class": 3}),
+        "gives node src a class (module:Class) that is a whole number, not text": lambda g: g["nodes"][0].update(
+            {"class": 3}),
+        "gives node src no class (module:Class)": lambda g: g["nodes"][0].pop("class"),
         "has two nodes named n": lambda g: g["nodes"][0].update(name="n"),
         "gives node src a port named '../../x', which is not a port name": lambda g: g["nodes"][0]["outputs"].append(
             {"port": "../../x"}),
-        "has a link that is not from and to a port": lambda g: g["links"].append("src->n"),
+        "has a link (number 3) that is text, not an object": lambda g: g["links"].append("src->n"),
     }
     for reason, breakage in breakages.items():
         data = json.loads(json.dumps(whole.to_json()))

@@ -30,7 +30,7 @@ from tatolab._control.words import render
 from tatolab._mcp import images, prompts
 from tatolab._mcp.calls import in_words, tool_call, tool_calls
 from tatolab._mcp.resources import GRAPH_TEMPLATE, Resources
-from tatolab._mcp.tools import BY_NAME, TOOLS, Tool, description, input_schema
+from tatolab._mcp.tools import BY_NAME, TOOLS, Tool, description, input_schema, output_schema
 from tatolab._surfaces.pool import PoolExhausted
 
 INSTRUCTIONS = (
@@ -91,7 +91,8 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
     described = await operations()
     return types.ListToolsResult(tools=[
         types.Tool(name=tool.name, description=description(tool, described[tool.op]),
-                   input_schema=input_schema(tool, described[tool.op]))
+                   input_schema=input_schema(tool, described[tool.op]),
+                   output_schema=output_schema(tool, described[tool.op]))
         for tool in TOOLS if tool.op in described
     ])
 

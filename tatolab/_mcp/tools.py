@@ -28,6 +28,7 @@ class Tool:
     note: str = ""  # what the tool does beyond the operation's description
     renamed: dict[str, str] = field(default_factory=dict)  # the tool's name of an argument -> the operation's
     own_words: bool = False  # the note is the whole description (the operation's is about something else)
+    typed_answer: bool = False  # it answers the operation's answer as it is: its schema is the tool's output schema
 
     def op_args(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """The tool's arguments under the operation's names."""
@@ -41,7 +42,7 @@ class Tool:
 
 TOOLS: tuple[Tool, ...] = (
     Tool("list_streams", "streams", "observe"),
-    Tool("graph", "graph", "observe"),
+    Tool("graph", "graph", "observe", typed_answer=True),
     Tool("slowest_paths", "slowest_paths", "observe",
          limits={"limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10}}),
     Tool("tap", "tap", "observe",
@@ -108,10 +109,48 @@ def input_schema(tool: Tool, described: dict[str, Any]) -> dict[str, Any]:
         schema["required"] = [back.get(name, name) for name in schema["required"]]
     for name, keywords in tool.limits.items():
         properties[name] = dict(keywords)
-    if "$defs" in described:
-        schema["$defs"] = described["$defs"]
+    used = _used_defs(schema, described.get("$defs", {}))
+    if used:
+        schema["$defs"] = used
     schema["type"] = "object"
     return schema
+
+
+def output_schema(tool: Tool, described: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON Schema of what the tool answers (the operation's answer: for ``graph``, made from
+    tatolab/_model/view.py), or None where the tool does not say (its answer is not the operation's
+    typed object)."""
+    if not tool.typed_answer:
+        return None
+    defs = described.get("$defs", {})
+    result = described.get("result") or {}
+    root = copy.deepcopy(defs.get(str(result.get("$ref", "")).removeprefix("#/$defs/"), result))
+    if root.get("type") != "object":
+        return None  # MCP takes an object's schema only
+    used = _used_defs(root, defs)
+    if used:
+        root["$defs"] = used
+    return root
+
+
+def _used_defs(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """The ``$defs`` entries ``schema`` refers to, and those they refer to (the operation's $defs
+    serve its arguments, its answer and its events together)."""
+    used: dict[str, Any] = {}
+    todo: list[Any] = [schema]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict):
+            ref = item.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                name = ref.removeprefix("#/$defs/")
+                if name in defs and name not in used:
+                    used[name] = defs[name]
+                    todo.append(defs[name])
+            todo.extend(v for k, v in item.items() if k != "$defs")
+        elif isinstance(item, list):
+            todo.extend(item)
+    return {name: defs[name] for name in defs if name in used}
 
 
 def description(tool: Tool, described: dict[str, Any]) -> str:

@@ -271,7 +271,7 @@ class StreamBuilder:
             "nodes": list(self._nodes.values()),
             "links": [link.copy() for link in self._links],
             "exposures": [
-                {"node": node, "port": port, "level": level.value}
+                {"node": node, "port": port, "level": "public" if level is Exposure.PUBLIC else "private"}
                 for (node, port), level in self._exposures.items()
             ],
         }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Literal, Mapping, Protocol
 
 from tatolab._control.errors import Fix, Reason
 from tatolab._graph import Graph
@@ -57,7 +57,7 @@ def exposure_levels(graph: Mapping[str, Any]) -> dict[tuple[str, str], str]:
     return {(e["node"], e["port"]): e["level"] for e in graph.get("exposures", [])}
 
 
-def set_level(graph: Graph, node: str, port: str, level: str) -> None:
+def set_level(graph: Graph, node: str, port: str, level: Literal["internal", "private", "public"]) -> None:
     """Record ``level`` for an output in a compiled graph (internal ones are not listed)."""
     entries = [e for e in graph.get("exposures", []) if (e["node"], e["port"]) != (node, port)]
     if level != "internal":

@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from tatolab._graph import Exposure, Graph
+from tatolab._model.graph import GraphProblem, check_graph, is_stream_name
 from tatolab._safe_fs import create_private_file, private_dir
 from tatolab._control.errors import ControlError, Fix, Reason
-from tatolab._errors import AddressError
-from tatolab._sdk.naming import url_safe
 from tatolab._words import counted
 
 RECORD_VERSION = 1
@@ -108,10 +107,10 @@ class KeptRecord:
         for key, kind in (("name", str), ("project", str), ("python", str), ("graph", dict), ("stopped", bool)):
             if not isinstance(data.get(key), kind):
                 raise ValueError(f"its {key!r} is missing or not a {kind.__name__}")
-        graph = data["graph"]
-        problem = graph_problem(graph)
-        if problem:
-            raise ValueError(f"its graph {problem}")
+        try:
+            graph = check_graph(data["graph"])
+        except GraphProblem as exc:
+            raise ValueError(f"its graph {exc}") from None
         env, sources = data.get("env"), data.get("sources")
         if env is not None and not (
             isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
@@ -133,56 +132,6 @@ class KeptRecord:
             env=env,
             sources=sources,
         )
-
-
-def graph_problem(graph: dict[str, Any]) -> str | None:
-    """What makes ``graph`` impossible to start (a hand edit, another version), or None.
-
-    Checks what starting a stream relies on: named nodes with a class and port lists, and
-    links whose ends are ports of those nodes.
-    """
-    nodes, links = graph.get("nodes"), graph.get("links")
-    if not isinstance(nodes, list) or not isinstance(links, list):
-        return "has no node or link list"
-    inputs: set[tuple[str, str]] = set()
-    outputs: set[tuple[str, str]] = set()
-    names: set[str] = set()
-    for index, node in enumerate(nodes):
-        if not isinstance(node, dict) or not isinstance(node.get("name"), str) or not is_stream_name(node["name"]):
-            return f"has a node (number {index + 1}) with no valid name"
-        name = node["name"]
-        if name in names:
-            return f"has two nodes named {name}"
-        names.add(name)
-        if not isinstance(node.get("class"), str) or ":" not in node["class"]:
-            return f"gives node {name} no class (module:Class)"
-        if not isinstance(node.get("config", {}) or {}, dict):
-            return f"gives node {name} a config that is not an object"
-        for kind, ports in (("inputs", inputs), ("outputs", outputs)):
-            listed = node.get(kind)
-            if not isinstance(listed, list) or not all(
-                isinstance(p, dict) and isinstance(p.get("port"), str) for p in listed
-            ):
-                return f"gives node {name} no list of {kind}"
-            for port in listed:  # port names become file names: never a path
-                if not is_stream_name(port["port"]):
-                    return f"gives node {name} a port named {port['port']!r}, which is not a port name"
-            if kind == "inputs" and not all(isinstance(p.get("delivery_profile"), str) for p in listed):
-                return f"gives an input of node {name} no delivery profile"
-            ports.update((name, p["port"]) for p in listed)
-    for link in links:
-        source = link.get("from") if isinstance(link, dict) else None
-        target = link.get("to") if isinstance(link, dict) else None
-        if not isinstance(source, dict) or not isinstance(target, dict):
-            return f"has a link that is not from and to a port: {link!r}"
-        if (target.get("node"), target.get("port")) not in inputs:
-            return f"links to {target.get('node')}/{target.get('port')}, which is not an input of its nodes"
-        if "address" in source:
-            if not isinstance(source["address"], str):
-                return f"has a link from an address that is not text: {source!r}"
-        elif (source.get("node"), source.get("port")) not in outputs:
-            return f"links from {source.get('node')}/{source.get('port')}, which is not an output of its nodes"
-    return None
 
 
 @dataclass
@@ -211,14 +160,6 @@ class DamagedRecord:
 
 
 _PROJECT_IN_TEXT = re.compile(r'"project":\s*"((?:[^"\\]|\\.)*)"')
-
-
-def is_stream_name(name: str) -> bool:
-    """Stream names are URL-safe; anything else (``../x``) is not one."""
-    try:
-        return url_safe(name) == name
-    except AddressError:
-        return False
 
 
 class RecordStore:
