@@ -292,3 +292,37 @@ def test_each_compression_the_recorder_writes_is_read_back_chunk_by_chunk(tmp_pa
     assert recording.indexed and counts.count == len(BAGS) * 5
     assert [bag_of(counts, d)[0] for _, d in recording.messages(counts, None, None)] == BAGS * 5
     assert [t for t, _ in recording.messages(counts, 1_010, 1_012)] == [1_010, 1_011, 1_012]
+
+
+@pytest.mark.parametrize("compression", ["none", "lz4"])
+def test_a_chunk_of_thousands_of_small_bags_is_written_whole(tmp_path, compression):
+    """A second of a 1 kHz output in one chunk: uncompressed, more buffers than one pwritev takes
+    (IOV_MAX); the recorder once ended with EINVAL half a second into such a recording."""
+    path = tmp_path / "many.mcap"
+    f = McapFile(path, compression=compression, chunk_seconds=3600)  # one chunk, closed by finish
+    channel = f.channel("s/ticker/ticks", "json", [{"n": 0}])
+    count = 5000
+    for i in range(count):
+        f.add(channel, 1_000 + i, 1_000 + i, formats.encode_json({"n": i}), i)
+    f.finish()
+    recording = Recording(path)
+    ticks = recording.channel(None)
+    assert recording.indexed and ticks.count == count
+    assert [bag_of(ticks, d)[0]["n"] for _, d in recording.messages(ticks, None, None)] == list(range(count))
+
+
+def test_a_recorder_that_crashed_is_told_with_the_last_line_it_said():
+    import asyncio
+    import types
+
+    from tatolab._runtime.lifecycle.recordings import _last_words
+
+    async def said(text: bytes) -> str:
+        stderr = asyncio.StreamReader()
+        stderr.feed_data(text)
+        stderr.feed_eof()
+        return await _last_words(types.SimpleNamespace(stderr=stderr))  # type: ignore[arg-type]
+
+    traceback = b"Traceback (most recent call last):\n  File \"x.py\", line 1\nOSError: [Errno 22] Invalid argument\n\n"
+    assert asyncio.run(said(traceback)) == "OSError: [Errno 22] Invalid argument"
+    assert asyncio.run(said(b"")) == ""

@@ -28,6 +28,7 @@ from tatolab._safe_fs import create_new_file
 
 COMPRESSIONS = ("zstd", "lz4", "none")
 PROFILE = ""  # no ROS profile: the channels say their own encodings
+_IOV_MAX = os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 1024
 CHUNK_BYTES = 4 << 20
 CHUNK_SECONDS = 1.0
 _FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
@@ -72,7 +73,9 @@ class _Out:
         done = 0
         while done < total:
             try:
-                done += os.pwritev(self.fd, _rest(buffers, done), at + done)
+                # at most IOV_MAX buffers a call (1024 on Linux; more is EINVAL): an uncompressed
+                # chunk of a 1 kHz output's small bags holds thousands
+                done += os.pwritev(self.fd, _rest(buffers, done)[:_IOV_MAX], at + done)
             except OSError as exc:
                 if exc.errno in _FULL:
                     raise DiskFull(exc.errno, f"{os.strerror(exc.errno)}") from None

@@ -220,10 +220,23 @@ async def _follow(recording: Recording) -> None:
     finally:
         if "reason" not in recording.last:  # it ended without saying so (killed): the file ends at its last chunk
             code = recording.process.returncode
+            said = await _last_words(recording.process)
             recording.last = {**recording.last, "reason": "recorder ended", "indexed": False,
                               "error": f"the recorder ended (exit {code}) before finishing the file; it is "
-                                       "readable up to its last whole chunk"}
+                                       "readable up to its last whole chunk" + (f" (it said: {said})" if said else "")}
         await _end(recording)
+
+
+async def _last_words(process: Started) -> str:
+    """The last line a recorder that crashed wrote on its stderr (a traceback's exception), or ""."""
+    if process.stderr is None:
+        return ""
+    try:
+        text = await asyncio.wait_for(process.stderr.read(), 2.0)
+    except (asyncio.TimeoutError, OSError, ValueError):
+        return ""
+    lines = [line.strip() for line in text.decode(errors="replace").splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
 
 
 async def _streams_end(recording: Recording) -> None:
