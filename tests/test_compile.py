@@ -1,11 +1,14 @@
 """``python -m tatolab._compile`` on small projects written into a temporary folder."""
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 NODES = '''
 from dataclasses import dataclass
@@ -370,3 +373,44 @@ def test_input_without_delivery_profile_in_a_node_module(tmp_path):
     error = compile_error(project)
     assert error.startswith("stream.py could not be loaded: Node Detector: input 'frames' has no delivery profile.")
     assert "detector.py, line 4: @node" in error
+
+
+OLDER_SDK = '''
+from tatolab._sdk import builder
+
+made = builder.StreamBuilder._graph
+
+
+def older(self):  # the graph as another version of tatolab writes it: nodes without their outputs
+    graph = made(self)
+    for entry in graph["nodes"]:
+        del entry["outputs"]
+    return graph
+
+
+builder.StreamBuilder._graph = older
+'''
+
+
+def test_the_runtime_checks_a_compiled_graph_and_names_the_stream(tmp_path):
+    """A graph the model refuses, from the project's own compile, is a compile error naming the
+    stream, what is wrong and the fix, not a stream that fails to start."""
+    from tatolab._control.source import StreamSource
+    from tatolab._runtime.processes.compiler import CompileError, compile_stream
+    from tatolab._runtime.processes.starter import ColdStarter
+
+    project = make_project(tmp_path / "older", {"stream.py": OLDER_SDK + with_header('''
+        @stream
+        def kitchen(stream_builder: StreamBuilder) -> None:
+            stream_builder.add(Thermometer)
+    ''')})
+    python = project / ".venv" / "bin" / "python"  # the project's .venv: this interpreter, with its tatolab
+    python.parent.mkdir(parents=True)
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    with pytest.raises(CompileError) as raised:
+        asyncio.run(compile_stream(StreamSource.of(project), starter=ColdStarter()))
+    assert str(raised.value).startswith(
+        f"stream kitchen in {project} compiled, but its graph gives node thermometer no list of outputs; ")
+    assert raised.value.code == "bad_graph"
+    assert [fix.op for fix in raised.value.fixes] == ["sdk"]

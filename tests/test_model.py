@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import pytest
 
-from tatolab._model.graph import GraphProblem, check_graph, graph_problem
+from tatolab._model.graph import GraphProblem, check_graph, check_node, graph_problem
 from tatolab._model.view import GraphView
 
 
@@ -55,6 +55,10 @@ BREAKAGES: dict[str, Callable[[dict[str, Any]], object]] = {
         {"class": "Source"}),
     "gives input n/in the delivery profile 'fast', which is not newest or ordered": lambda g: g["nodes"][1][
         "inputs"][0].update(delivery_profile="fast"),
+    "gives input n/mic the format 's24', which is not s16 or f32": lambda g: g["nodes"][1]["inputs"][1][
+        "audio"].update(format="s24"),
+    "gives input n/mic a number of channels that is text, not a whole number": lambda g: g["nodes"][1][
+        "inputs"][1]["audio"].update(channels="two"),
     "gives input n/in no delivery profile (newest or ordered)": lambda g: g["nodes"][1]["inputs"][0].pop(
         "delivery_profile"),
     "has two nodes named n": lambda g: g["nodes"][0].update(name="n"),
@@ -142,3 +146,12 @@ def test_the_view_model_accepts_a_graph_as_views_graph_builds_it():
     built = build_graph({}, [{"name": "cam", "state": "stopped", "project": "/p", "reason": None}],
                         read_counters=lambda base: {})
     assert msgspec.convert(built, GraphView) == built
+
+
+def test_a_node_described_for_a_running_stream_decodes_through_the_model():
+    """describe_node's entry (add_node) is checked as a graph of that one node would be."""
+    node = good_graph()["nodes"][1]
+    assert check_node(node) is node
+    del node["outputs"]
+    with pytest.raises(GraphProblem, match="^gives node n no list of outputs$"):
+        check_node(node)

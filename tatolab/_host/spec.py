@@ -13,6 +13,9 @@ from typing import Any, Literal, TypedDict, Union
 
 import msgspec
 
+from tatolab._graph import InputPort, Node
+from tatolab._model.graph import Audio
+
 # How a node host's process ends when its node can never run (CannotRun, a config that does not
 # fit): the runtime marks the node failed and does not restart it.
 EXIT_CANNOT_RUN = 4
@@ -25,20 +28,13 @@ class LinkSpec(TypedDict, total=False):
     start: Literal["beginning", "now"]  # a remote link wired later reads from now on
 
 
-class AudioSpec(TypedDict):
-    sample_rate: int
-    channels: int
-    format: Literal["s16", "f32"]
-    window_ms: float
-
-
 class _InputSpec(TypedDict):
     delivery_profile: Literal["newest", "ordered"]
     links: list[LinkSpec]
 
 
 class InputSpec(_InputSpec, total=False):
-    audio: AudioSpec  # the audio blocks this input receives, shaped by the host (tatolab/_host/audio.py)
+    audio: Audio  # the audio blocks this input receives, shaped by the host (tatolab/_host/audio.py)
     spin_us: float  # its readers poll this long before sleeping (@node.input(spin_us=...))
 
 
@@ -65,7 +61,7 @@ HostSpec = TypedDict("HostSpec", {
 })
 
 
-def node_spec(stream: str, node: dict[str, Any], *, project: str, status: str | None, sources: str | None,
+def node_spec(stream: str, node: Node, *, project: str, status: str | None, sources: str | None,
               outputs: dict[str, OutputSpec], surfaces: str | None = None, builtin: bool = False) -> HostSpec:
     """The spec of ``node`` (its entry in the compiled graph), its inputs not linked yet."""
     return HostSpec({
@@ -87,7 +83,7 @@ def node_spec(stream: str, node: dict[str, Any], *, project: str, status: str | 
     })
 
 
-def _input(port: dict[str, Any]) -> InputSpec:
+def _input(port: InputPort) -> InputSpec:
     spec = InputSpec(delivery_profile=port["delivery_profile"], links=[])
     if port.get("audio"):
         spec["audio"] = port["audio"]

@@ -34,13 +34,26 @@ Level = Literal["private", "public"]  # an output not listed is internal: only i
 Execution = Literal["reactive", "continuous", "thread", "manual"]
 
 
+AudioFormat = Literal["s16", "f32"]
+
+
+class Audio(TypedDict, total=False):
+    """The audio shape an input reads (``@node.input(audio=...)``); the node host checks it is whole
+    (tatolab/_sdk/audio.py's AudioShape.parse, naming the input) before it shapes blocks to it."""
+
+    sample_rate: int
+    channels: int
+    format: AudioFormat
+    window_ms: float
+
+
 class _InputKeys(TypedDict):
     port: str
     delivery_profile: Delivery
 
 
 class InputPort(_InputKeys, total=False):
-    audio: dict[str, Any]  # the audio shape the input reads: sample_rate, channels, format, window_ms
+    audio: Audio  # the audio shape the input reads
     spin_us: float  # how long the input's reader polls its links before sleeping (@node.input(spin_us=...))
 
 
@@ -126,6 +139,12 @@ def check_graph(data: object) -> Graph:
     return graph
 
 
+def check_node(data: object) -> Node:
+    """``data`` as one graph's Node (the same dict), or GraphProblem naming it and what is wrong
+    with it, worded as of a graph holding only that node."""
+    return check_graph({"nodes": [data], "links": []})["nodes"][0]
+
+
 def graph_problem(data: object) -> str | None:
     """Why ``data`` cannot start as a graph, or None."""
     try:
@@ -200,8 +219,9 @@ _TYPES = {"str": "text", "int": "a whole number", "float": "a number", "bool": "
           "object": "an object", "array": "a list"}
 _KEYS = {"class": "class (module:Class)", "inputs": "list of inputs", "outputs": "list of outputs",
          "nodes": "node list", "links": "link list", "delivery_profile": "delivery profile (newest or ordered)",
-         "from": "source (from)", "to": "target (to)", "level": "level (private or public)"}
-_CHOICES = {"delivery_profile": Delivery, "level": Level, "execution": Execution}
+         "from": "source (from)", "to": "target (to)", "level": "level (private or public)",
+         "sample_rate": "sample rate", "channels": "number of channels", "window_ms": "window in ms"}
+_CHOICES = {"delivery_profile": Delivery, "level": Level, "execution": Execution, "format": AudioFormat}
 
 
 def _worded(message: str, data: object) -> str:

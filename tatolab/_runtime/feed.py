@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from typing import Any, Callable
+from typing import Callable, Generic, TypeVar
+
+T = TypeVar("T")
 
 WAITING_LIMIT = 1000  # records waiting for one client at most
 
@@ -16,31 +18,34 @@ class _Gap:
         self.count = 0
 
 
-class Feed:
-    """``put_nowait`` never blocks and never grows the feed past ``limit`` droppable items;
-    ``get`` hands out items in order, with ``describe_gap(n)`` where ``n`` were dropped."""
+class Feed(Generic[T]):
+    """Items of type ``T``: ``put_nowait`` never blocks and never grows the feed past ``limit``
+    droppable items; ``get`` hands out items in order, with ``describe_gap(n)`` where ``n`` were
+    dropped."""
 
     def __init__(
         self,
-        describe_gap: Callable[[int], Any],
+        describe_gap: Callable[[int], T],
         limit: int = WAITING_LIMIT,
-        droppable: Callable[[Any], bool] = lambda item: True,
+        droppable: Callable[[T], bool] = lambda item: True,
     ) -> None:
         self.limit = limit
         self.dropped = 0  # over the feed's life
         self._describe_gap = describe_gap
         self._droppable = droppable
-        self._items: collections.deque[Any] = collections.deque()
+        self._items: collections.deque[T | _Gap] = collections.deque()
         self._waiting = 0  # droppable items in the deque
         self._ready = asyncio.Event()
 
-    def put_nowait(self, item: Any) -> None:
+    def put_nowait(self, item: T) -> None:
         droppable = self._droppable(item)
         if droppable and self._waiting >= self.limit:
             self.dropped += 1
-            if not (self._items and isinstance(self._items[-1], _Gap)):
-                self._items.append(_Gap())
-            self._items[-1].count += 1
+            last = self._items[-1] if self._items else None
+            if not isinstance(last, _Gap):
+                last = _Gap()
+                self._items.append(last)
+            last.count += 1
             return
         self._waiting += droppable
         self._items.append(item)
@@ -52,7 +57,7 @@ class Feed:
     def qsize(self) -> int:
         return len(self._items)
 
-    def get_nowait(self) -> Any:
+    def get_nowait(self) -> T:
         if not self._items:
             raise asyncio.QueueEmpty
         item = self._items.popleft()
@@ -61,7 +66,7 @@ class Feed:
         self._waiting -= self._droppable(item)
         return item
 
-    async def get(self) -> Any:
+    async def get(self) -> T:
         while not self._items:
             self._ready.clear()
             await self._ready.wait()

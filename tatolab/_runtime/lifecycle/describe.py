@@ -9,6 +9,8 @@ import re
 from typing import Any
 
 from tatolab._control.errors import ControlError, Fix
+from tatolab._graph import Node
+from tatolab._model.graph import GraphProblem, check_node
 from tatolab._runtime.processes import trust
 from tatolab._runtime.processes.compiler import project_python
 from tatolab._runtime.processes.environment import stream_env
@@ -18,9 +20,10 @@ from tatolab._runtime.lifecycle.streams import LoadedStream
 DESCRIBE_TIMEOUT_S = 60
 
 
-async def describe_node(stream: LoadedStream, name: str, node_class: str, config: dict[str, Any] | None) -> dict[str, Any]:
+async def describe_node(stream: LoadedStream, name: str, node_class: str, config: dict[str, Any] | None) -> Node:
     """The graph entry of node ``name`` of class ``node_class`` with ``config``, as ``stream_builder.add``
-    makes it in ``stream``'s project ``.venv`` (its copy of the sources, for a kept stream)."""
+    makes it in ``stream``'s project ``.venv`` (its copy of the sources, for a kept stream), checked
+    by the graph's model: that ``.venv`` may hold another version of tatolab."""
     project = stream.project
     await trust.check_async(project, None, stream.env)  # its owner may have changed since it was loaded (trust.py)
     python = project_python(project)  # or the refusal naming its .venv and the fix
@@ -58,4 +61,13 @@ async def describe_node(stream: LoadedStream, name: str, node_class: str, config
             text = f"{text}; its nodes import from {project} and its .venv"
         raise ControlError(f"cannot add node {name} to stream {stream.name}: {text}", code=answer.get("code", "refused"),
                            details={"stream": stream.name, "node": name, "class": node_class})
-    return answer["node"]
+    try:
+        return check_node(answer["node"])
+    except (GraphProblem, KeyError) as exc:
+        problem = f"a graph of it {exc}" if isinstance(exc, GraphProblem) else "it has no node"
+        raise ControlError(f"cannot add node {name} to stream {stream.name}: describing {node_class} in "
+                           f"{project}/.venv gave an entry the runtime cannot start ({problem}): its tatolab "
+                           "may be another version",
+                           code="bad_entry", details={"stream": stream.name, "node": name, "class": node_class},
+                           fixes=[Fix("sdk", {"project": str(project)},
+                                      "installs this runtime's SDK there (no package index needed)")]) from None

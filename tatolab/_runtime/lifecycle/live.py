@@ -13,11 +13,10 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tatolab._control import paths
 from tatolab._control.errors import Reason
-from tatolab._graph import Link
+from tatolab._graph import Link, Node
 from tatolab._host import spec as host_spec
 from tatolab._host import status
 from tatolab._links import ring
@@ -29,7 +28,7 @@ from tatolab._runtime.processes.supervisor import NodeProcess
 from tatolab._runtime.surfaces import is_builtin, python_for
 
 
-def start_node(stream: LoadedStream, entry: dict[str, Any], project_python: Path) -> NodeProcess:
+def start_node(stream: LoadedStream, entry: Node, project_python: Path) -> NodeProcess:
     """Make the rings of node ``entry`` (already in ``stream.graph``) and start its process, unlinked."""
     prefix = paths.loaded_stream_prefix(stream.instance)
     name = entry["name"]
@@ -48,8 +47,8 @@ def start_node(stream: LoadedStream, entry: dict[str, Any], project_python: Path
         for base in made:
             ring.remove_ring(base)
         raise
-    for port, out in outputs.items():
-        stream.rings[(name, port)] = OutputRing(out["base"])
+    for port, spec_out in outputs.items():
+        stream.rings[(name, port)] = OutputRing(spec_out["base"])
     spec = host_spec.node_spec(
         stream.name, entry, project=str(stream.project), status=status_path,
         sources=str(stream.sources) if stream.sources is not None else None, outputs=outputs,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, TypedDict
 
 from tatolab._graph import Graph
 from tatolab._control import paths
@@ -62,7 +62,7 @@ def start_nodes(stream: LoadedStream, python: Path) -> None:
             outputs[out["port"]] = {"base": base}
         status.create(paths.status_file(prefix, node["name"]))
         specs[node["name"]] = host_spec.node_spec(
-            stream.name, cast("dict[str, Any]", node), project=str(stream.project), status=paths.status_file(prefix, node["name"]),
+            stream.name, node, project=str(stream.project), status=paths.status_file(prefix, node["name"]),
             sources=str(stream.sources) if stream.sources is not None else None, outputs=outputs,
             surfaces=paths.surface_pool(), builtin=is_builtin(node))
     for link in stream.graph["links"]:
@@ -121,9 +121,19 @@ def describe_change(change: dict[str, Any]) -> str:
     return f"{change['change']} {change.get('output')}->{change.get('input')}"
 
 
-def ended_event(stream: LoadedStream) -> dict[str, Any]:
+class _EndedKeys(TypedDict):
+    event: Literal["ended"]
+    reason: str  # in plain words
+    runtime_down: bool  # the runtime itself is stopping
+
+
+class Ended(_EndedKeys, total=False):
+    why: dict[str, Any]  # the same, with the operation that ended it (a Reason: tatolab/_control/errors.py)
+
+
+def ended_event(stream: LoadedStream) -> Ended:
     """What a watcher of ``stream`` (an attached terminal, dev) is told when it has ended."""
-    event: dict[str, Any] = {"event": "ended", "reason": stream.end_reason.text, "runtime_down": stream.ended_by_runtime}
+    event: Ended = {"event": "ended", "reason": stream.end_reason.text, "runtime_down": stream.ended_by_runtime}
     if stream.end_reason.code:
         event["why"] = stream.end_reason.to_wire()
     return event

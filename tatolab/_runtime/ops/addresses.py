@@ -1,4 +1,4 @@
-"""Reading an address given to an operation (`tap`, `expose`): one wording for each problem."""
+"""Reading an address given to an operation (`tap`, `expose`, `url`, `foxglove`): one wording for each problem."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from tatolab._control.errors import ControlError, Fix
 from tatolab._runtime.machine import machine_name
 from tatolab._errors import AddressError
 from tatolab._graph import Graph
+from tatolab._runtime.rules.exposure import exposure_levels
+from tatolab._runtime.runtime import Runtime
 from tatolab._sdk.naming import Address, format_address, parse_address
 
 
@@ -39,3 +41,21 @@ def no_output(stream: str, where: Address, outputs: Iterable[tuple[str, str]],
                             details={"stream": stream, "node": where.node, "port": where.port})
     return ControlError(f"stream {stream} has no output {where.node}/{where.port}; its outputs: {known}",
                         code="no_output", details={"stream": stream, "node": where.node, "port": where.port})
+
+
+def exposed_output(runtime: Runtime, address: str, command: str, internal: str) -> tuple[str, str]:
+    """The exposed output ``address`` names on this machine, as ``<stream>/<node>/<port>``, and its
+    level (private or public); refused naming the fix when its stream does not run here, it is no
+    output of that stream, or it is internal (``internal`` says what that denies: "so it has no URL")."""
+    where = local_address(address, command)
+    stream = runtime.streams.get(where.stream)
+    if stream is None:
+        raise runtime.unknown(where.stream)
+    if (where.node, where.port) not in stream.rings:
+        raise no_output(stream.name, where, stream.rings, stream.graph)
+    short = f"{where.stream}/{where.node}/{where.port}"
+    level = exposure_levels(stream.graph).get((where.node, where.port), "internal")
+    if level == "internal":
+        raise ControlError(f"{short} is internal, {internal}; expose it first", code="internal",
+                           fixes=[Fix("expose", {"address": short}, "serves it on this machine")])
+    return short, level

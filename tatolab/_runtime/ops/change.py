@@ -12,6 +12,7 @@ import time
 from typing import Any, TypedDict
 
 from tatolab._control.errors import ControlError, Fix
+from tatolab._graph import Node
 from tatolab._links.ring import RingError
 from tatolab._runtime.lifecycle import live
 from tatolab._runtime.processes.compiler import project_python
@@ -114,7 +115,7 @@ async def add_node(runtime: Runtime, stream: str, name: str, node_class: str,
             "start_ms": start.start_ms, "kept": _kept(target), "changes": len(target.changes)}
 
 
-async def _take_back(runtime: Runtime, target: LoadedStream, process: NodeProcess, entry: dict[str, Any],
+async def _take_back(runtime: Runtime, target: LoadedStream, process: NodeProcess, entry: Node,
                      error: str) -> None:
     """A node added live whose process ended while starting is removed again (the change did not take),
     and the refusal says why, in its log's words."""

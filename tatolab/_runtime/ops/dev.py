@@ -19,7 +19,7 @@ import asyncio
 import os
 import threading
 import time
-from typing import Any, AsyncIterator, Literal, TypedDict, Union
+from typing import Any, AsyncGenerator, Literal, TypedDict, Union
 
 from tatolab import _records
 from tatolab._graph import Graph
@@ -28,11 +28,11 @@ from tatolab._control.errors import ControlError
 from tatolab._control.operations import Events
 from tatolab._control.source import StreamSource
 from tatolab._runtime.feed import Feed
-from tatolab._runtime.lifecycle.nodes import ended_event
+from tatolab._runtime.lifecycle.nodes import Ended, ended_event
 from tatolab._runtime.runtime import Runtime, open_project, request_env
 from tatolab._runtime.ops import op
 from tatolab._runtime.rules.reload import Imported, Saved, reload_line, restarts, same_shape
-from tatolab._runtime.ops.streams import Ended, LogEvent, log_events
+from tatolab._runtime.ops.streams import LogEvent, log_events
 from tatolab._runtime.rules.health import NodeState
 from tatolab._runtime.lifecycle.streams import LoadedStream
 from tatolab._runtime.lifecycle.watch import QUIET_MS, project_changes
@@ -41,7 +41,7 @@ RELOAD_REASON = "replaced by the version just saved"
 SPAWN_WAIT_S = 2.0  # how long the `loaded` event waits to report when node processes were spawned
 
 
-class Reloaded(TypedDict):
+class _ReloadedKeys(TypedDict):
     event: Literal["loaded"]
     name: str
     project: str
@@ -49,6 +49,11 @@ class Reloaded(TypedDict):
     reload: bool  # False for the first load
     ts_ns: int
     timings_ms: dict[str, float]  # replace, spawn, since_change
+
+
+class Reloaded(_ReloadedKeys, total=False):
+    restarted: list[str]  # a reload in place (the same shape): the nodes restarted
+    kept: list[str]  # and those kept running, with every ring
 
 
 class Change(TypedDict):
@@ -109,7 +114,7 @@ class DevSession:
         self.stream: LoadedStream | None = None
         self.retiring: LoadedStream | None = None  # the version being replaced: its end is not dev's end
         # log events may be dropped for a slow terminal (counted, and said); dev's own never are
-        self.out = Feed(self._gap, droppable=lambda event: event.get("event") == "log")
+        self.out: Feed[DevEvent] = Feed(self._gap, droppable=lambda event: event.get("event") == "log")
         self.changed: list[str] = []
         self.unapplied: list[str] = []  # saved since the running version loaded (a failed compile applies none)
         self.change_ns = 0
@@ -118,7 +123,7 @@ class DevSession:
         self.tasks: list[asyncio.Task] = []
         self.swap: asyncio.Future | None = None
 
-    def _gap(self, count: int) -> dict[str, Any]:
+    def _gap(self, count: int) -> LogEvent:
         stream = self.stream
         if stream is not None and stream.log is not None:
             return {"event": "log", "record": stream.log.gap_record(count)}
@@ -139,7 +144,7 @@ class DevSession:
             await self._swap_in(graph, time.monotonic_ns(), reload=False)
         self.tasks.append(asyncio.create_task(self._reload_loop(), name=f"dev reload {self.project}"))
 
-    async def events(self) -> AsyncIterator[dict[str, Any]]:
+    async def events(self) -> AsyncGenerator[DevEvent, None]:
         try:
             while True:
                 event = await self.out.get()
@@ -285,8 +290,12 @@ class DevSession:
 
     def _say_failed(self, error: str | ControlError) -> None:
         running = self.stream.name if self.stream is not None and not self.stream.ended.is_set() else None
-        said = error.to_wire() if isinstance(error, ControlError) else {"error": error}
-        self.out.put_nowait({"event": "failed", **said, "running": running, "ts_ns": time.monotonic_ns()})
+        text = error.message if isinstance(error, ControlError) else error
+        failed: Failed = {"event": "failed", "error": text, "running": running, "ts_ns": time.monotonic_ns()}
+        if isinstance(error, ControlError):  # a refusal: its code, fixes and details too
+            failed["code"], failed["details"] = error.code, error.details
+            failed["fixes"] = error.to_wire()["fixes"]
+        self.out.put_nowait(failed)
 
     async def _follow(self, stream: LoadedStream) -> None:
         """Forward the stream's log; its end ends dev unless a newer version replaced it."""

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from tatolab._control.errors import ControlError, Fix
+from tatolab._control.errors import ControlError
 from tatolab._runtime.ops import op
-from tatolab._runtime.ops.addresses import local_address, no_output
-from tatolab._runtime.rules.exposure import exposure_levels
+from tatolab._runtime.ops.addresses import exposed_output
 from tatolab._runtime.runtime import Runtime
 
 
@@ -31,16 +30,7 @@ async def foxglove(runtime: Runtime, addresses: list[str] | None = None) -> Foxg
     if service is None:
         raise ControlError("this runtime serves no Foxglove connection")
     for address in addresses or []:
-        where = local_address(address, "foxglove")
-        stream = runtime.streams.get(where.stream)
-        if stream is None:
-            raise runtime.unknown(where.stream)
-        if (where.node, where.port) not in stream.rings:
-            raise no_output(stream.name, where, stream.rings)
-        short = f"{where.stream}/{where.node}/{where.port}"
-        if exposure_levels(stream.graph).get((where.node, where.port), "internal") == "internal":
-            raise ControlError(f"{short} is internal, so Foxglove is not shown it; expose it first",
-                               code="internal", fixes=[Fix("expose", {"address": short}, "serves it on this machine")])
+        exposed_output(runtime, address, "foxglove", "so Foxglove is not shown it")
     await service.ensure()
     url, link = service.links()
     return {"url": url, "link": link, "port": service.port, "channels": sorted(service.outputs)}

@@ -13,7 +13,7 @@ from tatolab._runtime.stored import unwritten
 from tatolab._runtime.stored.unwritten import WriteFailure
 from tatolab._runtime.feed import Feed
 from tatolab._runtime.views.graph import node_entry
-from tatolab._runtime.lifecycle.nodes import ended_event, wait_ready
+from tatolab._runtime.lifecycle.nodes import Ended, ended_event, wait_ready
 from tatolab._runtime.ops import OPS, op
 from tatolab._runtime.rules import health
 from tatolab._runtime.lifecycle.streams import LoadedStream
@@ -44,13 +44,6 @@ class Kept(TypedDict):
 class LogEvent(TypedDict):
     event: Literal["log"]
     record: dict[str, Any]  # one log record (tatolab/_records.py)
-
-
-class Ended(TypedDict):
-    event: Literal["ended"]
-    reason: str  # in plain words
-    why: dict[str, Any]  # the same, with the operation that ended it (a Reason: tatolab/_control/errors.py)
-    runtime_down: bool  # the runtime itself is stopping
 
 
 class StreamRow(TypedDict, total=False):
@@ -177,7 +170,7 @@ async def stop(runtime: Runtime, name: str) -> Stopped:
     return await runtime.stop(name)  # type: ignore[return-value]
 
 
-async def log_events(stream: LoadedStream, queue: Feed) -> AsyncIterator[LogEvent | Ended]:
+async def log_events(stream: LoadedStream, queue: Feed[dict[str, Any]]) -> AsyncIterator[LogEvent | Ended]:
     """Log records as events until the stream ends, then one ``ended`` event."""
     ended = asyncio.create_task(stream.ended.wait())
     record: asyncio.Task | None = None
@@ -191,7 +184,7 @@ async def log_events(stream: LoadedStream, queue: Feed) -> AsyncIterator[LogEven
             record.cancel()
             while not queue.empty():
                 yield {"event": "log", "record": queue.get_nowait()}
-            yield ended_event(stream)  # type: ignore[misc]
+            yield ended_event(stream)
             return
     finally:
         ended.cancel()

@@ -9,11 +9,10 @@ from typing import TypedDict
 from tatolab._control.errors import ControlError, Fix
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.ops import op
-from tatolab._runtime.ops.addresses import local_address, no_output
+from tatolab._runtime.ops.addresses import exposed_output
 from tatolab._runtime.ops.relay import served_relay
 from tatolab._runtime.relay.tokens import parse_expiry
 from tatolab._runtime.relay.wanted import TRACK
-from tatolab._runtime.rules.exposure import exposure_levels
 from tatolab._runtime.runtime import Runtime
 
 
@@ -88,17 +87,7 @@ async def url(runtime: Runtime, address: str, public: bool = False, expires: str
                 "level": "public", "track": TRACK, "viewer": relay.viewer(root, token),
                 "open": relay.viewer_once(root, token) if open else None,
                 "token": {**record, "state": "valid"}}  # type: ignore[typeddict-item]
-    where = local_address(address, "url")
-    stream = runtime.streams.get(where.stream)
-    if stream is None:
-        raise runtime.unknown(where.stream)
-    if (where.node, where.port) not in stream.rings:
-        raise no_output(stream.name, where, stream.rings)
-    short = f"{where.stream}/{where.node}/{where.port}"
-    level = exposure_levels(stream.graph).get((where.node, where.port), "internal")
-    if level == "internal":
-        raise ControlError(f"{short} is internal, so it has no URL; expose it first", code="internal",
-                           fixes=[Fix("expose", {"address": short}, "serves it on this machine")])
+    short, level = exposed_output(runtime, address, "url", "so it has no URL")
     if public and level != "public":
         raise ControlError(f"{short} is private, so a public token would read nothing", code="not_public",
                            fixes=[Fix("expose", {"address": short, "level": "public"},

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from tatolab._graph import Graph
 from tatolab._control.errors import ControlError, Fix
 from tatolab._control.source import StreamSource
+from tatolab._model.graph import GraphProblem, check_graph
 from tatolab._runtime.processes import trust
 from tatolab._runtime.processes.environment import stream_env
 from tatolab._runtime.processes.starter import ProcessStarter
@@ -73,6 +74,15 @@ async def compile_stream(source: StreamSource, *, env: Mapping[str, str] | None 
         raise CompileError(
             f"compiling the stream in {project} failed (exit {process.returncode}):\n{stderr.strip()}"
         ) from None
-    if "error" in result:
+    if isinstance(result, dict) and "error" in result:
         raise CompileError(result["error"])
-    return result
+    try:
+        return check_graph(result)
+    except GraphProblem as exc:
+        name = result.get("stream") if isinstance(result, dict) else None
+        stream = f"stream {name}" if isinstance(name, str) else "the stream"
+        raise CompileError(
+            f"{stream} in {project} compiled, but its graph {exc}; the runtime cannot start it "
+            "(its .venv's tatolab may be another version than this runtime's)", code="bad_graph",
+            details={"stream": name if isinstance(name, str) else None, "project": str(project)},
+            fixes=[_sdk_fix(project, "installs this runtime's SDK there (no package index needed)")]) from None

@@ -169,7 +169,7 @@ class StreamLog:
     def __init__(self, stream: str, project: Path | None) -> None:
         self.stream = stream
         self.file = RotatingJsonl(paths.stream_log(project, stream), below=Path(project)) if project else None
-        self._watchers: list[Feed] = []
+        self._watchers: list[Feed[dict[str, Any]]] = []
         # what was said before the first watcher came (load-time warnings), replayed to it
         self._early: list[dict[str, Any]] | None = []
 
@@ -185,7 +185,7 @@ class StreamLog:
     def say(self, message: str, *, level: str = "info", node: str | None = None, **fields: Any) -> None:
         self.emit(_records.make_record(message, level=level, stream=self.stream, node=node, fields=fields))
 
-    def watch(self) -> Feed:
+    def watch(self) -> Feed[dict[str, Any]]:
         """A bounded feed of this log's records for one client (see feed.py)."""
         queue = Feed(self.gap_record)
         for record in self._early or ():
@@ -203,7 +203,7 @@ class StreamLog:
             level="warning", stream=self.stream, fields={"dropped": count},
         )
 
-    def unwatch(self, queue: Feed) -> None:
+    def unwatch(self, queue: Feed[dict[str, Any]]) -> None:
         if queue in self._watchers:
             self._watchers.remove(queue)
 
