@@ -24,7 +24,8 @@ REPORT_S = 0.5
 QUEUE_BYTES = 64 << 20  # frames read but not yet written, at most (then frames are missed, counted): 8 at 1080p
 SCHEMA_WAIT_S = 0.5  # a JSON channel's schema is inferred from its first bags, or those of its first half second
 RAW_MAX_PIXELS = 640 * 360  # --video auto: frames up to this are recorded raw, larger ones as H.264
-ENCODE_QUEUE = 4  # frames waiting for a channel's encoder, at most (then frames are missed, counted)
+ENCODE_QUEUE = 12  # frames waiting for a channel's encoder, at most (then frames are missed, counted): 0.4 s
+# at 30 fps, 37 MB at 1080p (YUV 4:2:0), to ride out a keyframe's longer encode
 VIDEO_CHOICES = ("auto", "h264", "raw")
 
 
@@ -278,24 +279,24 @@ class Recorder:
         if self._queued >= QUEUE_BYTES or channel.frames.full():  # the encoder is that far behind: missed
             channel.reader.count_dropped()
             return []
-        pixels = FrameEncoder.take(bag)
-        if pixels is None:  # its surface was reused before this reader got to it
+        picture = FrameEncoder.take(bag)
+        if picture is None:  # its surface was reused before this reader got to it
             channel.reader.count_dropped()
             return []
-        channel.frames.put((bag, pixels, stamp))
+        channel.frames.put((bag, picture, stamp))
         return []
 
     def _encode(self, channel: _Channel, taken: queue.Queue[Any]) -> None:
         """A frame channel's encoder thread: frames taken in, CompressedVideo messages into ``taken``."""
         assert channel.frames is not None
         while (item := channel.frames.get()) is not None:
-            bag, pixels, stamp = item
+            bag, picture, stamp = item
             if channel.restart_encoder:
                 channel.restart_encoder = False
                 channel.encoder = FrameEncoder()
             assert channel.encoder is not None
             try:
-                packets = channel.encoder.encode(bag, pixels)
+                packets = channel.encoder.encode(bag, picture)
             except Unencodable as exc:
                 channel.error = str(exc)
                 channel.reader.count_dropped()

@@ -4,7 +4,7 @@ compressed.py to write. Runs in the recorder's process, on its reading thread.
 
 A keyframe at least every second of the frames' own time, whatever their rate (a replay seeks to the
 one before its start), no B-frames (Foxglove decodes
-in order), ``veryfast``; the bitrate scales with the frame's pixels (about 6 Mbit/s at 1080p30).
+in order), ``veryfast`` (``superfast`` above 720p, see preset_for); the bitrate scales with the frame's pixels (about 6 Mbit/s at 1080p30).
 """
 
 from __future__ import annotations
@@ -20,6 +20,16 @@ from tatolab._surfaces.frame import BAG_KEYS, VideoFrame
 RATE = 30  # the nominal rate rate control budgets for (pts carry the real times)
 KEYFRAME_NS = 1_000_000_000
 BITS_PER_PIXEL_S = 0.1  # bits per pixel per frame at RATE
+
+
+FAST_ABOVE_PIXELS = 1280 * 720  # frames larger than 720p are encoded with x264's superfast
+
+
+def preset_for(width: int, height: int) -> str:
+    """x264's preset for a recording of this size: veryfast up to 720p; above, superfast, so that
+    1080p30 keeps up on one core (CPU per 1080p frame, reformat included: veryfast 35 ms,
+    superfast 24 ms, ultrafast 16 ms; /work bench notes in README's recording section)."""
+    return "superfast" if width * height > FAST_ABOVE_PIXELS else "veryfast"
 
 
 class Unencodable(RuntimeError):
@@ -38,24 +48,31 @@ class FrameEncoder:
 
     @staticmethod
     def take(bag: dict[str, Any]) -> Any | None:
-        """A video bag's pixels, copied off its surface (the reading thread's one copy, so the surface
-        goes back at once); None when the frame was gone."""
+        """A video bag's picture as the encoder takes it (YUV 4:2:0), converted straight off its surface
+        on the reading thread (the one pass over its pixels: no RGBA copy, and the surface goes back
+        at once; the encoder thread only encodes); None when the frame was gone."""
+        import av
+
         try:
             frame = VideoFrame.open(bag)
         except surfaces.SurfaceError:
             return None
         try:
-            return frame.cpu().copy()
+            pixels = frame.cpu()
+            try:
+                rgba = av.VideoFrame.from_numpy_buffer(pixels, format="rgba")
+            except ValueError:  # rows padded in a way PyAV cannot take in place: copied first
+                rgba = av.VideoFrame.from_numpy_buffer(pixels.copy(), format="rgba")
+            # one thread: swscale's own threads cost more CPU than they save on a machine the recording
+            # shares (1080p: 4.6 ms a frame alone, 7.9 ms with threads, measured beside a running stream)
+            return rgba.reformat(format="yuv420p", threads=1)
         finally:
             frame.release()
 
-    def encode(self, bag: dict[str, Any], pixels: Any) -> list[dict[str, Any]]:
+    def encode(self, bag: dict[str, Any], picture: Any) -> list[dict[str, Any]]:
         """A frame taken (``take``) encoded, on the channel's encoder thread: its packets' bags (maybe none yet)."""
-        import av
-
-        size = (int(pixels.shape[1]), int(pixels.shape[0]))
+        size = (int(picture.width), int(picture.height))
         stamp = int(bag.get("timestamp_ns") or 0)
-        picture = av.VideoFrame.from_numpy_buffer(pixels, format="rgba").reformat(format="yuv420p")
         if self.size != size:
             self._open(*size)
             self.last_key_ns = None
@@ -74,7 +91,8 @@ class FrameEncoder:
 
     def _open(self, width: int, height: int) -> None:
         bitrate = max(500_000, int(width * height * RATE * BITS_PER_PIXEL_S))
-        config = H264EncoderConfig(bitrate=bitrate, keyframe_interval=4 * RATE, preset="veryfast", tune="zerolatency")
+        config = H264EncoderConfig(bitrate=bitrate, keyframe_interval=4 * RATE, preset=preset_for(width, height),
+                                   tune="zerolatency")
         errors = []
         for name in ENCODERS["h264"]:
             try:
