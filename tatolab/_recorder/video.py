@@ -28,7 +28,7 @@ FAST_ABOVE_PIXELS = 1280 * 720  # frames larger than 720p are encoded with x264'
 def preset_for(width: int, height: int) -> str:
     """x264's preset for a recording of this size: veryfast up to 720p; above, superfast, so that
     1080p30 keeps up on one core (CPU per 1080p frame, reformat included: veryfast 35 ms,
-    superfast 24 ms, ultrafast 16 ms; /work bench notes in README's recording section)."""
+    superfast 24 ms, ultrafast 16 ms: README, "What record sustains")."""
     return "superfast" if width * height > FAST_ABOVE_PIXELS else "veryfast"
 
 
