@@ -96,7 +96,9 @@ class Runtime:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.socket = self.run_dir / "streamlib" / "local-api.sock"
         self.process: subprocess.Popen | None = None
-        self.seen_pids: set[int] = set()
+        # every process of this runtime seen, by pid, as psutil knows it: a pid is reused once its process
+        # has ended (pid_max can be 32768), and a leak check by pid alone would count, and kill, a stranger
+        self.seen: dict[int, psutil.Process] = {}
         self.commands: list[subprocess.Popen] = []  # `tatolab dev`, `run`, `tap`... started by popen_cli
         LIVE.append(self)
 
@@ -164,7 +166,7 @@ class Runtime:
             return []
         pids = []
         for child in children:
-            self.seen_pids.add(child.pid)
+            self.seen.setdefault(child.pid, child)
             try:
                 if is_reaper(child) or "tatolab._host.warm" in child.cmdline():
                     continue
@@ -179,7 +181,7 @@ class Runtime:
             return None
         for child in psutil.Process(self.process.pid).children():
             if is_reaper(child):
-                self.seen_pids.add(child.pid)
+                self.seen.setdefault(child.pid, child)
                 return child.pid
         return None
 
@@ -192,9 +194,9 @@ class Runtime:
             try:
                 if "tatolab._host.warm" in child.cmdline():
                     pids.append(child.pid)
+                    self.seen.setdefault(child.pid, child)
             except psutil.Error:
                 pass
-        self.seen_pids.update(pids)
         return pids
 
     def remove_run_dir(self) -> None:
@@ -219,14 +221,14 @@ class Runtime:
         return output
 
     def leftover_processes(self) -> list[int]:
-        def alive(pid: int) -> bool:
-            try:
-                return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        def alive(process: psutil.Process) -> bool:
+            try:  # is_running: this very process (its pid and start time), not a later one given its pid
+                return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
             except psutil.NoSuchProcess:
                 return False
 
         kept = set(self.warm_pids()) | {self.reaper_pid()}  # a running runtime keeps these; once it stopped, none may be left
-        return [pid for pid in self.seen_pids if pid not in kept and alive(pid)]
+        return [pid for pid, process in self.seen.items() if pid not in kept and alive(process)]
 
     def cli(self, *args: str, cwd: Path | None = None, timeout: float = 60, check: bool = False,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

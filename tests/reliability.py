@@ -149,9 +149,9 @@ def running(root: Path, result: Result) -> Iterator[Runtime]:
         rt.stop()
         left = rt.leftover_processes()
         result.expect(not left, f"processes left behind after the runtime stopped: {left}")
-        for pid in left:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+        for pid in left:  # (leftover_processes names only this runtime's own processes, by start time too)
+            with contextlib.suppress(OSError, psutil.Error):
+                rt.seen[pid].kill()
         result.expect(rt.shm_files() == [], f"shared-memory files left behind: {rt.shm_files()}")
         result.expect(not rt.socket.exists(), f"the control socket {rt.socket} was left behind")
 
@@ -250,7 +250,7 @@ def churn(setup: Setup, cycles: int = 30) -> Result:
             call(rt, "rm", name="churn")
         end_rss, end_fds = rss(daemon) or 0, settled_fds(daemon)
         result.figures.update(
-            cycles=done, seconds=round(time.monotonic() - started, 1), processes_started=len(rt.seen_pids),
+            cycles=done, seconds=round(time.monotonic() - started, 1), processes_started=len(rt.seen),
             runtime_rss_start_mib=round(baseline.get("rss", 0) / MIB, 1), runtime_rss_end_mib=round(end_rss / MIB, 1),
             runtime_fds_start=baseline.get("fds"), runtime_fds_end=end_fds,
         )
@@ -702,9 +702,9 @@ def full_disk(setup: Setup) -> Result:
             rt.stop()
             left = rt.leftover_processes()
             result.expect(not left, f"full disk: processes left behind: {left}")
-            for pid in left:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
+            for pid in left:  # (this runtime's own processes, by start time too)
+                with contextlib.suppress(OSError, psutil.Error):
+                    rt.seen[pid].kill()
             result.expect(rt.shm_files() == [], f"full disk: shared memory left behind: {rt.shm_files()}")
     finally:
         disk_cm.__exit__(None, None, None)
