@@ -3,6 +3,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import venv
@@ -13,6 +14,12 @@ import pytest
 
 from harness import LIVE, REPO, Runtime
 from other_user import other_user, shared_dir  # noqa: F401  (fixtures for any test module)
+
+# A suite started in the background by a non-interactive shell (`bash -c '... &'`) inherits SIGINT ignored,
+# and every `tatolab run` it started would too (an ignored signal survives exec): the tests end attached
+# runs with SIGINT, as Ctrl-C does. A handled signal is reset to the default at exec.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 SLOW_FIXTURES = {"runtime", "project_venv", "video_venv", "model_venv"}
 
