@@ -9,6 +9,7 @@ import json
 import os
 import random
 import re
+import signal
 import stat
 import subprocess
 import sys
@@ -80,6 +81,12 @@ def output_entry(runtime: Runtime, address: str = ADDRESS) -> dict:
     return next(p for n in entry["nodes"] if n["name"] == node for p in n["outputs"] if p["port"] == port)
 
 
+def ended(process: subprocess.Popen) -> str:
+    """How a process ended: its exit status, or the signal that killed it (a reader that says nothing was killed)."""
+    code = process.wait()
+    return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+
+
 class Reader:
     """tests/moq_reader.py in a process of its own: a MoQ client with no tatolab code in it."""
 
@@ -93,7 +100,8 @@ class Reader:
     def next_event(self) -> dict:
         line = self.process.stdout.readline()  # the reader's own timeouts bound this wait
         if not line:
-            raise AssertionError(f"the MoQ reader ended early: {self.process.stderr.read()}")
+            raise AssertionError(f"the MoQ reader ended early ({ended(self.process)}) after {self.events}: "
+                                 f"{self.process.stderr.read()}")
         event = json.loads(line)
         self.events.append(event)
         return event
@@ -1003,7 +1011,7 @@ def test_graph_shows_a_remote_links_url_without_its_token():
 
 def summary_of(reader: Reader) -> dict:
     events = reader.finish(timeout=120)
-    assert events[-1] == {"end": "count"}, events[-3:]
+    assert events and events[-1] == {"end": "count"}, (events[-3:], ended(reader.process))
     (summary,) = [e["summary"] for e in events if "summary" in e]
     return summary
 
@@ -1238,7 +1246,9 @@ def test_a_url_reader_gets_every_bag_in_one_session_while_streams_churn_beside_i
             page.goto(viewer)
             page.wait_for_function("document.getElementById('status').textContent.startsWith('playing ')",
                                    timeout=60_000)
-            reader = readers(url, fingerprint, 10_000_000, "--summary", "--until", str(enough))
+            # its own timeouts (and how late a group may come) at 60 s: the page's chromium, the churn and other tests' runtimes share two cores
+            reader = readers(url, fingerprint, 10_000_000, "--summary", "--until", str(enough), "--timeout", "60",
+                             "--max-age-s", "60")
             reader.until("subscribed")
             seen = {page.evaluate(PICTURE)}
             for _ in range(2):  # rounds of what bench/soak.py does in a loop
