@@ -11,7 +11,7 @@ from tatolab._links.ring import RingError, RingReader, RingWriter, wait_any
 from tatolab._sdk.nodes import create
 from tatolab._surfaces import pool as surfaces
 from tatolab._host.ports import InputPort, OutputPort, ShapedInputPort
-from tatolab._host.spec import HostSpec, LinkSpec
+from tatolab._host.spec import HostSpec, LinkSpec, Message
 from tatolab._sdk.context import Inputs, NodeLogger, Outputs, RuntimeContextLimitedAccess
 from tatolab._sdk.audio import AudioShape
 
@@ -144,11 +144,10 @@ class NodeRunner:
             except (ValueError, AttributeError, TypeError):
                 pass  # closed meanwhile by the node's own thread
 
-    def _apply(self, message: dict[str, Any]) -> None:
-        op = message.get("op")
-        if op == "add_link" and message.get("port") in self.inputs:
+    def _apply(self, message: Message) -> None:
+        if message["op"] == "add_link" and message["port"] in self.inputs:
             self._add_link(message["port"], message["link"])
-        elif op == "remove_link":
+        elif message["op"] == "remove_link":
             self._remove_link(message["key"])
 
     def _relax_outputs(self) -> None:
