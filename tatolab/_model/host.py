@@ -11,11 +11,11 @@ field and the fix, never a KeyError later.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Literal, TypedDict, Union
 
 import msgspec
 
+from tatolab._model.fit import fit_problem
 from tatolab._model.graph import Audio, Delivery, Execution
 
 # How a node host's process ends when its node can never run (CannotRun, a config that does not
@@ -139,13 +139,3 @@ def read_message(line: bytes | str, node: str) -> Message:
 def _text(data: dict[str, Any], key: str) -> str | None:
     value = data.get(key)
     return value if isinstance(value, str) else None
-
-
-def fit_problem(exc: msgspec.ValidationError) -> str:
-    """msgspec's "Expected `str`, got `int` - at `$.inputs.in.delivery_profile`" as
-    "inputs.in.delivery_profile: expected `str`, got `int`"."""
-    text, sep, where = str(exc).rpartition(" - at `")
-    if not sep:
-        text, where = where, "$"
-    place = re.sub(r"^\$\.?", "", where.rstrip("`")) or "the line"
-    return f"{place}: {text[:1].lower()}{text[1:]}"
