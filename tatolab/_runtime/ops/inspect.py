@@ -11,7 +11,7 @@ from tatolab._control.errors import ControlError
 from tatolab._control.operations import Events
 from tatolab._links.aio import AsyncRingReader
 from tatolab._links.ring import RingError, RingReader
-from tatolab._model.view import GraphView
+from tatolab._model.view import GraphView, SlowestPaths
 from tatolab._runtime.views.graph import build_graph
 from tatolab._runtime.views.timing import slowest
 from tatolab._runtime.lifecycle.nodes import claim_reader, release_reader
@@ -97,7 +97,7 @@ def add_recordings(graph: dict[str, Any], runtime: Runtime) -> None:
 
 
 @op("slowest_paths")
-async def slowest_paths(runtime: Runtime, stream: str | None = None, limit: int = 10) -> dict[str, Any]:
+async def slowest_paths(runtime: Runtime, stream: str | None = None, limit: int = 10) -> SlowestPaths:
     """What is late, and where: every stream's (or ``stream``'s) source-to-sink paths, slowest first by
     p99 over the last 10 s, each with ``from``, ``to``, ``through``, ``p50_us``, ``p90_us``, ``p99_us``,
     ``max_us``, ``bags``, its ``slowest_link`` (the link along it whose bags waited longest before

@@ -10,10 +10,11 @@ start in another stream; its ``from`` and ``through`` then name that stream.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 from tatolab._links import latency
 from tatolab._links.shm import RingError
+from tatolab._model.view import SlowestNode, SlowPath
 from tatolab._runtime.lifecycle.streams import link_key
 
 NodeId = tuple[str, str]  # (stream, node)
@@ -136,7 +137,7 @@ def stream_paths(stream: Any, records: dict[str, dict[str, Any]], topology: Topo
     return paths
 
 
-def _slowest_node(stream: dict[str, Any], on: set[str]) -> dict[str, Any] | None:
+def _slowest_node(stream: dict[str, Any], on: set[str]) -> SlowestNode | None:
     """The node on a path (``on``: its nodes in this stream) whose process() calls took longest
     (p99 over the last 10 s), with its times; None when none has any."""
     timed = [n for n in stream.get("nodes", []) if n["name"] in on and (n.get("process") or {}).get("bags")]
@@ -148,11 +149,11 @@ def _slowest_node(stream: dict[str, Any], on: set[str]) -> dict[str, Any] | None
             "process_p99_us": node["process"]["p99_us"], "wait_p50_us": wait.get("p50_us")}
 
 
-def slowest(graph: dict[str, Any], limit: int = 10) -> list[dict[str, Any]]:
+def slowest(graph: dict[str, Any], limit: int = 10) -> list[SlowPath]:
     """Every stream's paths, slowest (p99 over the last 10 s) first, each naming its stream, the
     link along it whose bags waited longest (p99 of read age), and the node along it whose
     process() calls took longest (p99)."""
-    out = []
+    out: list[SlowPath] = []
     for stream in graph.get("streams", []):
         links = [link for link in stream.get("links", []) if link.get("latency") and link["latency"]["bags"]]
         for path in stream.get("paths", []):
@@ -164,8 +165,9 @@ def slowest(graph: dict[str, Any], limit: int = 10) -> list[dict[str, Any]]:
             along = [link for link in links if link["to"]["node"] in on
                      and (link["from"].get("node") in starts or "address" in link["from"])]
             worst = max(along, key=lambda link: link["latency"]["p99_us"] or 0, default=None)
-            out.append({"stream": stream["name"], **path, "slowest_link": None if worst is None else
-                        {"key": worst["key"], "p50_us": worst["latency"]["p50_us"], "p99_us": worst["latency"]["p99_us"]},
-                        "slowest_node": _slowest_node(stream, on)})
+            out.append(cast(SlowPath, {
+                "stream": stream["name"], **path, "slowest_link": None if worst is None else
+                {"key": worst["key"], "p50_us": worst["latency"]["p50_us"], "p99_us": worst["latency"]["p99_us"]},
+                "slowest_node": _slowest_node(stream, on)}))
     out.sort(key=lambda p: -(p["p99_us"] or 0))
     return out[:limit]
