@@ -35,6 +35,15 @@ def test_a_record_file_the_format_before_wrote_loads_and_writes_again_unchanged(
     assert store.path("cam").read_text() == WRITTEN_BEFORE
 
 
+def test_a_graph_key_the_model_does_not_name_is_kept_as_written():
+    data = json.loads(WRITTEN_BEFORE)
+    data["graph"]["nodes"][0]["a_later_key"] = {"x": 1}
+    data["graph"]["a_later_key"] = 2
+    record = KeptRecord.from_json(data)
+    assert record.graph == data["graph"]
+    assert record.to_json()["graph"] == data["graph"]
+
+
 def test_an_older_record_with_a_text_reason_and_no_optional_keys_loads():
     data = json.loads(WRITTEN_BEFORE)
     data["failed"] = "its project folder is gone"

@@ -67,6 +67,8 @@ def read_record(data: object) -> RecordFile:
         except GraphProblem as exc:
             raise RecordProblem(f"its graph {exc}") from None
     try:
-        return msgspec.convert(data, RecordFile)
+        record = msgspec.convert(data, RecordFile)
     except msgspec.ValidationError as exc:
         raise RecordProblem(f"its {fit_problem(exc)}" if " - at `$." in str(exc) else fit_problem(exc)) from None
+    record.graph = data["graph"]  # the graph as written: keys a TypedDict does not name are kept, not dropped
+    return record
