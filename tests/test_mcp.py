@@ -223,6 +223,11 @@ def test_an_agent_runs_inspects_taps_and_removes_a_stream_over_mcp(runtime, proj
             (only,) = graph["streams"]
             assert sorted(n["name"] for n in only["nodes"]) == ["chatty", "counter", "sink"]
 
+            # slowest_paths answers its output schema's shape (the client checks it against it)
+            error, text, late = await s.call("slowest_paths", stream="counting", limit=3)
+            assert not error, text
+            assert all({"stream", "to", "slowest_link", "slowest_node"} <= set(p) for p in late["paths"])
+
             error, text, tapped = await s.call("tap", address="counting/counter/counts", count=3, timeout=20)
             assert not error, text
             assert [b["n"] for b in tapped["bags"]] == [1, 2, 3]

@@ -18,6 +18,7 @@ from tatolab._sdk import builtins as described
 from tatolab._sdk.builtins import CameraSourceConfig, TestPatternConfig, implements
 from tatolab._surfaces.frame import VideoFrame
 from tatolab._surfaces.pool import PoolExhausted
+from tatolab._sdk.context import RuntimeContextLimitedAccess
 
 RETRY_S = 2.0  # a camera that cannot be opened is tried again this often (it may be plugged in later)
 LIVE_SCHEMES = ("rtsp", "rtsps", "rtmp", "rtmps", "udp", "rtp", "srt", "tcp")  # pace themselves
@@ -100,7 +101,7 @@ class CameraSource(described.CameraSource):
         self.last_ns = 0
         self.lock: CameraLock | None = None
 
-    def setup(self, ctx: Any) -> None:
+    def setup(self, ctx: RuntimeContextLimitedAccess) -> None:
         c = self.config
         if c.source is None and c.fallback == "test_pattern" and v4l2.resolve_camera(c.device) is None:
             where = "this machine has no camera" if c.device is None else f"no camera at {v4l2.device_path(c.device)}"
@@ -109,7 +110,7 @@ class CameraSource(described.CameraSource):
             self.fallback = TestPatternSource(TestPatternConfig(width=c.width or 1280, height=c.height or 720,
                                                                 fps=c.fps or 30.0))
 
-    def run(self, ctx: Any) -> None:
+    def run(self, ctx: RuntimeContextLimitedAccess) -> None:
         """On the node host's thread (execution="thread"): the frames, until the end or ctx.stopping."""
         self.stopping = ctx.stopping
         if self.fallback is not None:
@@ -117,11 +118,11 @@ class CameraSource(described.CameraSource):
         else:
             self._play(ctx)
 
-    def teardown(self, ctx: Any) -> None:
+    def teardown(self, ctx: RuntimeContextLimitedAccess) -> None:
         if self.lock is not None:
             self.lock.release()
 
-    def _play(self, ctx: Any) -> None:
+    def _play(self, ctx: RuntimeContextLimitedAccess) -> None:
         """Open, read to the end (a file) or for ever (a camera), again while ``loop`` or while it cannot open."""
         import av
 
@@ -171,7 +172,7 @@ class CameraSource(described.CameraSource):
             if index == before:
                 self.stopping.wait(RETRY_S)
 
-    def _hold(self, ctx: Any, what: Input) -> None:
+    def _hold(self, ctx: RuntimeContextLimitedAccess, what: Input) -> None:
         """Hold the camera for this stream while it runs, against streams of this user's other runtimes."""
         if self.lock is not None and self.lock.path.name != CameraLock(what.url, "").path.name:
             self.lock.release()  # the first camera is another one now
@@ -183,7 +184,7 @@ class CameraSource(described.CameraSource):
             raise CannotOpen(f"{what.label} is held by the stream {held_by} of another Tatolab runtime of yours, "
                              "and only one stream at a time can open a camera; stop that stream there")
 
-    def _frames(self, ctx: Any, container: Any, what: Input, index: int) -> int:
+    def _frames(self, ctx: RuntimeContextLimitedAccess, container: Any, what: Input, index: int) -> int:
         video = container.streams.video[0]
         video.thread_type = "AUTO"
         started_ns: int | None = None
@@ -202,7 +203,7 @@ class CameraSource(described.CameraSource):
             index += 1
         return index
 
-    def _send(self, ctx: Any, frame: Any, index: int, captured: int | None = None) -> None:
+    def _send(self, ctx: RuntimeContextLimitedAccess, frame: Any, index: int, captured: int | None = None) -> None:
         stamp = max(captured or time.monotonic_ns(), self.last_ns + 1)  # at capture; strictly increasing
         self.last_ns = stamp
         width = self.config.width or frame.width

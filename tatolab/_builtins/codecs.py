@@ -23,6 +23,7 @@ from tatolab._sdk.builtins.codecs import (
 from tatolab._sdk.packets import EncodedPacket
 from tatolab._surfaces.frame import VideoFrame
 from tatolab._surfaces.pool import PoolExhausted
+from tatolab._sdk.context import RuntimeContextLimitedAccess
 
 REPORT_EVERY_S = 1.0
 NS = Fraction(1, 1_000_000_000)
@@ -48,7 +49,7 @@ class _Encoder:
     def _candidates(self) -> tuple[str, ...]:
         return ENCODERS[self.CODEC] if self.config.encoder == "auto" else (self.config.encoder,)
 
-    def _open(self, ctx: Any, width: int, height: int, rate: Fraction) -> None:
+    def _open(self, ctx: RuntimeContextLimitedAccess, width: int, height: int, rate: Fraction) -> None:
         errors = []
         for name in self._candidates():
             try:
@@ -72,7 +73,7 @@ class _Encoder:
             f"{ENCODERS[self.CODEC][-1]}, or choose another encoder= in the node's config"
         )
 
-    def _report(self, ctx: Any, force: bool = False) -> None:
+    def _report(self, ctx: RuntimeContextLimitedAccess, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self.reported < REPORT_EVERY_S:
             return
@@ -82,7 +83,7 @@ class _Encoder:
                    height=self.size[1] if self.size else None, frames=self.frames,
                    packets=self.packets_out, bytes=self.bytes_out)
 
-    def process(self, ctx: Any) -> None:
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:
         import av
 
         frame = ctx.inputs.read("video", into=VideoFrame)
@@ -114,7 +115,7 @@ class _Encoder:
         self._encode(ctx, picture, stamp)
         self._report(ctx, force=self.frames <= 2)  # the first frames at once: graph shows it is encoding
 
-    def _encode(self, ctx: Any, picture: Any, stamp: int) -> None:
+    def _encode(self, ctx: RuntimeContextLimitedAccess, picture: Any, stamp: int) -> None:
         if self.previous_ns is not None and stamp > self.previous_ns:
             self.last_interval_ns = stamp - self.previous_ns
         self.previous_ns = stamp
@@ -128,7 +129,7 @@ class _Encoder:
         for packet in self.codec.encode(picture):
             self._send(ctx, packet)
 
-    def _send(self, ctx: Any, packet: Any) -> None:
+    def _send(self, ctx: RuntimeContextLimitedAccess, packet: Any) -> None:
         stamp = self.stamps.pop(packet.pts, None)
         if stamp is None:  # not expected; keep the packet on the clock anyway
             stamp = self.first_ns + int(packet.pts or 0) * 1000
@@ -150,7 +151,7 @@ class _Encoder:
         ).to_bag()
         ctx.outputs.write("packets", bag)
 
-    def _flush(self, ctx: Any) -> None:
+    def _flush(self, ctx: RuntimeContextLimitedAccess) -> None:
         if self.codec is None:
             return
         try:
@@ -159,7 +160,7 @@ class _Encoder:
         except Exception as exc:  # noqa: BLE001 - ending anyway
             ctx.log.warning(f"node {ctx.node}: flushing the encoder failed: {exc}")
 
-    def teardown(self, ctx: Any) -> None:
+    def teardown(self, ctx: RuntimeContextLimitedAccess) -> None:
         self._flush(ctx)
         self._report(ctx, force=True)
 
@@ -202,7 +203,7 @@ class _Decoder:
     def _candidates(self) -> tuple[str, ...]:
         return DECODERS[self.CODEC] if self.config.decoder == "auto" else (self.config.decoder,)
 
-    def _open(self, ctx: Any, extradata: bytes) -> None:
+    def _open(self, ctx: RuntimeContextLimitedAccess, extradata: bytes) -> None:
         errors = []
         for name in self._candidates():
             try:
@@ -218,7 +219,7 @@ class _Decoder:
         raise RuntimeError(f"stream {ctx.stream}, node {ctx.node}: no {self.CODEC} decoder opens here "
                            f"({'; '.join(errors)})")
 
-    def _report(self, ctx: Any, force: bool = False) -> None:
+    def _report(self, ctx: RuntimeContextLimitedAccess, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self.reported < REPORT_EVERY_S:
             return
@@ -226,7 +227,7 @@ class _Decoder:
         ctx.report(codec=self.CODEC, decoder=self.name, hardware=is_hardware(self.name), packets=self.packets_in,
                    frames=self.frames, skipped_before_keyframe=self.skipped, bad=self.bad, dropped=self.dropped)
 
-    def process(self, ctx: Any) -> None:
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:
         import av
 
         bag = ctx.inputs.read("packets")
@@ -270,7 +271,7 @@ class _Decoder:
             self._write(ctx, picture, packet.timestamp_ns)
         self._report(ctx)
 
-    def _write(self, ctx: Any, picture: Any, fallback_ns: int) -> None:
+    def _write(self, ctx: RuntimeContextLimitedAccess, picture: Any, fallback_ns: int) -> None:
         stamp = picture.pts if picture.pts is not None else fallback_ns
         try:
             frame = VideoFrame.allocate(picture.width, picture.height, "rgba8", timestamp_ns=int(stamp))
@@ -282,7 +283,7 @@ class _Decoder:
         self.frames += 1
         ctx.outputs.write("video", frame)
 
-    def teardown(self, ctx: Any) -> None:
+    def teardown(self, ctx: RuntimeContextLimitedAccess) -> None:
         self._report(ctx, force=True)
 
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import os
 import traceback
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from tatolab._errors import CannotRun
 from tatolab._host.failing import cannot_run_line
 from tatolab._host.spec import EXIT_CANNOT_RUN
+from tatolab._sdk.context import RuntimeContextLimitedAccess
 
 
-def end_node(ctx: Any, what: str, exc: BaseException) -> NoReturn:
+def end_node(ctx: RuntimeContextLimitedAccess, what: str, exc: BaseException) -> NoReturn:
     """Log ``what: <exception>`` with its traceback and end the process, so the runtime restarts
     the node: raised on a thread of the node's own, the exception would end only that thread.
 

@@ -11,6 +11,7 @@ from tatolab._sdk import builtins as described
 from tatolab._sdk.builtins import GlslPixelEffectConfig, implements
 from tatolab._surfaces.frame import VideoFrame
 from tatolab._surfaces.pool import PoolExhausted
+from tatolab._sdk.context import RuntimeContextLimitedAccess
 
 VERTEX = """
 #version 330
@@ -68,7 +69,7 @@ class GlslPixelEffect(described.GlslPixelEffect):
             return path.read_text(), str(self.config.path)
         return self.config.source or "", "the GLSL source"
 
-    def setup(self, ctx: Any) -> None:
+    def setup(self, ctx: RuntimeContextLimitedAccess) -> None:
         import moderngl
 
         # moderngl's stub types each **settings keyword as Dict[str, Any]; backend is a str
@@ -92,7 +93,7 @@ class GlslPixelEffect(described.GlslPixelEffect):
         self.fbo = self.gl.simple_framebuffer((width, height), components=4)
         self.size = (width, height)
 
-    def process(self, ctx: Any) -> None:
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:
         frame = ctx.inputs.read("video", into=VideoFrame)
         if frame is None or self.broken:
             return
@@ -115,6 +116,6 @@ class GlslPixelEffect(described.GlslPixelEffect):
         self.fbo.read_into(out._memory(), components=4)
         ctx.outputs.write("video_out", out)
 
-    def teardown(self, ctx: Any) -> None:
+    def teardown(self, ctx: RuntimeContextLimitedAccess) -> None:
         if self.gl is not None:
             self.gl.release()

@@ -22,6 +22,7 @@ from tatolab._sdk import builtins as described
 from tatolab._sdk.builtins import McapSourceConfig, implements
 from tatolab._surfaces.frame import VideoFrame
 from tatolab._surfaces.pool import PoolExhausted
+from tatolab._sdk.context import RuntimeContextLimitedAccess
 
 LEAD_NS = 300_000_000  # the first node starts playback this far ahead, so the others can join at its start
 _ANCHOR = struct.Struct("<q")
@@ -64,23 +65,25 @@ class McapSource(described.McapSource):
         self.sent = self.dropped = 0
         self.decoder: Decoder | None = None  # a CompressedVideo channel's: its packets back to frames
 
-    def setup(self, ctx: Any) -> None:
+    def setup(self, ctx: RuntimeContextLimitedAccess) -> None:
         config = self.config
         self.recording = Recording(Path(config.path))  # RecordingError: the path, what it is, the fix
         self.channel = self.recording.channel(config.address)  # RecordingError: the channels found
-        writer = ctx.outputs._ports["bags"].writer  # the built-in's own ring: its stream's files sit beside it
+        # the built-in's own ring (the host's OutputPort, tatolab/_host/ports.py): its stream's files sit beside it
+        port: Any = ctx.outputs._ports["bags"]
+        writer = port.writer
         self.ring_base = writer.base
         self.anchor = _anchor(writer.base, ctx.node, Path(config.path), time.monotonic_ns() + LEAD_NS)
         ctx.log.info(f"replaying {self.channel.topic} from {config.path}",
                      channel=self.channel.topic, kind=self.channel.kind, messages=self.channel.count,
                      indexed=self.recording.indexed)
 
-    def run(self, ctx: Any) -> None:
+    def run(self, ctx: RuntimeContextLimitedAccess) -> None:
         """On the node host's thread (execution="thread"): the replay, until it ends or ctx.stopping."""
         self.stopping = ctx.stopping
         self._play(ctx)
 
-    def teardown(self, ctx: Any) -> None:
+    def teardown(self, ctx: RuntimeContextLimitedAccess) -> None:
         if self.recording is not None:
             self.recording.close()
 
@@ -114,7 +117,7 @@ class McapSource(described.McapSource):
             self.decoder = Decoder(packet["codec"])
         return self.decoder.decode(packet)
 
-    def _play(self, ctx: Any) -> None:
+    def _play(self, ctx: RuntimeContextLimitedAccess) -> None:
         speed = self.config.speed
         start, end = self._window()
         span = max(1, end - start)
@@ -153,7 +156,7 @@ class McapSource(described.McapSource):
             self.stopping.wait(0.002)
         return False
 
-    def _send(self, ctx: Any, data: bytes) -> None:
+    def _send(self, ctx: RuntimeContextLimitedAccess, data: bytes) -> None:
         assert self.channel is not None
         bag, pixels = bag_of(self.channel, data)
         if self.channel.kind == "compressed":  # each picture the packet completes, as a frame
@@ -170,7 +173,7 @@ class McapSource(described.McapSource):
             return
         self._send_frame(ctx, bag, pixels)
 
-    def _send_frame(self, ctx: Any, bag: dict[str, Any], pixels: Any) -> None:
+    def _send_frame(self, ctx: RuntimeContextLimitedAccess, bag: dict[str, Any], pixels: Any) -> None:
         frame = None
         for _ in range(50 if self.config.speed == 0 else 1):
             try:

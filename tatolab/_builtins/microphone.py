@@ -24,6 +24,7 @@ from tatolab._builtins.waiting import RECHECK_S, Waiting
 from tatolab._sdk import builtins as described
 from tatolab._sdk.audio import FORMATS, AudioBlock
 from tatolab._sdk.builtins import MicrophoneConfig, implements
+from tatolab._sdk.context import RuntimeContextLimitedAccess
 
 NS = 1_000_000_000
 RESYNC_NS = 20_000_000
@@ -74,7 +75,7 @@ class MicrophoneSource(described.MicrophoneSource):
         self.waiter: threading.Thread | None = None
         self.tally: Tally | None = None
 
-    def setup(self, ctx: Any) -> None:
+    def setup(self, ctx: RuntimeContextLimitedAccess) -> None:
         waiting = Waiting(ctx)
         if not self._open_if_there(ctx, waiting, fresh=False):
             # no device (or no PortAudio) yet: wait for one on a thread, the node stays up and `waiting`
@@ -82,7 +83,7 @@ class MicrophoneSource(described.MicrophoneSource):
                                            name="microphone-wait")
             self.waiter.start()
 
-    def _wait_for_device(self, ctx: Any, waiting: Waiting) -> None:
+    def _wait_for_device(self, ctx: RuntimeContextLimitedAccess, waiting: Waiting) -> None:
         try:
             while not self.stopped.wait(RECHECK_S):
                 if self._open_if_there(ctx, waiting, fresh=True):
@@ -90,7 +91,7 @@ class MicrophoneSource(described.MicrophoneSource):
         except BaseException as exc:
             end_node(ctx, f"node {ctx.node}: opening the input device failed", exc)
 
-    def _open_if_there(self, ctx: Any, waiting: Waiting, *, fresh: bool) -> bool:
+    def _open_if_there(self, ctx: RuntimeContextLimitedAccess, waiting: Waiting, *, fresh: bool) -> bool:
         found = device_if_there(self.config.device, "input", ctx.node, waiting, fresh=fresh)
         if found is None:
             return False
@@ -101,7 +102,7 @@ class MicrophoneSource(described.MicrophoneSource):
         waiting.over(f"node {ctx.node}: the input device {device['name']!r} is there now")
         return True
 
-    def _open(self, ctx: Any, sd: Any, device: dict[str, Any]) -> None:
+    def _open(self, ctx: RuntimeContextLimitedAccess, sd: Any, device: dict[str, Any]) -> None:
         rate = self.config.sample_rate or int(device["default_samplerate"])
         channels = min(self.config.channels, device["max_input_channels"])
         self.clock = clock = SampleClock(rate)
@@ -136,7 +137,7 @@ class MicrophoneSource(described.MicrophoneSource):
         ctx.log.info(f"node {ctx.node}: capturing from {device['name']!r} at {rate} Hz, {channels} channel(s)",
                      device=device["name"], sample_rate=rate, channels=channels)
 
-    def teardown(self, ctx: Any) -> None:
+    def teardown(self, ctx: RuntimeContextLimitedAccess) -> None:
         self.stopping = True
         self.stopped.set()
         if self.waiter is not None:

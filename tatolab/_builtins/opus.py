@@ -21,6 +21,7 @@ from tatolab._sdk.audio import AudioBlock
 from tatolab._sdk.builtins import OpusDecoderConfig, OpusEncoderConfig, implements
 from tatolab._sdk.builtins.audio import OPUS_RATE
 from tatolab._sdk.packets import EncodedPacket
+from tatolab._sdk.context import RuntimeContextLimitedAccess
 
 NS = 1_000_000_000
 LAYOUTS = {1: "mono", 2: "stereo"}
@@ -54,11 +55,11 @@ class OpusEncoder(described.OpusEncoder):
         self.start_ns = 0
         self.samples = 0  # fed to the encoder since start_ns
 
-    def setup(self, ctx: Any) -> None:
+    def setup(self, ctx: RuntimeContextLimitedAccess) -> None:
         ctx.inputs.shape_audio("audio", {"sample_rate": OPUS_RATE, "channels": self.config.channels,
                                          "format": "f32", "window_ms": self.config.frame_ms})
 
-    def process(self, ctx: Any) -> None:
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:
         while True:
             block = ctx.inputs.read("audio", into=AudioBlock)
             if block is None:
@@ -76,7 +77,7 @@ class OpusEncoder(described.OpusEncoder):
             self.samples += block.frames
             self._send(ctx, self.encoder.encode(frame))
 
-    def _send(self, ctx: Any, packets: list[Any]) -> None:
+    def _send(self, ctx: RuntimeContextLimitedAccess, packets: list[Any]) -> None:
         extradata = bytes(self.encoder.extradata or b"")
         for packet in packets:
             ctx.outputs.write("packets", EncodedPacket(
@@ -85,12 +86,12 @@ class OpusEncoder(described.OpusEncoder):
                 encoder="libopus", sample_rate=OPUS_RATE, channels=self.config.channels,
             ).to_bag())
 
-    def _flush(self, ctx: Any) -> None:
+    def _flush(self, ctx: RuntimeContextLimitedAccess) -> None:
         if self.encoder is not None:
             self._send(ctx, self.encoder.encode(None))
             self.encoder = None
 
-    def teardown(self, ctx: Any) -> None:
+    def teardown(self, ctx: RuntimeContextLimitedAccess) -> None:
         try:
             self._flush(ctx)
         except Exception:  # the stream is stopping; what the encoder held is lost, nothing else
@@ -107,7 +108,7 @@ class OpusDecoder(described.OpusDecoder):
         self.decoded = 0  # samples written since start_ns
         self.bad = 0
 
-    def process(self, ctx: Any) -> None:
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:
         while True:
             bag = ctx.inputs.read("packets")
             if bag is None:
@@ -136,7 +137,7 @@ class OpusDecoder(described.OpusDecoder):
         self.start_ns = packet.timestamp_ns + pre_skip(packet.extradata) * NS // OPUS_RATE
         self.decoded = 0
 
-    def _decode(self, ctx: Any, packet: EncodedPacket) -> None:
+    def _decode(self, ctx: RuntimeContextLimitedAccess, packet: EncodedPacket) -> None:
         if self.decoder is None or packet.extradata != self.head:
             self._open(packet)
         expected = self.start_ns + self.decoded * NS // OPUS_RATE

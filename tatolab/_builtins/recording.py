@@ -20,6 +20,7 @@ from typing import Any
 from tatolab._sdk import builtins as described
 from tatolab._sdk.builtins import Mp4SinkConfig, implements
 from tatolab._sdk.packets import EncodedPacket
+from tatolab._sdk.context import RuntimeContextLimitedAccess
 
 START_WAIT_S = 1.0  # how long the first file waits for every wired link's first packet
 REPORT_EVERY_S = 0.1
@@ -94,7 +95,7 @@ class Mp4Sink(described.Mp4Sink):
 
     # -- packets in ------------------------------------------------------------------------
 
-    def process(self, ctx: Any) -> None:
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:
         bag = ctx.inputs.read("tracks")
         if bag is None:
             return
@@ -134,7 +135,7 @@ class Mp4Sink(described.Mp4Sink):
                 self._write(ctx, track, packet)
         self._report(ctx)
 
-    def _buffer(self, ctx: Any, track: Track, packet: EncodedPacket) -> None:
+    def _buffer(self, ctx: RuntimeContextLimitedAccess, track: Track, packet: EncodedPacket) -> None:
         """Before a file starts: keep packets (video from a keyframe) until every wired link has one."""
         if track.video and not track.pending and not packet.keyframe:
             self.skipped += 1
@@ -160,7 +161,7 @@ class Mp4Sink(described.Mp4Sink):
 
     # -- the file --------------------------------------------------------------------------
 
-    def _start(self, ctx: Any) -> None:
+    def _start(self, ctx: RuntimeContextLimitedAccess) -> None:
         import av
 
         pending = [t for t in self.tracks.values() if t.pending]
@@ -219,7 +220,7 @@ class Mp4Sink(described.Mp4Sink):
         stream.time_base = track.time_base
         return stream
 
-    def _write(self, ctx: Any, track: Track, packet: EncodedPacket) -> None:
+    def _write(self, ctx: RuntimeContextLimitedAccess, track: Track, packet: EncodedPacket) -> None:
         import av
 
         if track.waiting_keyframe:
@@ -249,7 +250,7 @@ class Mp4Sink(described.Mp4Sink):
             self.file_size = size
             self.fragments += 1
 
-    def _close(self, ctx: Any) -> None:
+    def _close(self, ctx: RuntimeContextLimitedAccess) -> None:
         if self.container is None:
             return
         try:
@@ -261,7 +262,7 @@ class Mp4Sink(described.Mp4Sink):
             track.stream = None
         self._report(ctx, force=True)
 
-    def _report(self, ctx: Any, force: bool = False) -> None:
+    def _report(self, ctx: RuntimeContextLimitedAccess, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self.reported < REPORT_EVERY_S:
             return
@@ -274,7 +275,7 @@ class Mp4Sink(described.Mp4Sink):
             bad=self.bad, late=self.late, skipped_before_keyframe=self.skipped,
         )
 
-    def teardown(self, ctx: Any) -> None:
+    def teardown(self, ctx: RuntimeContextLimitedAccess) -> None:
         self._close(ctx)
 
 

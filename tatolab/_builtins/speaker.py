@@ -32,6 +32,7 @@ from tatolab._builtins.waiting import RECHECK_S, Waiting
 from tatolab._sdk import builtins as described
 from tatolab._sdk.audio import AudioBlock
 from tatolab._sdk.builtins import SpeakerConfig, implements
+from tatolab._sdk.context import RuntimeContextLimitedAccess
 
 MAX_BEHIND_MS = 500
 PUT_WAIT_S = 1.0  # the longest a block waits for room in the queue
@@ -122,17 +123,17 @@ class SpeakerSink(described.SpeakerSink):
 
     idle_ms = RECHECK_S * 1000  # while it waits for a device, the node host calls idle between bags
 
-    def setup(self, ctx: Any) -> None:
+    def setup(self, ctx: RuntimeContextLimitedAccess) -> None:
         self.waiting = Waiting(ctx)
         self.next_look = 0.0
         self.unplayed_ms = 0.0
         self._open_if_there(ctx, fresh=False)
 
-    def idle(self, ctx: Any) -> None:
+    def idle(self, ctx: RuntimeContextLimitedAccess) -> None:
         if self.stream is None and time.monotonic() >= self.next_look:
             self._open_if_there(ctx, fresh=True)
 
-    def _open_if_there(self, ctx: Any, *, fresh: bool) -> bool:
+    def _open_if_there(self, ctx: RuntimeContextLimitedAccess, *, fresh: bool) -> bool:
         found = device_if_there(self.config.device, "output", ctx.node, self.waiting, fresh=fresh)
         if found is None:
             self.next_look = time.monotonic() + RECHECK_S
@@ -142,7 +143,7 @@ class SpeakerSink(described.SpeakerSink):
         self.waiting.over(f"node {ctx.node}: the output device {device['name']!r} is there now")
         return True
 
-    def _open(self, ctx: Any, sd: Any, device: dict[str, Any]) -> None:
+    def _open(self, ctx: RuntimeContextLimitedAccess, sd: Any, device: dict[str, Any]) -> None:
         rate = self.config.sample_rate or int(device["default_samplerate"])
         channels = self.config.channels or min(2, device["max_output_channels"])
         ctx.inputs.shape_audio("audio", {"sample_rate": rate, "channels": channels, "format": "f32",
@@ -171,7 +172,7 @@ class SpeakerSink(described.SpeakerSink):
         ctx.log.info(f"node {ctx.node}: playing on {device['name']!r} at {rate} Hz, {channels} channel(s)",
                      device=device["name"], sample_rate=rate, channels=channels)
 
-    def process(self, ctx: Any) -> None:
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:
         if self.stream is None:  # waiting for a device: what comes is read, not played, and counted
             while (block := ctx.inputs.read("audio", into=AudioBlock)) is not None:
                 self.unplayed_ms += 1000 * len(block.samples) / block.sample_rate
@@ -188,7 +189,7 @@ class SpeakerSink(described.SpeakerSink):
             if self.queue.put(block.samples, PUT_WAIT_S):
                 self.tally.count("overruns")
 
-    def teardown(self, ctx: Any) -> None:
+    def teardown(self, ctx: RuntimeContextLimitedAccess) -> None:
         self.stopping = True
         if self.stream is not None:
             self.stream.stop()

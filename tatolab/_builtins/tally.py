@@ -8,13 +8,13 @@ few times a second.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from tatolab._sdk.context import RuntimeContextLimitedAccess
 
 REPORT_S = 0.25
 
 
 class Tally:
-    def __init__(self, ctx: Any, *names: str) -> None:
+    def __init__(self, ctx: RuntimeContextLimitedAccess, *names: str) -> None:
         self.ctx = ctx
         self.values = dict.fromkeys(names, 0)
         self.reported: dict[str, int] = {}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import numpy as np
 
@@ -11,6 +10,7 @@ from tatolab._sdk import builtins as described
 from tatolab._sdk.builtins import TestPatternConfig, implements
 from tatolab._surfaces.frame import VideoFrame
 from tatolab._surfaces.pool import PoolExhausted
+from tatolab._sdk.context import RuntimeContextLimitedAccess
 
 BARS = (  # RGB, left to right
     (255, 255, 255), (255, 255, 0), (0, 255, 255), (0, 255, 0),
@@ -50,7 +50,7 @@ class TestPatternSource(described.TestPatternSource):
         self.config = config
         self.image = background(config)
 
-    def run(self, ctx: Any) -> None:
+    def run(self, ctx: RuntimeContextLimitedAccess) -> None:
         """On the node host's thread (execution="thread"), until ctx.stopping."""
         period_ns = int(1e9 / self.config.fps)
         w, h = self.config.width, self.config.height

@@ -10,6 +10,7 @@ from tatolab._media import v4l2
 from tatolab._sdk import builtins as described
 from tatolab._sdk.builtins import VirtualCameraSinkConfig, implements
 from tatolab._surfaces.frame import VideoFrame
+from tatolab._sdk.context import RuntimeContextLimitedAccess
 
 LOOK_AGAIN_S = 2.0  # while there is no device, look for one this often (as frames arrive)
 SETUP = "run `sudo tatolab enable-virtual-camera` once (`tatolab enable-virtual-camera --print` shows the commands)"
@@ -52,10 +53,10 @@ class VirtualCameraSink(described.VirtualCameraSink):
         self.said: str | None = None
         self.dropped = 0
 
-    def setup(self, ctx: Any) -> None:
+    def setup(self, ctx: RuntimeContextLimitedAccess) -> None:
         self._look(ctx)
 
-    def _look(self, ctx: Any) -> bool:
+    def _look(self, ctx: RuntimeContextLimitedAccess) -> bool:
         """Find the device; say once (an error, so `tatolab graph` shows it) when there is none."""
         self.looked_at = time.monotonic()
         device, why = missing_device(self.config)
@@ -70,7 +71,7 @@ class VirtualCameraSink(described.VirtualCameraSink):
             self.said = None
         return True
 
-    def _open(self, ctx: Any, width: int, height: int) -> None:
+    def _open(self, ctx: RuntimeContextLimitedAccess, width: int, height: int) -> None:
         assert self.device is not None
         fd = os.open(self.device, os.O_WRONLY | os.O_CLOEXEC)
         try:
@@ -82,7 +83,7 @@ class VirtualCameraSink(described.VirtualCameraSink):
         ctx.log.info(f"other applications can select {self.device} now "
                      f"({width}x{height} {self.config.pixel_format})", device=self.device)
 
-    def process(self, ctx: Any) -> None:
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:
         frame = ctx.inputs.read("video", into=VideoFrame)
         if frame is None:
             return
@@ -115,7 +116,7 @@ class VirtualCameraSink(described.VirtualCameraSink):
                           f"{exc.strerror or exc}; opening it again", device=self.device)
             self._close()
 
-    def _found_again(self, ctx: Any) -> bool:
+    def _found_again(self, ctx: RuntimeContextLimitedAccess) -> bool:
         return time.monotonic() - self.looked_at >= LOOK_AGAIN_S and self._look(ctx)
 
     def _close(self) -> None:
@@ -124,7 +125,7 @@ class VirtualCameraSink(described.VirtualCameraSink):
         self.fd = None
         self.device = None
 
-    def teardown(self, ctx: Any) -> None:
+    def teardown(self, ctx: RuntimeContextLimitedAccess) -> None:
         if self.dropped:
             ctx.log.info(f"{self.dropped} frames dropped with no virtual camera to write to",
                          dropped=self.dropped)

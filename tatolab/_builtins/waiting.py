@@ -5,13 +5,13 @@ traceback or a restart loop. Once it is there, one line says so and the node run
 
 from __future__ import annotations
 
-from typing import Any
+from tatolab._sdk.context import RuntimeContextLimitedAccess
 
 RECHECK_S = 3.0
 
 
 class Waiting:
-    def __init__(self, ctx: Any, every_s: float = RECHECK_S, level: str = "warning") -> None:
+    def __init__(self, ctx: RuntimeContextLimitedAccess, every_s: float = RECHECK_S, level: str = "warning") -> None:
         self.ctx = ctx
         self.every_s = every_s
         self.level = level  # "error" also makes it the node's last_error in graph

@@ -13,9 +13,13 @@ import json
 import sys
 import time
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the CLI's start)
+from typing import TYPE_CHECKING, Any, cast
+
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Mapping
+
+    from tatolab._model.view import SortKey
+from tatolab._model.view import GraphView, LinkView, NodeView, StreamView, Times, TopPath, TopRow, TopView
 
 from tatolab._cli.commands import add
 from tatolab._cli.output import fail
@@ -34,16 +38,15 @@ SORT_KEYS = {  # the key's name -> (the row's field, biggest first)
 }
 
 
-def _totals(graph: dict[str, Any]) -> dict[tuple[str, str], tuple[int, int, int]]:
+def _node_totals(node: NodeView) -> tuple[int, int, int]:
+    """(bags read, bags written, bags dropped) so far by ``node``."""
+    written = sum(p["written"] or 0 for p in node["outputs"])
+    return sum(p["read"] for p in node["inputs"]), written, sum(p["dropped"] for p in node["inputs"])
+
+
+def _totals(graph: GraphView) -> dict[tuple[str, str], tuple[int, int, int]]:
     """(stream, node) -> (bags read, bags written, bags dropped) so far."""
-    out: dict[tuple[str, str], tuple[int, int, int]] = {}
-    for stream in graph.get("streams", []):
-        for node in stream.get("nodes", []):
-            written = sum(p.get("written") or 0 for p in node.get("outputs", []))
-            read = sum(p.get("read", 0) for p in node.get("inputs", []))
-            dropped = sum(p.get("dropped", 0) for p in node.get("inputs", []))
-            out[(stream["name"], node["name"])] = (read, written, dropped)
-    return out
+    return {(stream["name"], node["name"]): _node_totals(node) for stream in graph["streams"] for node in stream["nodes"]}
 
 
 def _rate(now: int, before: int | None, dt: float) -> float | None:
@@ -52,67 +55,90 @@ def _rate(now: int, before: int | None, dt: float) -> float | None:
     return round(max(0, now - before) / dt, 1)  # a counter that went back: the node restarted
 
 
-def _p(times: dict[str, Any] | None, key: str) -> float | None:
-    """A percentile of a node's own times (graph's ``process`` or ``wait``); None without calls."""
-    return times[key] if times and times.get("bags") else None
+def _timed(times: Times | None) -> Times | None:
+    """A node's own times (graph's ``process`` or ``wait``) when it has calls counted, else None."""
+    return times if times and times["bags"] else None
 
 
-def rows(before: dict[str, Any], after: dict[str, Any], dt: float) -> list[dict[str, Any]]:
+def _worst_inputs(stream: StreamView) -> dict[str, LinkView]:
+    """node -> the link into it whose bags are oldest when read (p99 over the last 10 s)."""
+    worst: dict[str, tuple[float, LinkView]] = {}
+    for link in stream["links"]:
+        latency, node = link["latency"], link["to"].get("node")
+        if not latency or not latency["bags"] or node is None:
+            continue
+        age = latency["p99_us"] or 0
+        if node not in worst or age > worst[node][0]:
+            worst[node] = (age, link)
+    return {node: link for node, (_, link) in worst.items()}
+
+
+def rows(before: GraphView, after: GraphView, dt: float) -> list[TopRow]:
     """One row per node of ``after``, its rates measured against ``before`` (``dt`` seconds earlier)."""
     then = _totals(before)
-    out = []
-    for stream in after.get("streams", []):
-        worst: dict[str, dict[str, Any]] = {}
-        for link in stream.get("links", []):
-            lat = link.get("latency")
-            if not lat or not lat.get("bags"):
-                continue
-            node = link["to"]["node"]
-            if node not in worst or (lat["p99_us"] or 0) > (worst[node]["latency"]["p99_us"] or 0):
-                worst[node] = link
-        for node in stream.get("nodes", []):
-            key = (stream["name"], node["name"])
-            read, written, dropped = _totals({"streams": [{"name": stream["name"], "nodes": [node]}]})[key]
-            old = then.get(key)
+    out: list[TopRow] = []
+    for stream in after["streams"]:
+        worst = _worst_inputs(stream)
+        for node in stream["nodes"]:
+            read, written, dropped = _node_totals(node)
+            old = then.get((stream["name"], node["name"]))
             link = worst.get(node["name"])
-            out.append({
-                "stream": stream["name"], "node": node["name"], "state": node.get("state"),
-                "cpu_percent": node.get("cpu_percent"), "memory_bytes": node.get("memory_bytes"),
-                "in_per_s": _rate(read, old and old[0], dt), "out_per_s": _rate(written, old and old[1], dt),
-                "dropped_per_s": _rate(dropped, old and old[2], dt),
-                "input": link["key"] if link else None,
-                "age_p50_us": link["latency"]["p50_us"] if link else None,
-                "age_p99_us": link["latency"]["p99_us"] if link else None,
-                "proc_p50_us": _p(node.get("process"), "p50_us"), "proc_p99_us": _p(node.get("process"), "p99_us"),
-                "wait_p50_us": _p(node.get("wait"), "p50_us"),
-            })
+            age = link["latency"] if link else None
+            process, wait = _timed(node["process"]), _timed(node["wait"])
+            out.append(TopRow(
+                stream=stream["name"], node=node["name"], state=node["state"],
+                cpu_percent=node["cpu_percent"], memory_bytes=node["memory_bytes"],
+                in_per_s=_rate(read, old and old[0], dt), out_per_s=_rate(written, old and old[1], dt),
+                dropped_per_s=_rate(dropped, old and old[2], dt),
+                input=link["key"] if link else None,
+                age_p50_us=age["p50_us"] if age else None, age_p99_us=age["p99_us"] if age else None,
+                proc_p50_us=process["p50_us"] if process else None, proc_p99_us=process["p99_us"] if process else None,
+                wait_p50_us=wait["p50_us"] if wait else None,
+            ))
     return out
 
 
-def paths(graph: dict[str, Any], limit: int) -> list[dict[str, Any]]:
-    every = [{"stream": s["name"], **p} for s in graph.get("streams", []) for p in s.get("paths", []) if p.get("bags")]
+def paths(graph: GraphView, limit: int) -> list[TopPath]:
+    every = [TopPath(stream=s["name"], **p) for s in graph["streams"] for p in s["paths"] if p["bags"]]
     every.sort(key=lambda p: -(p["p99_us"] or 0))
     return every[:limit]
 
 
-def _sorted(table: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+def _sorted(table: list[TopRow], key: str) -> list[TopRow]:
     field, biggest_first = SORT_KEYS[key]
-    known = [r for r in table if r[field] is not None]
-    unknown = [r for r in table if r[field] is None]
-    known.sort(key=lambda r: r[field], reverse=biggest_first)
+
+    def value(row: TopRow) -> Any:
+        return cast("Mapping[str, Any]", row)[field]  # the column the key names
+
+    known = [r for r in table if value(r) is not None]
+    unknown = [r for r in table if value(r) is None]
+    known.sort(key=value, reverse=biggest_first)
     return known + sorted(unknown, key=lambda r: (r["stream"], r["node"]))
 
 
-def sample(client: Client, stream: str | None) -> tuple[float, dict[str, Any]]:
-    return time.monotonic(), client.request("graph", **({"stream": stream} if stream else {}))
+def read_graph(answer: object) -> GraphView:
+    """The ``graph`` operation's answer, read through its model (keys it does not know are passed over)."""
+    import msgspec
+
+    from tatolab._model.fit import fit_problem
+
+    try:
+        return msgspec.convert(answer, GraphView)
+    except msgspec.ValidationError as exc:
+        raise SystemExit(fail(f"tatolab top cannot read the runtime's graph ({fit_problem(exc)}): the runtime runs "
+                              "another tatolab than this command; use the tatolab command of the runtime's "
+                              "install, or restart the runtime from this one")) from None
 
 
-def snapshot(before: tuple[float, dict[str, Any]], after: tuple[float, dict[str, Any]], sort: str,
-             limit: int) -> dict[str, Any]:
+def sample(client: Client, stream: str | None) -> tuple[float, GraphView]:
+    return time.monotonic(), read_graph(client.request("graph", **({"stream": stream} if stream else {})))
+
+
+def snapshot(before: tuple[float, GraphView], after: tuple[float, GraphView], sort: str, limit: int) -> TopView:
     """What one screen shows, as `--json` prints it."""
     dt = after[0] - before[0]
-    return {"interval_s": round(dt, 3), "sort": sort, "nodes": _sorted(rows(before[1], after[1], dt), sort),
-            "paths": paths(after[1], limit)}
+    return TopView(interval_s=round(dt, 3), sort=cast("SortKey", sort),
+                   nodes=_sorted(rows(before[1], after[1], dt), sort), paths=paths(after[1], limit))
 
 
 def _ms(us: float | None) -> str:
@@ -123,7 +149,7 @@ def _num(value: float | None, fmt: str = "{:,.0f}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
-def render(snap: dict[str, Any]) -> Any:
+def render(snap: TopView) -> Any:
     """The screen, as rich renderables."""
     from rich.console import Group
     from rich.table import Table

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import faulthandler
 import io
-import json
 import logging
 import os
 import queue
@@ -30,7 +29,7 @@ from tatolab._host.failing import cannot_run_line
 from tatolab._hints import missing_module_line
 from tatolab._host.imports import ImportReporter
 from tatolab._host.orphans import die_with_parent
-from tatolab._host.spec import EXIT_CANNOT_RUN, read_spec
+from tatolab._host.spec import EXIT_CANNOT_RUN, Message, SpecProblem, read_message, read_spec
 from tatolab._source_imports import from_source
 
 EXIT_CRASHED = 1
@@ -131,8 +130,9 @@ class _LoggingBridge(logging.Handler):
 class _Control:
     """Reads control messages from stdin on a thread of its own."""
 
-    def __init__(self, on_stop: Any = None) -> None:
-        self.messages: queue.SimpleQueue[dict] = queue.SimpleQueue()
+    def __init__(self, on_stop: Any = None, node: str = "?") -> None:
+        self.messages: queue.SimpleQueue[Message] = queue.SimpleQueue()
+        self.node = node
         self.stopping = threading.Event()
         # Held until the stop: sleep() is one acquire with a timeout (Event.wait builds a
         # Condition and a lock per call, ~1.5 us more, spent between a continuous node's write
@@ -164,10 +164,11 @@ class _Control:
     def _run(self) -> None:
         for line in sys.stdin:
             try:
-                message = json.loads(line)
-            except ValueError:
+                message = read_message(line, self.node)
+            except SpecProblem as exc:  # said, and left: the node goes on with the links it has
+                print(exc, file=sys.stderr, flush=True)
                 continue
-            if message.get("op") == "stop":
+            if message["op"] == "stop":
                 self.stop()
             else:
                 self.messages.put(message)
@@ -190,7 +191,12 @@ def main() -> None:
     log_fd = os.environ.pop("TATOLAB_LOG_FD", None)
     die_with_parent(int(parent) if parent else None)
     first = sys.stdin.readline()
-    spec = read_spec(first)
+    try:
+        spec = read_spec(first)
+    except SpecProblem as exc:  # a line of another tatolab's: said once, never restarted
+        _RecordSink(int(log_fd) if log_fd else None, exc.stream or "?", exc.node or "?").emit(
+            "error", str(exc), {"cannot_run": True})
+        sys.exit(EXIT_CANNOT_RUN)
     if "op" in spec:  # Stop: only it has an op
         return  # stopped before it was given its node
     sink = _RecordSink(int(log_fd) if log_fd else None, spec["stream"], spec["node"])
@@ -224,7 +230,7 @@ def main() -> None:
     # The runtime's watchdog sends SIGUSR1 before killing a hung node: the stacks land in the
     # log. faulthandler dumps from its C handler, so it works while a C call holds the GIL.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    control = _Control(on_stop=runner.wake)
+    control = _Control(on_stop=runner.wake, node=spec["node"])
     signal.signal(signal.SIGTERM, lambda *_: control.stop(wake=False))
     signal.signal(signal.SIGINT, lambda *_: control.stop(wake=False))
     try:

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from tatolab._host.status import open_for_node
 from tatolab._links.ring import RingError, RingReader, RingWriter, wait_any
 from tatolab._sdk.nodes import create
 from tatolab._surfaces import pool as surfaces
 from tatolab._host.ports import InputPort, OutputPort, ShapedInputPort
-from tatolab._host.spec import HostSpec, LinkSpec
+from tatolab._host.spec import HostSpec, LinkSpec, Message
 from tatolab._sdk.context import Inputs, NodeLogger, Outputs, RuntimeContextLimitedAccess
 from tatolab._sdk.audio import AudioShape
 
@@ -21,8 +22,27 @@ BAD_BAG_LOG_S = 1.0  # after its first BAD_BAGS_LOGGED, a link's bad bags are lo
 BAD_BAGS_LOGGED = 10
 
 
+class Control(Protocol):
+    """The node host's control thread, as the runner uses it (main.py's _Control)."""
+
+    messages: queue.SimpleQueue[Message]  # add_link / remove_link, read from stdin
+    stopping: threading.Event
+
+    def sleep(self, seconds: float) -> bool: ...  # True once stopping
+
+    def stop(self, wake: bool = True) -> None: ...
+
+
+class Sink(Protocol):
+    """Where the node's log records and metrics go (main.py's _RecordSink)."""
+
+    def emit(self, level: str, message: str, fields: dict[str, Any] | None = None) -> None: ...
+
+    def send(self, message: dict[str, Any]) -> None: ...
+
+
 class NodeRunner:
-    def __init__(self, spec: HostSpec, node_class: type, sink: Any) -> None:
+    def __init__(self, spec: HostSpec, node_class: type, sink: Sink) -> None:
         self.spec = spec
         self.name = spec["node"]
         self.execution = spec.get("execution", "reactive")
@@ -144,11 +164,10 @@ class NodeRunner:
             except (ValueError, AttributeError, TypeError):
                 pass  # closed meanwhile by the node's own thread
 
-    def _apply(self, message: dict[str, Any]) -> None:
-        op = message.get("op")
-        if op == "add_link" and message.get("port") in self.inputs:
+    def _apply(self, message: Message) -> None:
+        if message["op"] == "add_link" and message["port"] in self.inputs:
             self._add_link(message["port"], message["link"])
-        elif op == "remove_link":
+        elif message["op"] == "remove_link":
             self._remove_link(message["key"])
 
     def _relax_outputs(self) -> None:
@@ -157,11 +176,11 @@ class NodeRunner:
             if port.writer.grown:
                 port.writer.relax()  # under the writer's own lock: manual nodes may be writing meanwhile
 
-    def _drain_control(self, control: Any) -> None:
+    def _drain_control(self, control: Control) -> None:
         while not control.messages.empty():
             self._apply(control.messages.get())
 
-    def run(self, control: Any) -> None:
+    def run(self, control: Control) -> None:
         self.ctx.stopping = control.stopping  # set by the stop: what a thread node's run() loop waits on
         setup = getattr(self.instance, "setup", None)
         if setup is not None:
@@ -187,13 +206,13 @@ class NodeRunner:
                 writer.close()
             self.status.close()
 
-    def _housekeep(self, control: Any) -> None:
+    def _housekeep(self, control: Control) -> None:
         """Until the stop: control messages, and rings grown for big bags back to their size."""
         while not control.sleep(IDLE_WAKE_S):
             self._drain_control(control)
             self._relax_outputs()
 
-    def _run_thread(self, control: Any) -> None:
+    def _run_thread(self, control: Control) -> None:
         """execution="thread": the node's run(ctx) on a thread of the host's, once, while this thread
         keeps house. The stop sets ctx.stopping (run returns; teardown waits up to THREAD_STOP_S for
         it); what run raises ends the node as a process() that raised does, once: re-raised here."""
@@ -220,7 +239,7 @@ class NodeRunner:
                 run_still_running=True,
             )
 
-    def _run_reactive(self, control: Any) -> None:
+    def _run_reactive(self, control: Control) -> None:
         process = self.instance.process
         inputs = list(self.inputs.values())
         stopping = control.stopping
@@ -267,7 +286,7 @@ class NodeRunner:
             else:
                 control.sleep(wait_s)
 
-    def _run_continuous(self, control: Any) -> None:
+    def _run_continuous(self, control: Control) -> None:
         # The housekeeping comes before each call, not after: between the call's last write and
         # the sleep, a reader woken onto this core waits for it (see docs/architecture.md).
         process = self.instance.process

@@ -17,7 +17,7 @@ What a cold start gives is kept:
 - death with the runtime: the server dies with the runtime (parent-death signal) and the
   node host asks for the same with the server as its parent, so a killed runtime takes both.
 
-Replies: ``{"id", "pid"}`` with the child's pidfd attached (the runtime signals through it,
+The messages are typed in tatolab/_model/warm.py. Replies: ``{"id", "pid"}`` with the child's pidfd attached (the runtime signals through it,
 so a recycled pid is never hit), or ``{"id", "error"}``; then ``{"exit": pid, "code": c}``
 when a child ends (``c`` negative: killed by that signal, as ``subprocess`` says it).
 Before each fork it checks that nothing it read at start changed since (tatolab's and
@@ -30,14 +30,12 @@ after start: the runtime keeps one server per ``.venv`` and set of those variabl
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import selectors
 import signal
 import socket
 import sys
 import time
-from typing import Any
 
 # What every node and compile imports anyway: imported once here, shared by every child.
 import tatolab._host.main  # noqa: F401
@@ -45,6 +43,8 @@ import tatolab._host.runner  # noqa: F401
 import tatolab._sdk.builder  # noqa: F401  (what tatolab._compile needs; it runs as __main__ itself)
 import tatolab.stream  # noqa: F401
 from tatolab._host.orphans import die_with_parent
+from tatolab._model.warm import (Exited, Ready, Refused, Reply, Spawn, Spawned, Stale, WarmMessageProblem, encode,
+                                 read_request, request_id)
 
 MAX_FDS = 8
 MAX_MESSAGE = 4 * 1024 * 1024
@@ -98,17 +98,17 @@ class _Server:
         self.children: dict[int, int] = {}  # pidfd -> pid
         self.stamps = _preloaded_files()
 
-    def send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
-        data = json.dumps(message).encode()
+    def send(self, message: Reply, fds: list[int] | None = None) -> None:
+        data = encode(message)
         if fds:
             socket.send_fds(self.sock, [data], fds)
         else:
             self.sock.send(data)
 
-    def serve(self) -> dict[str, Any] | None:
+    def serve(self) -> tuple[Spawn, list[int]] | None:
         """Answer requests until the runtime hangs up (returns None), or, in a forked child,
-        return the request that child is to run."""
-        self.send({"ready": os.getpid()})
+        return the request that child is to run and its descriptors."""
+        self.send(Ready(os.getpid()))
         while True:
             for key, _ in self.selector.select():
                 if key.fileobj is self.sock:
@@ -118,50 +118,60 @@ class _Server:
                         return None
                     if not data:
                         return None  # the runtime is gone; our children die with us
-                    job = self._spawn(json.loads(data), fds)
-                    if job is not None:
-                        return job  # we are the child now
+                    try:
+                        request = read_request(data)
+                    except WarmMessageProblem as exc:
+                        for fd in fds:
+                            os.close(fd)
+                        number = request_id(data)
+                        if number is None:  # no asker to answer: said, and the runtime sees us end
+                            print(exc, file=sys.stderr, flush=True)
+                            return None
+                        self.send(Refused(number, str(exc)))
+                        continue
+                    if self._spawn(request, fds):
+                        return request, fds  # we are the child now
                 else:
                     self._reap(key.fd)
 
-    def _spawn(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any] | None:
+    def _spawn(self, request: Spawn, fds: list[int]) -> bool:
+        """Fork a child for ``request``: True in the child."""
         stale = _stale(self.stamps)
         if stale is not None:
             for fd in fds:
                 os.close(fd)
-            self.send({"id": request["id"], "stale": f"{stale} changed since this interpreter imported it"})
-            return None
+            self.send(Stale(request.id, f"{stale} changed since this interpreter imported it"))
+            return False
         try:
             pid = os.fork()
         except OSError as exc:
             for fd in fds:
                 os.close(fd)
-            self.send({"id": request["id"], "error": f"fork failed: {exc}"})
-            return None
+            self.send(Refused(request.id, f"fork failed: {exc}"))
+            return False
         if pid == 0:
             os.setsid()  # first of all: the runtime may signal the node's group as soon as it has the pid
-            request["fds"] = fds
-            return request
+            return True
         for fd in fds:
             os.close(fd)  # the child's now; a copy here would hold its pipes open
         try:
             pidfd = os.pidfd_open(pid)
         except OSError as exc:  # cannot happen before we reap it; say so rather than lose it
-            self.send({"id": request["id"], "error": f"pidfd_open failed: {exc}"})
+            self.send(Refused(request.id, f"pidfd_open failed: {exc}"))
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            return None
+            return False
         self.children[pidfd] = pid
         self.selector.register(pidfd, selectors.EVENT_READ)
-        self.send({"id": request["id"], "pid": pid}, [pidfd])
-        return None
+        self.send(Spawned(request.id, pid), [pidfd])
+        return False
 
     def _reap(self, pidfd: int) -> None:
         pid = self.children.pop(pidfd)
         self.selector.unregister(pidfd)
         os.close(pidfd)
         _, status = os.waitpid(pid, 0)
-        self.send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+        self.send(Exited(pid, os.waitstatus_to_exitcode(status)))
 
     def become_child(self) -> None:
         """In the child: drop everything of the server's, so only the request's descriptors stay."""
@@ -171,11 +181,10 @@ class _Server:
         self.sock.close()
 
 
-def _become(request: dict[str, Any], server: int) -> None:
+def _become(request: Spawn, fds: list[int], server: int) -> None:
     """Turn this forked child into ``python -m MODULE ARGS`` as the request describes."""
     die_with_parent(server)  # a fork does not inherit the parent-death signal
-    fds: list[int] = request["fds"]
-    targets: list[int] = request["targets"]
+    targets = request.targets
     # first out of the way (a received descriptor may already sit on a target number), then in place
     high = [os.dup(fd) for fd in fds]
     for fd in fds:
@@ -185,19 +194,19 @@ def _become(request: dict[str, Any], server: int) -> None:
         os.close(fd)
     os.closerange(max(targets) + 1, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") > 0 else 65536)
     os.environ.clear()
-    os.environ.update(request["env"])
-    os.chdir(request["cwd"])
+    os.environ.update(request.env)
+    os.chdir(request.cwd)
     time.tzset()
-    if request["module"] == "-c":  # `python -c CODE ARGS`
+    if request.module == "-c":  # `python -c CODE ARGS`
         if not _SAFE_PATH:
             sys.path[0] = ""  # what `python -c` puts first
-        sys.argv = ["-c", *request["args"][1:]]
-        _set_cmdline([request["python"], "-c", *request["args"]])
+        sys.argv = ["-c", *request.args[1:]]
+        _set_cmdline([request.python, "-c", *request.args])
         return
     if not _SAFE_PATH:
         sys.path[0] = os.getcwd()  # what `python -m` puts first: the folder it started in
-    sys.argv = [request["module"], *request["args"]]
-    _set_cmdline([request["python"], "-m", request["module"], *request["args"]])
+    sys.argv = [request.module, *request.args]
+    _set_cmdline([request.python, "-m", request.module, *request.args])
 
 
 def _set_cmdline(argv: list[str]) -> None:
@@ -222,24 +231,25 @@ def main() -> None:
     sock = socket.socket(fileno=fd)
     server = _Server(sock)
     pid = os.getpid()
-    request = server.serve()
-    if request is None:
+    job = server.serve()
+    if job is None:
         return
+    request, fds = job
     server.become_child()
     del server, sock
-    _become(request, pid)
-    if request["module"] == "-c":
+    _become(request, fds, pid)
+    if request.module == "-c":
         import builtins
         import types
 
         main_module = types.ModuleType("__main__")
         main_module.__builtins__ = builtins  # type: ignore[attr-defined]
         sys.modules["__main__"] = main_module
-        exec(compile(request["args"][0], "<string>", "exec"), main_module.__dict__)
+        exec(compile(request.args[0], "<string>", "exec"), main_module.__dict__)
         return
     import runpy
 
-    runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+    runpy.run_module(request.module, run_name="__main__", alter_sys=True)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 import mcp_types as types
@@ -32,6 +32,9 @@ from tatolab._mcp.calls import in_words, tool_call, tool_calls
 from tatolab._mcp.resources import GRAPH_TEMPLATE, Resources
 from tatolab._mcp.tools import BY_NAME, TOOLS, Tool, description, input_schema, output_schema
 from tatolab._surfaces.pool import PoolExhausted
+
+if TYPE_CHECKING:
+    from mcp.server.context import ServerRequestContext
 
 INSTRUCTIONS = (
     "Tatolab runs live streams on this machine; these tools talk to its runtime (tatolabd) over its "
@@ -87,7 +90,7 @@ async def operations() -> dict[str, dict[str, Any]]:
     return {entry["name"]: entry for entry in described}
 
 
-async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+async def list_tools(ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
     described = await operations()
     return types.ListToolsResult(tools=[
         types.Tool(name=tool.name, description=description(tool, described[tool.op]),
@@ -268,7 +271,7 @@ def images_result(frames: list[dict[str, Any]]) -> types.CallToolResult:
     return types.CallToolResult(content=content)
 
 
-async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
     try:
         result = await call(params.name, params.arguments or {})
     except Failed as exc:
@@ -287,13 +290,13 @@ RESOURCES = Resources(_answer)
 LISTEN = ListenHandler(RESOURCES.bus)
 
 
-def _handshake_era(ctx: Any) -> None:
+def _handshake_era(ctx: ServerRequestContext) -> None:
     """On a handshake-era session, changes are told as plain notifications (2026-07-28: on listen streams)."""
     if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
         RESOURCES.listening(ctx.session)
 
 
-async def listen(ctx: Any, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
+async def listen(ctx: ServerRequestContext, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
     """A 2026-07-28 listen stream: watch what it asks for while it is open."""
     wanted = params.notifications
     uris = [str(uri) for uri in wanted.resource_subscriptions or ()]
@@ -308,18 +311,18 @@ def _no_resource(exc: Exception) -> MCPError:
     return MCPError(INVALID_PARAMS, str(exc))
 
 
-async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+async def list_resources(ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
     _handshake_era(ctx)
     return types.ListResourcesResult(resources=await RESOURCES.list())
 
 
-async def list_resource_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+async def list_resource_templates(ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListResourceTemplatesResult:
     return types.ListResourceTemplatesResult(resource_templates=[types.ResourceTemplate(
         uri_template=GRAPH_TEMPLATE, name="stream graph", mime_type="application/json",
         description="The live graph of one stream, as the `graph` tool returns it.")])
 
 
-async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+async def read_resource(ctx: ServerRequestContext, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
     _handshake_era(ctx)
     uri = str(params.uri)
     try:
@@ -330,7 +333,7 @@ async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> ty
         uri=uri, mime_type="application/json", text=json.dumps(data, indent=2, default=str))])
 
 
-async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+async def subscribe(ctx: ServerRequestContext, params: types.SubscribeRequestParams) -> types.EmptyResult:
     _handshake_era(ctx)
     try:
         await RESOURCES.subscribe(str(params.uri))
@@ -339,16 +342,16 @@ async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.Emp
     return types.EmptyResult()
 
 
-async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+async def unsubscribe(ctx: ServerRequestContext, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
     RESOURCES.unsubscribe(str(params.uri))
     return types.EmptyResult()
 
 
-async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+async def list_prompts(ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
     return types.ListPromptsResult(prompts=[prompt.listed() for prompt in prompts.PROMPTS])
 
 
-async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+async def get_prompt(ctx: ServerRequestContext, params: types.GetPromptRequestParams) -> types.GetPromptResult:
     prompt = prompts.BY_NAME.get(params.name)
     if prompt is None:
         raise MCPError(INVALID_PARAMS, f"no prompt {params.name!r}; the prompts are {', '.join(prompts.BY_NAME)}")

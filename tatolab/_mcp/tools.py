@@ -43,7 +43,7 @@ class Tool:
 TOOLS: tuple[Tool, ...] = (
     Tool("list_streams", "streams", "observe"),
     Tool("graph", "graph", "observe", typed_answer=True),
-    Tool("slowest_paths", "slowest_paths", "observe",
+    Tool("slowest_paths", "slowest_paths", "observe", typed_answer=True,
          limits={"limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10}}),
     Tool("tap", "tap", "observe",
          limits={"count": {"type": "integer", "minimum": 1, "maximum": TAP_MAX_COUNT, "default": 5},
@@ -117,9 +117,9 @@ def input_schema(tool: Tool, described: dict[str, Any]) -> dict[str, Any]:
 
 
 def output_schema(tool: Tool, described: dict[str, Any]) -> dict[str, Any] | None:
-    """The JSON Schema of what the tool answers (the operation's answer: for ``graph``, made from
-    tatolab/_model/view.py), or None where the tool does not say (its answer is not the operation's
-    typed object)."""
+    """The JSON Schema of what the tool answers (the operation's answer: for ``graph`` and
+    ``slowest_paths``, made from tatolab/_model/view.py), or None where the tool does not say (its
+    answer is not the operation's typed object)."""
     if not tool.typed_answer:
         return None
     defs = described.get("$defs", {})

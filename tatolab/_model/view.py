@@ -1,5 +1,7 @@
 """What the ``graph`` operation answers (``tatolab graph``, the MCP tool), as docs/graph.md shows
-it: the MCP server's JSON Schema for it is made from these, so agents get its real shape.
+it: the MCP server's JSON Schema for it is made from these, so agents get its real shape. Below
+it, the views made from it: what ``slowest_paths`` answers (its MCP tool's output schema too),
+and what ``tatolab top`` shows (its ``--json``), which reads the graph through this model.
 
 Keys every answer has are required; keys present only sometimes (an exposed output's
 ``network``, a URL link's ``network_missed``, a stream listed but not loaded's ``reason``) are
@@ -189,6 +191,7 @@ class PathView(_PathKeys, _PathFrom, total=False):
 
     from_reason: str  # "from" is null: why
 
+
 class _StreamKeys(TypedDict):
     name: str
     state: str  # as `tatolab streams` shows it: attached, kept, stopped, failed, ...
@@ -242,3 +245,74 @@ class _GraphViewKeys(TypedDict):
 
 class GraphView(_GraphViewKeys, total=False):
     recordings: list[dict[str, Any]]  # `tatolab record` in progress (tatolab/_runtime/lifecycle/recordings.py)
+
+
+class SlowestLink(TypedDict):
+    """The link along a path whose bags waited longest before they were read (p99 of read age)."""
+
+    key: str
+    p50_us: float | None
+    p99_us: float | None
+
+
+class SlowestNode(TypedDict):
+    """The node along a path whose process() calls took longest (p99)."""
+
+    node: str
+    process_p50_us: float | None
+    process_p99_us: float | None
+    wait_p50_us: float | None
+
+
+class _StreamOf(TypedDict):
+    stream: str  # the stream whose path it is
+
+
+class _SlowKeys(_StreamOf):
+    slowest_link: SlowestLink | None
+    slowest_node: SlowestNode | None
+
+
+class SlowPath(PathView, _SlowKeys, total=False):
+    """A path as ``slowest_paths`` gives it: its stream, and where along it the time goes."""
+
+
+class SlowestPaths(TypedDict):
+    """What ``slowest_paths`` answers (docs/graph.md, "Where time goes"): slowest first."""
+
+    paths: list[SlowPath]
+
+
+SortKey = Literal["age", "proc", "cpu", "memory", "in", "out", "dropped", "name"]
+
+
+class TopRow(TypedDict):
+    """A node's row in ``tatolab top``: rates over the interval, ages and times over the last 10 s."""
+
+    stream: str
+    node: str
+    state: NodeStateName
+    cpu_percent: float | None
+    memory_bytes: int | None
+    in_per_s: float | None  # bags read per second (None: the first sample)
+    out_per_s: float | None
+    dropped_per_s: float | None
+    input: str | None  # the link into it whose bags are oldest when read (p99)
+    age_p50_us: float | None
+    age_p99_us: float | None
+    proc_p50_us: float | None
+    proc_p99_us: float | None
+    wait_p50_us: float | None
+
+
+class TopPath(PathView, _StreamOf, total=False):
+    """A path in ``tatolab top``: the graph's, with its stream."""
+
+
+class TopView(TypedDict):
+    """One screen of ``tatolab top``, as ``--json`` prints it."""
+
+    interval_s: float
+    sort: SortKey
+    nodes: list[TopRow]
+    paths: list[TopPath]

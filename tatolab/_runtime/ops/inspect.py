@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncGenerator, Literal, TypedDict, cast
+from typing import Any, AsyncGenerator, Literal, TypedDict
 
 
 from tatolab import _bags
@@ -11,7 +11,7 @@ from tatolab._control.errors import ControlError
 from tatolab._control.operations import Events
 from tatolab._links.aio import AsyncRingReader
 from tatolab._links.ring import RingError, RingReader
-from tatolab._model.view import GraphView
+from tatolab._model.view import GraphView, SlowestPaths
 from tatolab._runtime.views.graph import build_graph
 from tatolab._runtime.views.timing import slowest
 from tatolab._runtime.lifecycle.nodes import claim_reader, release_reader
@@ -45,10 +45,10 @@ async def graph(runtime: Runtime, stream: str | None = None) -> GraphView:
         add_url_missed(graph, runtime, runtime.relay)
     add_recordings(graph, runtime)
     add_foxglove(graph, runtime)
-    return cast(GraphView, graph)  # built as plain dicts in views/graph.py, in the model's shape
+    return graph
 
 
-def add_url_missed(graph: dict[str, Any], runtime: Runtime, relay: Relay) -> None:
+def add_url_missed(graph: GraphView, runtime: Runtime, relay: Relay) -> None:
     """A URL link's bags the relay it reads never handed over (it fell behind, or a group came
     late), counted in its ``dropped`` as a ring's are, and on their own as ``network_missed``."""
     for entry in graph["streams"]:
@@ -67,7 +67,7 @@ def add_url_missed(graph: dict[str, Any], runtime: Runtime, relay: Relay) -> Non
                     port["dropped"] += missed
 
 
-def add_foxglove(graph: dict[str, Any], runtime: Runtime) -> None:
+def add_foxglove(graph: GraphView, runtime: Runtime) -> None:
     """Whether the Foxglove server runs (and its port); the reader records lent to it marked as its own."""
     service = runtime.foxglove
     if service is None:
@@ -82,7 +82,7 @@ def add_foxglove(graph: dict[str, Any], runtime: Runtime) -> None:
                         tap["foxglove"] = True
 
 
-def add_recordings(graph: dict[str, Any], runtime: Runtime) -> None:
+def add_recordings(graph: GraphView, runtime: Runtime) -> None:
     """The recordings in progress, and on each output a recording reads, its reader marked as the recording's."""
     live = [r for r in runtime.recordings.values() if r.state != "ended"]
     graph["recordings"] = [r.row() for r in live]
@@ -97,7 +97,7 @@ def add_recordings(graph: dict[str, Any], runtime: Runtime) -> None:
 
 
 @op("slowest_paths")
-async def slowest_paths(runtime: Runtime, stream: str | None = None, limit: int = 10) -> dict[str, Any]:
+async def slowest_paths(runtime: Runtime, stream: str | None = None, limit: int = 10) -> SlowestPaths:
     """What is late, and where: every stream's (or ``stream``'s) source-to-sink paths, slowest first by
     p99 over the last 10 s, each with ``from``, ``to``, ``through``, ``p50_us``, ``p90_us``, ``p99_us``,
     ``max_us``, ``bags``, its ``slowest_link`` (the link along it whose bags waited longest before
@@ -112,7 +112,7 @@ async def slowest_paths(runtime: Runtime, stream: str | None = None, limit: int 
     return {"paths": slowest(build_graph(runtime.streams, rows, only=stream), limit)}
 
 
-def add_network(graph: dict[str, Any], relay: Relay) -> None:
+def add_network(graph: GraphView, relay: Relay) -> None:
     """Each exposed output's network readers and what was sent to them; the relay's own reader
     record is the network's, not a tap."""
     machine = graph["runtime"]["name"]

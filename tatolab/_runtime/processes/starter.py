@@ -28,6 +28,8 @@ from typing import Any, Callable, Mapping, Protocol
 
 from tatolab import _settings as settings
 from tatolab._host.orphans import die_with_parent
+from tatolab._model.warm import (Exited, Ready, Refused, Spawn, Spawned, Stale, WarmMessageProblem, encode,
+                                 read_reply)
 
 TITLE_ROOM = " " * 200  # room in the argument area for a child's own command line (warm.py)
 LOG_FD = 3  # where a warm child finds the node host's log pipe
@@ -203,6 +205,7 @@ class WarmServer:
         self._out: collections.deque[tuple[bytes, list[int]]] = collections.deque()
         self._writing = False
         self._ready: asyncio.Future | None = None
+        self.problem: str | None = None  # a message of its that did not fit: why it is no longer used
         self._drain: asyncio.Task | None = None
         self.retiring = False  # replaced (its files changed): it starts nothing more, and ends with its last child
         self._closing: asyncio.Future | None = None
@@ -267,37 +270,46 @@ class WarmServer:
             if not data:
                 self._lost()
                 return
-            message = json.loads(data)
-            if "ready" in message:
+            try:
+                message = read_reply(data)
+            except WarmMessageProblem as exc:  # another tatolab's interpreter: its starts fail, they start cold
+                for fd in fds:
+                    os.close(fd)
+                self.problem = str(exc)
+                self._lost(self.problem)
+                asyncio.ensure_future(self.close())
+                return
+            if isinstance(message, Ready):
                 if self._ready is not None and not self._ready.done():
-                    self._ready.set_result(message["ready"])
-            elif "exit" in message:
-                child = self.children.pop(message["exit"], None)
+                    self._ready.set_result(message.ready)
+            elif isinstance(message, Exited):
+                child = self.children.pop(message.exit, None)
                 if child is not None:
-                    child._ended(message["code"])
+                    child._ended(message.code)
                     self._retire_if_done()
-                elif message["exit"] in self._unclaimed:
+                elif message.exit in self._unclaimed:
                     # it ended before its spawn() got as far as registering it: kept for spawn() to find
-                    self._unclaimed[message["exit"]] = message["code"]
+                    self._unclaimed[message.exit] = message.code
             else:
-                future = self._pending.pop(message.get("id"), None)
+                future = self._pending.pop(message.id, None)
                 if future is not None and not future.done():
-                    if "pid" in message:
-                        self._unclaimed[message["pid"]] = None
+                    if isinstance(message, Spawned):
+                        self._unclaimed[message.pid] = None
                     future.set_result((message, fds))
-                    if "pid" not in message:
+                    if not isinstance(message, Spawned):
                         self._retire_if_done()
                 else:  # its asker gave up (cancelled): the child must not run untracked
                     for fd in fds:
-                        if "pid" in message:
+                        if isinstance(message, Spawned):
                             try:
                                 signal.pidfd_send_signal(fd, signal.SIGKILL)
                             except OSError:
                                 pass
                         os.close(fd)
 
-    def _lost(self) -> None:
-        """The warm interpreter is gone: its children died with it (parent-death signal)."""
+    def _lost(self, why: str = "the warm interpreter ended") -> None:
+        """The warm interpreter is gone (or, ``why``, no longer understood): its children died with
+        it (parent-death signal)."""
         if not self.alive:
             return
         self.alive = False
@@ -308,10 +320,10 @@ class WarmServer:
                 loop.remove_writer(self.sock.fileno())
         for future in self._pending.values():
             if not future.done():
-                future.set_exception(OSError("the warm interpreter ended"))
+                future.set_exception(OSError(why))
         self._pending.clear()
         if self._ready is not None and not self._ready.done():
-            self._ready.set_exception(OSError("the warm interpreter ended"))
+            self._ready.set_exception(OSError(why))
         for child in self.children.values():
             child._ended(-signal.SIGKILL)
         self.children.clear()
@@ -369,21 +381,22 @@ class WarmServer:
         request_id = self._ids
         future = loop.create_future()
         self._pending[request_id] = future
-        request = {"id": request_id, "python": str(self.python), "module": module, "args": args, "cwd": str(cwd), "env": env, "targets": targets}
-        self._send(json.dumps(request).encode(), theirs)
+        request = Spawn(id=request_id, python=str(self.python), module=module, args=args, cwd=str(cwd), env=env,
+                        targets=targets)
+        self._send(encode(request), theirs)
         try:
             message, fds = await future
         except BaseException:
             for fd in ours:
                 os.close(fd)
             raise
-        if "stale" in message or "error" in message:
+        if not isinstance(message, Spawned):
             for fd in ours:
                 os.close(fd)
-            if "stale" in message:
-                raise _Stale(message["stale"])
-            raise OSError(message["error"])
-        pid = message["pid"]
+            if isinstance(message, Stale):
+                raise _Stale(message.stale)
+            raise OSError(message.error if isinstance(message, Refused) else f"the warm interpreter answered {message}")
+        pid = message.pid
         try:
             stdout = await _reader(out_r, limit)
             stderr = await _reader(err_r, limit)
@@ -472,6 +485,9 @@ class WarmStarter:
                     self._retire(server, venv, str(stale))
                 except OSError:
                     self._forget(venv, env, server)
+                    if server.problem is not None:  # it speaks another tatolab's messages: cold for a while
+                        self._failed[venv] = time.monotonic()
+                        self.say("warning", server.problem, venv=venv)
                     break
         return await self.cold.start(python, module, args, cwd=cwd, env=env, log_fd=log_fd, stdin=stdin, limit=limit)
 
@@ -512,6 +528,8 @@ class WarmStarter:
             await server.open()
         except OSError:
             self._failed[venv] = time.monotonic()
+            if server.problem is not None:
+                self.say("warning", server.problem, venv=venv)
             server = None
         else:
             self.servers[key] = server

@@ -28,8 +28,9 @@ import asyncio
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
+from tatolab._model.view import Network, VideoNetwork
 from tatolab._runtime.relay import cert as certs
 from tatolab._runtime.relay import config, upstream
 from tatolab._runtime.relay.bridge import Bridge, Say
@@ -155,25 +156,26 @@ class Relay:
     def _names(self) -> list[str]:
         return ["localhost", config.LOOPBACK, "::1", self.machine, *self.public_hosts]
 
-    def network(self, path: str) -> dict[str, Any]:
+    def network(self, path: str) -> Network:
         """Network readers of the broadcast at ``path`` and what was sent to them."""
         readers, sent = self._serving.listeners.network(path)
         output = self._serving.outputs.get(path)
-        return {
-            "readers": readers,
-            "bytes_sent": sent,
-            "bags_sent": output.bags_sent if output else 0,
+        network = Network(
+            readers=readers,
+            bytes_sent=sent,
+            bags_sent=output.bags_sent if output else 0,
             # bags the relay never read because its ring's writer lapped it (it fell behind)
-            "dropped": output.dropped if output else 0,
-            "reading": output is not None and output.reader_index is not None,
-            **({"video": {"encoding": output.encoding, "encodes": output.encodes,
-                          "frames_encoded": output.frames_encoded, "frames_skipped": output.frames_skipped,
-                          "encoder": output.encoder or None,
-                          # its encoder's own process, supervised as a built-in node is (encoding.py)
-                          **(output.encoder_process.state() if output.encoder_process is not None
-                             else {"pid": None, "restarts": 0, "last_error": None})}}
-               if output is not None and output.videos else {}),
-        }
+            dropped=output.dropped if output else 0,
+            reading=output is not None and output.reader_index is not None,
+        )
+        if output is not None and output.videos:
+            network["video"] = cast(VideoNetwork, {
+                "encoding": output.encoding, "encodes": output.encodes, "frames_encoded": output.frames_encoded,
+                "frames_skipped": output.frames_skipped, "encoder": output.encoder or None,
+                # its encoder's own process, supervised as a built-in node is (encoding.py)
+                **(output.encoder_process.state() if output.encoder_process is not None
+                   else {"pid": None, "restarts": 0, "last_error": None})})
+        return network
 
     def missed(self, pull: PullId) -> int:
         """Bags of the URL link ``pull`` its relay never handed over (ordered.py)."""

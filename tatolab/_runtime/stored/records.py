@@ -9,17 +9,20 @@ import json
 import os
 import re
 import time
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from tatolab._graph import Exposure, Graph
-from tatolab._model.graph import GraphProblem, check_graph, is_stream_name
+from tatolab._model.graph import is_stream_name
+from tatolab._model.record import RECORD_VERSION, RecordFile, RecordReason, read_record
 from tatolab._safe_fs import create_private_file, private_dir
 from tatolab._control.errors import ControlError, Fix, Reason
 from tatolab._words import counted
 
-RECORD_VERSION = 1
 _TEMP_SUFFIX = ".tmp"
 
 
@@ -80,57 +83,39 @@ class KeptRecord:
         return "failed" if self.failed else "stopped" if self.stopped else "kept"
 
     def to_json(self) -> dict[str, Any]:
-        # project first: a record cut short by hand still tells whose it was
-        return {
-            "version": RECORD_VERSION,
-            "name": self.name,
-            "project": self.project,
-            "python": self.python,
-            "target": self.target,
-            "file": self.file,
-            "stopped": self.stopped,
-            "failed": self.failed.to_wire() if self.failed else None,
-            "kept_at": self.kept_at or time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "exposures": self.exposures,
-            "sources": self.sources,
-            "env": self.env,
-            "graph": self.graph,
-        }
+        """The record file's JSON (tatolab/_model/record.py's RecordFile)."""
+        return msgspec.to_builtins(RecordFile(
+            version=RECORD_VERSION,
+            name=self.name,
+            project=self.project,
+            python=self.python,
+            target=self.target,
+            file=self.file,
+            stopped=self.stopped,
+            failed=typing.cast(RecordReason, self.failed.to_wire()) if self.failed else None,
+            kept_at=self.kept_at or time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            exposures=self.exposures,
+            sources=self.sources,
+            env=self.env,
+            graph=self.graph,
+        ))
 
     @classmethod
     def from_json(cls, data: Any) -> "KeptRecord":
-        """Raises ValueError naming what is wrong when ``data`` is not a whole record."""
-        if not isinstance(data, dict):
-            raise ValueError("it is not a JSON object")
-        if data.get("version") != RECORD_VERSION:
-            raise ValueError(f"its version is {data.get('version')!r}, this runtime reads version {RECORD_VERSION}")
-        for key, kind in (("name", str), ("project", str), ("python", str), ("graph", dict), ("stopped", bool)):
-            if not isinstance(data.get(key), kind):
-                raise ValueError(f"its {key!r} is missing or not a {kind.__name__}")
-        try:
-            graph = check_graph(data["graph"])
-        except GraphProblem as exc:
-            raise ValueError(f"its graph {exc}") from None
-        env, sources = data.get("env"), data.get("sources")
-        if env is not None and not (
-            isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
-        ):
-            raise ValueError("its 'env' is not an object of text variables")
-        if sources is not None and not isinstance(sources, str):
-            raise ValueError("its 'sources' is not a path")
-        failed = data.get("failed")
+        """Raises ValueError (RecordProblem) naming what is wrong when ``data`` is not a whole record."""
+        record = read_record(data)
         return cls(
-            name=data["name"],
-            project=data["project"],
-            python=data["python"],
-            graph=graph,
-            target=data.get("target"),
-            file=data.get("file"),
-            stopped=data["stopped"],
-            failed=Reason.from_wire(failed) if failed else None,  # plain text in records written before
-            kept_at=str(data.get("kept_at") or ""),
-            env=env,
-            sources=sources,
+            name=record.name,
+            project=record.project,
+            python=record.python,
+            graph=record.graph,
+            target=record.target,
+            file=record.file,
+            stopped=record.stopped,
+            failed=Reason.from_wire(record.failed) if record.failed else None,
+            kept_at=record.kept_at or "",
+            env=record.env,
+            sources=record.sources,
         )
 
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from tatolab import __version__
 from tatolab._graph import Node
 from tatolab._control.errors import Reason
 from tatolab._links import ring
+from tatolab._model.view import GraphView, StreamView, Surfaces
 from tatolab._runtime.relay.tokens import redact
 from tatolab._runtime.rules.exposure import exposure_levels
 from tatolab._runtime.rules.health import NodeState, shown_state
@@ -238,7 +239,7 @@ def build_graph(
     *,
     only: str | None = None,
     read_counters: CounterReader = ring.read_counters,
-) -> dict[str, Any]:
+) -> GraphView:
     """The graph of every stream in ``rows`` (what ``tatolab streams`` lists), or only the one named ``only``.
 
     A stream listed but not loaded (a stopped or failed kept stream) appears with no nodes.
@@ -255,10 +256,10 @@ def build_graph(
                             **({"why": row["why"]} if "why" in row else {}), "nodes": [], "links": [], "paths": []})
         else:
             entries.append(stream_entry(loaded, row, now_ns=now_ns, read_counters=read_counters, topology=topology))
-    return {
-        "version": GRAPH_VERSION,
-        "runtime": {"name": machine_name(), "version": __version__, "pid": os.getpid()},
-        "now_ns": now_ns,
-        "surfaces": pool_stats(),
-        "streams": entries,
-    }
+    return GraphView(  # its streams built as plain dicts above, in the model's shape (tests/test_model.py)
+        version=GRAPH_VERSION,
+        runtime={"name": machine_name(), "version": __version__, "pid": os.getpid()},
+        now_ns=now_ns,
+        surfaces=cast("Surfaces | None", pool_stats()),
+        streams=cast("list[StreamView]", entries),
+    )

@@ -10,10 +10,11 @@ start in another stream; its ``from`` and ``through`` then name that stream.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 from tatolab._links import latency
 from tatolab._links.shm import RingError
+from tatolab._model.view import GraphView, SlowestLink, SlowestNode, SlowPath, StreamView
 from tatolab._runtime.lifecycle.streams import link_key
 
 NodeId = tuple[str, str]  # (stream, node)
@@ -136,36 +137,37 @@ def stream_paths(stream: Any, records: dict[str, dict[str, Any]], topology: Topo
     return paths
 
 
-def _slowest_node(stream: dict[str, Any], on: set[str]) -> dict[str, Any] | None:
+def _slowest_node(stream: StreamView, on: set[str]) -> SlowestNode | None:
     """The node on a path (``on``: its nodes in this stream) whose process() calls took longest
     (p99 over the last 10 s), with its times; None when none has any."""
-    timed = [n for n in stream.get("nodes", []) if n["name"] in on and (n.get("process") or {}).get("bags")]
-    node = max(timed, key=lambda n: n["process"]["p99_us"] or 0, default=None)
-    if node is None:
+    timed = [(n, times) for n in stream.get("nodes", []) if n["name"] in on and (times := n.get("process")) and times["bags"]]
+    if not timed:
         return None
-    wait = node.get("wait") or {}
-    return {"node": node["name"], "process_p50_us": node["process"]["p50_us"],
-            "process_p99_us": node["process"]["p99_us"], "wait_p50_us": wait.get("p50_us")}
+    node, process = max(timed, key=lambda pair: pair[1]["p99_us"] or 0)
+    wait = node.get("wait")
+    return SlowestNode(node=node["name"], process_p50_us=process["p50_us"], process_p99_us=process["p99_us"],
+                       wait_p50_us=wait["p50_us"] if wait else None)
 
 
-def slowest(graph: dict[str, Any], limit: int = 10) -> list[dict[str, Any]]:
+def slowest(graph: GraphView, limit: int = 10) -> list[SlowPath]:
     """Every stream's paths, slowest (p99 over the last 10 s) first, each naming its stream, the
     link along it whose bags waited longest (p99 of read age), and the node along it whose
     process() calls took longest (p99)."""
-    out = []
+    out: list[SlowPath] = []
     for stream in graph.get("streams", []):
-        links = [link for link in stream.get("links", []) if link.get("latency") and link["latency"]["bags"]]
+        links = [(link, age) for link in stream.get("links", []) if (age := link.get("latency")) and age["bags"]]
         for path in stream.get("paths", []):
             if not path.get("bags"):
                 continue
             # the links of this stream along the path: into a node on it, from a node on it or its origin
             on = {n for n in path["through"] if "/" not in n} | {path["to"].split("/")[0]}
             starts = on | {(path["from"] or "").split("/")[0]}
-            along = [link for link in links if link["to"]["node"] in on
+            along = [(link, age) for link, age in links if link["to"]["node"] in on
                      and (link["from"].get("node") in starts or "address" in link["from"])]
-            worst = max(along, key=lambda link: link["latency"]["p99_us"] or 0, default=None)
-            out.append({"stream": stream["name"], **path, "slowest_link": None if worst is None else
-                        {"key": worst["key"], "p50_us": worst["latency"]["p50_us"], "p99_us": worst["latency"]["p99_us"]},
-                        "slowest_node": _slowest_node(stream, on)})
+            worst = max(along, key=lambda pair: pair[1]["p99_us"] or 0, default=None)
+            out.append(cast(SlowPath, {
+                "stream": stream["name"], **path, "slowest_link": None if worst is None else
+                SlowestLink(key=worst[0]["key"], p50_us=worst[1]["p50_us"], p99_us=worst[1]["p99_us"]),
+                "slowest_node": _slowest_node(stream, on)}))
     out.sort(key=lambda p: -(p["p99_us"] or 0))
     return out[:limit]

@@ -7,11 +7,14 @@ bag every codec shares (tatolab/_sdk/packets.py, codec "opus").
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tatolab._sdk.audio import check_format
 from tatolab._sdk.builtins.marks import builtin
 from tatolab._sdk.nodes import node
+
+if TYPE_CHECKING:
+    from tatolab._sdk.context import RuntimeContextLimitedAccess
 
 OPUS_FRAME_MS = (2.5, 5, 10, 20, 40, 60)
 OPUS_RATE = 48000
@@ -98,7 +101,7 @@ class SpeakerSink:
     def __init__(self, config: SpeakerConfig) -> None:
         self.config = config
 
-    def process(self, ctx: Any) -> None:  # runs in the runtime's process for it, never here
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:  # runs in the runtime's process for it, never here
         raise RuntimeError("SpeakerSink runs inside the runtime")
 
 
@@ -132,7 +135,7 @@ class OpusEncoder:
     def __init__(self, config: OpusEncoderConfig) -> None:
         self.config = config
 
-    def process(self, ctx: Any) -> None:  # runs in the runtime's process for it, never here
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:  # runs in the runtime's process for it, never here
         raise RuntimeError("OpusEncoder runs inside the runtime")
 
 
@@ -159,5 +162,5 @@ class OpusDecoder:
     def __init__(self, config: OpusDecoderConfig) -> None:
         self.config = config
 
-    def process(self, ctx: Any) -> None:  # runs in the runtime's process for it, never here
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:  # runs in the runtime's process for it, never here
         raise RuntimeError("OpusDecoder runs inside the runtime")

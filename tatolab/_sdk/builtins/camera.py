@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tatolab._sdk.builtins.marks import builtin
 from tatolab._sdk.nodes import node
+
+if TYPE_CHECKING:
+    from tatolab._sdk.context import RuntimeContextLimitedAccess
 
 CAMERA_FORMATS = ("yuyv422", "mjpeg", "nv12")  # what a CameraSource may ask of the camera
 VIRTUAL_FORMATS = ("yuyv422", "rgb24")  # what a VirtualCameraSink offers other applications
@@ -83,7 +86,7 @@ class CameraSource:
     def __init__(self, config: CameraSourceConfig) -> None:
         self.config = config
 
-    def run(self, ctx: Any) -> None:  # runs in the node host, on its thread (tatolab/_builtins/camera.py)
+    def run(self, ctx: RuntimeContextLimitedAccess) -> None:  # runs in the node host, on its thread (tatolab/_builtins/camera.py)
         raise RuntimeError("CameraSource runs inside the runtime")
 
 
@@ -126,5 +129,5 @@ class VirtualCameraSink:
     def __init__(self, config: VirtualCameraSinkConfig) -> None:
         self.config = config
 
-    def process(self, ctx: Any) -> None:  # runs in the runtime's process for it, never here
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:  # runs in the runtime's process for it, never here
         raise RuntimeError("VirtualCameraSink runs inside the runtime")

@@ -9,10 +9,13 @@ codec: the machine's hardware encoder where it has one (NVENC, then VAAPI), the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tatolab._sdk.builtins.marks import builtin
 from tatolab._sdk.nodes import node
+
+if TYPE_CHECKING:
+    from tatolab._sdk.context import RuntimeContextLimitedAccess
 
 # x264's and x265's preset names; a hardware encoder gets the nearest of its own (see _builtins.codecs)
 PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow")
@@ -130,7 +133,7 @@ class H264Encoder:
     def __init__(self, config: H264EncoderConfig) -> None:
         self.config = config
 
-    def process(self, ctx: Any) -> None:  # runs in the runtime's process for it, never here
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:  # runs in the runtime's process for it, never here
         raise RuntimeError("H264Encoder runs inside the runtime")
 
 
@@ -148,7 +151,7 @@ class H265Encoder:
     def __init__(self, config: H265EncoderConfig) -> None:
         self.config = config
 
-    def process(self, ctx: Any) -> None:
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:
         raise RuntimeError("H265Encoder runs inside the runtime")
 
 
@@ -166,7 +169,7 @@ class H264Decoder:
     def __init__(self, config: H264DecoderConfig) -> None:
         self.config = config
 
-    def process(self, ctx: Any) -> None:
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:
         raise RuntimeError("H264Decoder runs inside the runtime")
 
 
@@ -184,5 +187,5 @@ class H265Decoder:
     def __init__(self, config: H265DecoderConfig) -> None:
         self.config = config
 
-    def process(self, ctx: Any) -> None:
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:
         raise RuntimeError("H265Decoder runs inside the runtime")

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tatolab._sdk.builtins.marks import builtin
 from tatolab._sdk.nodes import node
+
+if TYPE_CHECKING:
+    from tatolab._sdk.context import RuntimeContextLimitedAccess
 
 
 def _positive(name: str, value: Any, unit: str, high: float) -> None:
@@ -59,7 +62,7 @@ class Mp4Sink:
     def __init__(self, config: Mp4SinkConfig) -> None:
         self.config = config
 
-    def process(self, ctx: Any) -> None:  # runs in the runtime's process for it, never here
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:  # runs in the runtime's process for it, never here
         raise RuntimeError("Mp4Sink runs inside the runtime")
 
 
@@ -113,5 +116,5 @@ class McapSource:
     def __init__(self, config: McapSourceConfig) -> None:
         self.config = config
 
-    def run(self, ctx: Any) -> None:  # runs in the node host, on its thread (tatolab/_builtins/mcap_source.py)
+    def run(self, ctx: RuntimeContextLimitedAccess) -> None:  # runs in the node host, on its thread (tatolab/_builtins/mcap_source.py)
         raise RuntimeError("McapSource runs inside the runtime")

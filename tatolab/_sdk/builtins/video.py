@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dataclasses import dataclass
-from typing import Any
 
 from tatolab._sdk.builtins.marks import builtin
 from tatolab._sdk.nodes import node
+
+if TYPE_CHECKING:
+    from tatolab._sdk.context import RuntimeContextLimitedAccess
 
 
 PATTERNS = ("bars", "ramp")
@@ -45,7 +49,7 @@ class TestPatternSource:
     def __init__(self, config: TestPatternConfig) -> None:
         self.config = config
 
-    def run(self, ctx: Any) -> None:  # runs in the node host, on its thread (tatolab/_builtins/test_pattern.py)
+    def run(self, ctx: RuntimeContextLimitedAccess) -> None:  # runs in the node host, on its thread (tatolab/_builtins/test_pattern.py)
         raise RuntimeError("TestPatternSource runs inside the runtime")
 
 
@@ -82,5 +86,5 @@ class GlslPixelEffect:
     def __init__(self, config: GlslPixelEffectConfig) -> None:
         self.config = config
 
-    def process(self, ctx: Any) -> None:  # runs in the runtime's process for it, never here
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:  # runs in the runtime's process for it, never here
         raise RuntimeError("GlslPixelEffect runs inside the runtime")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dataclasses import dataclass
-from typing import Any
 
 from tatolab._sdk.builtins.marks import builtin
 from tatolab._sdk.nodes import node
+
+if TYPE_CHECKING:
+    from tatolab._sdk.context import RuntimeContextLimitedAccess
 
 SCALINGS = ("fit", "fill", "stretch")
 
@@ -54,5 +58,5 @@ class DisplayWindow:
     def __init__(self, config: DisplayWindowConfig) -> None:
         self.config = config
 
-    def process(self, ctx: Any) -> None:  # runs in the runtime's process for it, never here
+    def process(self, ctx: RuntimeContextLimitedAccess) -> None:  # runs in the runtime's process for it, never here
         raise RuntimeError("DisplayWindow runs inside the runtime")
