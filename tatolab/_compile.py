@@ -23,7 +23,7 @@ from tatolab._graph import Graph
 from tatolab._sdk.builder import StreamBuilder, is_stream
 from tatolab._errors import ProjectError, TatolabError
 from tatolab._hints import missing_module_line
-from tatolab._sdk.naming import url_safe
+from tatolab._naming import url_safe
 from tatolab._sdk.nodes import is_node
 from tatolab._source_imports import SourceOnlyLoader, from_source
 from tatolab._user_code import user_code

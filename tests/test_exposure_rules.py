@@ -8,7 +8,7 @@ from tatolab._control.errors import Fix
 from tatolab._control.words import render
 from tatolab._runtime.rules.exposure import exposure_levels, resolve
 from tatolab._runtime.machine import tailscale_name
-from tatolab._sdk.naming import parse_address
+from tatolab._naming import parse_address
 
 
 @dataclass

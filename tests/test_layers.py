@@ -10,7 +10,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "tatolab"
 
 FLOORS = {  # room -> floor; a room may import its own floor and the ones below
     "_errors": 1, "_classpath": 1, "_words": 1, "_hints": 1, "_records": 1, "_safe_fs": 1, "_settings": 1,
-    "_user_code": 1, "_source_imports": 1, "_value": 1, "__init__": 1,
+    "_user_code": 1, "_source_imports": 1, "_value": 1, "_naming": 1, "__init__": 1,
     "_bags": 2, "_links": 2,
     "_sdk": 3, "_control": 3, "_surfaces": 3, "_media": 3, "_model": 3, "_graph": 3,
     "stream": 4, "testing": 4, "_compile": 4, "_describe": 4, "_host": 4, "_builtins": 4, "_recorder": 4,

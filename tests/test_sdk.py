@@ -10,7 +10,7 @@ import pytest
 
 from tatolab import _bags
 from tatolab._errors import AddressError, BagError, ConfigError, GraphError, NodeDefinitionError
-from tatolab._sdk.naming import Address, format_address, parse_address, url_safe
+from tatolab._naming import Address, format_address, parse_address, url_safe
 from tatolab._sdk.nodes import config_value, create, describe_node
 from tatolab.stream import Exposure, StreamBuilder, node, stream
 

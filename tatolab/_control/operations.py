@@ -46,7 +46,7 @@ NAMED = ("stream", "name", "node")
 
 def _as_named(text: str) -> str:
     from tatolab._errors import AddressError
-    from tatolab._sdk.naming import url_safe
+    from tatolab._naming import url_safe
 
     try:
         return url_safe(text)

@@ -18,7 +18,7 @@ from tatolab._control.errors import ControlError, Fix, Reason
 
 def as_argument(text: str) -> str:
     """naming.as_argument, imported when a fix is worded (unicodedata: not on every command's path)."""
-    from tatolab._sdk.naming import as_argument as quoted
+    from tatolab._naming import as_argument as quoted
 
     return quoted(text)
 

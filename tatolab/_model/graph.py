@@ -27,7 +27,7 @@ from typing import Any, Literal, TypedDict
 import msgspec
 
 from tatolab._errors import AddressError
-from tatolab._sdk.naming import url_safe
+from tatolab._naming import url_safe
 
 Delivery = Literal["newest", "ordered"]
 Level = Literal["private", "public"]  # an output not listed is internal: only its own stream reads it

@@ -10,7 +10,7 @@ import socket
 import subprocess
 
 from tatolab import _settings as settings
-from tatolab._sdk.naming import url_safe
+from tatolab._naming import url_safe
 
 
 def tailscale_name(status: dict) -> str | None:

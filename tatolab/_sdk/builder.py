@@ -10,7 +10,7 @@ from typing import Any, Callable, TypeVar, cast
 
 from tatolab._errors import AddressError, GraphError
 from tatolab._graph import Graph, Link, LinkEnd, Node
-from tatolab._sdk.naming import Address, format_address, parse_address, url_safe
+from tatolab._naming import Address, format_address, parse_address, url_safe
 from tatolab._sdk.nodes import describe_node, node_spec, plain_config
 
 Fn = TypeVar("Fn", bound=Callable[..., Any])

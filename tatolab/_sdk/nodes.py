@@ -15,7 +15,7 @@ from tatolab import _bags
 from tatolab._classpath import class_path
 from tatolab._errors import ConfigError, NodeDefinitionError
 from tatolab._sdk.audio import AudioShape
-from tatolab._sdk.naming import url_safe
+from tatolab._naming import url_safe
 
 C = TypeVar("C", bound=type)
 F = TypeVar("F", bound=Callable[..., Any])

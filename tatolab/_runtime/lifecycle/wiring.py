@@ -19,7 +19,7 @@ from tatolab._runtime.rules.exposure import Source, SourceView, exposure_levels,
 from tatolab._runtime.lifecycle.streams import LinkWiring, LoadedStream, link_key
 from tatolab._errors import AddressError
 from tatolab._graph import Link, LinkEnd
-from tatolab._sdk.naming import parse_address
+from tatolab._naming import parse_address
 
 
 def as_source(stream: LoadedStream) -> Source:

@@ -10,7 +10,7 @@ from tatolab._errors import AddressError
 from tatolab._graph import Graph
 from tatolab._runtime.rules.exposure import exposure_levels
 from tatolab._runtime.runtime import Runtime
-from tatolab._sdk.naming import Address, format_address, parse_address
+from tatolab._naming import Address, format_address, parse_address
 
 
 def local_address(address: str, command: str) -> Address:

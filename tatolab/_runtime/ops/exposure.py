@@ -13,7 +13,7 @@ from tatolab._runtime.ops import op
 from tatolab._runtime.ops.addresses import local_address, no_output
 from tatolab._runtime.stored.records import KeptRecord
 from tatolab._errors import AddressError
-from tatolab._sdk.naming import format_address, parse_address
+from tatolab._naming import format_address, parse_address
 
 
 class Exposed(TypedDict):

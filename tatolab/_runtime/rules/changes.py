@@ -17,7 +17,7 @@ from tatolab._graph import Graph, LinkEnd, Node
 from tatolab._graph import Link as GraphLink
 from tatolab._control.errors import ControlError, Fix
 from tatolab._errors import AddressError
-from tatolab._sdk.naming import format_address, parse_address, url_safe
+from tatolab._naming import format_address, parse_address, url_safe
 
 
 @dataclass(frozen=True)

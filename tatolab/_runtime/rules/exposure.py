@@ -7,7 +7,7 @@ from typing import Any, Literal, Mapping, Protocol
 
 from tatolab._control.errors import Fix, Reason
 from tatolab._graph import Graph
-from tatolab._sdk.naming import Address, format_address
+from tatolab._naming import Address, format_address
 
 LEVELS = ("internal", "private", "public")
 
