@@ -106,7 +106,7 @@ class Runtime:
     # -- starting ------------------------------------------------------------------------------
 
     async def start_stream(self, start: Start) -> LoadedStream | None:
-        """Start ``start.stream`` under its name, replacing ``start.load.replacing``; None when superseded.
+        """Start ``start.stream`` under its name, replacing ``start.asked.replacing``; None when superseded.
 
         The core checks the name first, so a refused start leaves the old version running. The old
         version stops completely before the new one starts: two versions of a node never run
@@ -114,17 +114,17 @@ class Runtime:
         """
         async def run() -> LoadedStream | None:
             async with self._load_lock:
-                load = start.load
-                if load.how == RECORD:  # read again under the lock: stopped, removed or replaced meanwhile?
+                asked = start.asked
+                if asked.how == RECORD:  # read again under the lock: stopped, removed or replaced meanwhile?
                     start.record = self.kept.holder(start.stream.name)
-                    load = replace(load, record=_held(start.record))
+                    asked = replace(asked, record=_held(start.record))
                 else:
-                    load = replace(load, record=_held(self.kept.holder(start.stream.name)))
+                    asked = replace(asked, record=_held(self.kept.holder(start.stream.name)))
                 version = start.stream.instance
-                checked = self.core.check(load)
+                checked = self.core.check(asked)
                 self._pending[version] = start
                 try:
-                    done, value = await self._carry(checked, start)
+                    done, value = await self._carry(checked)
                 except BaseException:
                     self.core.abandon(version)
                     raise
@@ -134,49 +134,44 @@ class Runtime:
                     return self._by_id(value)
                 self._pending[version] = start
                 try:
-                    await self._carry(self.core.go(version, time.monotonic_ns()), start)
+                    await self._carry(self.core.go(version, time.monotonic_ns()))
                 finally:
                     self._pending.pop(version, None)
                 self._carry_now(self.core.started(version, time.monotonic_ns(),
-                                                  at_runtime_start=load.devices_may_come))
+                                                  at_runtime_start=asked.devices_may_come))
                 return start.stream
 
         return await asyncio.shield(asyncio.ensure_future(run()))
 
     def _by_id(self, version: int | None) -> LoadedStream | None:
-        if version is None:
-            return None
-        return next((s for s in self.streams.values() if s.instance == version), None) \
-            or next((s.stream for s in self._pending.values() if s.stream.instance == version), None)
+        """The driver's stream for one of the core's versions (running, or starting)."""
+        found = [s for s in self.streams.values() if s.instance == version]
+        found += [s.stream for s in self._pending.values() if s.stream.instance == version]
+        return found[0] if found else None
 
-    async def _carry(self, effects: list[Effect], start: Start | None = None) -> tuple[bool, Any]:
+    async def _carry(self, effects: list[Effect]) -> tuple[bool, Any]:
         """Carry out the core's effects in order: (True, its answer) on a Reply or Superseded, else
         (False, None); a refusal is raised."""
         for effect in effects:
-            if isinstance(effect, (Reply, Superseded)):
-                return True, effect.value if isinstance(effect, Reply) else effect.current
+            if isinstance(effect, Reply):
+                return True, effect.value
+            if isinstance(effect, Superseded):
+                return True, effect.current
             if isinstance(effect, Unload):
                 stream = self._by_id(effect.version)
                 if stream is not None:
                     await self._unload(stream, effect.reason, by_runtime=effect.by_runtime)
             elif isinstance(effect, Snapshot):
-                assert start is not None
-                await self._snapshot(start)
+                await self._snapshot(self._pending[effect.version])
             elif isinstance(effect, WriteRecord):
-                assert start is not None
-                self._write_record(start)
+                self._write_record(self._pending[effect.version])
             elif isinstance(effect, StartNodes):
-                assert start is not None
-                self._start(start)
-            elif isinstance(effect, RestartNodes):
-                assert start is not None and start.restart is not None
-                await restart_nodes(start.stream, start.stream.graph if start.graph is None else start.graph,
-                                    start.restart)
+                self._start(self._pending[effect.version])
             else:
-                self._carry_now([effect], start)
+                self._carry_now([effect])
         return False, None
 
-    def _carry_now(self, effects: list[Effect], start: Start | None = None) -> Any:
+    def _carry_now(self, effects: list[Effect]) -> Any:
         """The effects that need no waiting: storage, the marker, the log, refusals; returns a Reply's value."""
         for effect in effects:
             if isinstance(effect, Refuse):
@@ -194,9 +189,7 @@ class Runtime:
             if isinstance(effect, WriteMarker):
                 self.kept.write_marker(effect.state, clean=effect.clean)
             elif isinstance(effect, MarkFailed):
-                record = start.record if start is not None and start.record is not None else self.kept.holder(effect.name)
-                if isinstance(record, KeptRecord):
-                    self.kept.mark_failed(record, effect.reason)
+                self._mark_failed(effect.name, effect.reason)
             elif isinstance(effect, SetStopped):
                 record = self.kept.holder(effect.name)
                 if isinstance(record, KeptRecord):
@@ -208,6 +201,13 @@ class Runtime:
             else:
                 raise AssertionError(f"{effect} needs waiting for: Runtime._carry carries it")
         return None
+
+    def _mark_failed(self, name: str, reason: Reason) -> None:
+        """Record a kept stream as failed: the record its start wrote or read under the lock, else the stored one."""
+        starting = [s.record for s in self._pending.values() if s.stream.name == name and s.record is not None]
+        record = starting[0] if starting else self.kept.holder(name)
+        if isinstance(record, KeptRecord):
+            self.kept.mark_failed(record, reason)
 
     async def _snapshot(self, start: Start) -> None:
         """`run -d`: copy the project's modules (a refusal here leaves the old version running)."""
@@ -250,8 +250,8 @@ class Runtime:
             if stream.log is not None:
                 stream.log.close()
             error = ControlError(f"stream {stream.name} could not start: {exc}")
-            reason = strip_reason(str(error)) if start.load.how == RECORD else Reason(str(error))
-            self._carry_now(self.core.start_failed(stream.instance, reason), start)
+            reason = strip_reason(str(error)) if start.asked.how == RECORD else Reason(str(error))
+            self._carry_now(self.core.start_failed(stream.instance, reason))
             raise error from None
         self.rewire()
 
@@ -261,7 +261,7 @@ class Runtime:
         return Version(stream.instance, stream.name, str(stream.project), stream.mode, len(stream.graph["nodes"]),
                        tuple(uses))
 
-    def _load(self, stream: LoadedStream, how: str, **fields: Any) -> Load:
+    def _asking(self, stream: LoadedStream, how: str, **fields: Any) -> Load:
         _, missing = cameras.cameras_of(stream.name, stream.graph, resolve_camera)
         return Load(self._version(stream), how, missing=tuple(missing), **fields)
 
@@ -276,8 +276,8 @@ class Runtime:
             graph = await compile_stream(source, env=env, starter=self.starter)  # or CompileError
             stream = LoadedStream(name=graph["stream"], project=project, graph=graph, mode=mode, env=env)
             how = KEEP if mode == "kept" else ATTACHED
-            load = self._load(stream, how, reason=REPLACED_BY_KEEP if how == KEEP else REPLACED)
-            started = await self.start_stream(Start(stream, python, load, source=source))
+            asked = self._asking(stream, how, reason=REPLACED_BY_KEEP if how == KEEP else REPLACED)
+            started = await self.start_stream(Start(stream, python, asked, source=source))
         assert started is not None
         return started
 
@@ -287,9 +287,9 @@ class Runtime:
         """Start the compiled ``graph`` in place of ``old`` (which may have another name, or be None)."""
         project, python = open_project(project)
         stream = LoadedStream(name=graph["stream"], project=project, graph=graph, mode=mode, env=env)
-        load = self._load(stream, ATTACHED, reason=Reason(reason),
+        asked = self._asking(stream, ATTACHED, reason=Reason(reason),
                           replacing=None if old is None else Ref(old.name, old.instance))
-        started = await self.start_stream(Start(stream, python, load))
+        started = await self.start_stream(Start(stream, python, asked))
         assert started is not None
         return started
 
@@ -300,8 +300,8 @@ class Runtime:
             async with self._load_lock:
                 uses, missing = cameras.cameras_of(stream.name, graph, resolve_camera)
                 effects = self.core.reload(Ref(stream.name, stream.instance), uses, missing)
-                await self._carry(effects, Start(stream, Path(), Load(self._version(stream)), graph=graph,
-                                                 restart=names))
+                self._carry_now([effect for effect in effects if not isinstance(effect, RestartNodes)])
+                await restart_nodes(stream, graph, names)
 
         await asyncio.shield(asyncio.ensure_future(swap()))
 
@@ -358,10 +358,10 @@ class Runtime:
             problem = await preflight(record, self.starter)
             stream = LoadedStream(name=name, project=Path(record.project), graph=record.graph, mode="kept",
                                   env=record.env, sources=Path(record.sources) if record.sources else None)
-            load = self._load(stream, RECORD, kept_project=record.project, devices_may_come=at_runtime_start,
+            asked = self._asking(stream, RECORD, kept_project=record.project, devices_may_come=at_runtime_start,
                               problem=None if problem is None else strip_reason(problem))
             try:
-                return await self.start_stream(Start(stream, Path(record.python), load))
+                return await self.start_stream(Start(stream, Path(record.python), asked))
             except ControlError:
                 if self.core.closing:
                     return None
@@ -482,15 +482,13 @@ class Runtime:
 @dataclass
 class Start:
     """One start as the driver carries it out: the stream, its interpreter, what the core decides
-    from (``load``), and what `run -d` records (``source``) or a reload restarts."""
+    from (``asked``), and what `run -d` records (``source``)."""
 
     stream: LoadedStream
     python: Path
-    load: Load
+    asked: Load
     source: StreamSource | None = None
     record: KeptRecord | DamagedRecord | None = None  # the record written, or read under the lock
-    graph: Graph | None = None  # a reload in place: the new graph
-    restart: list[str] | None = None  # and the nodes it restarts
 
 
 def _held(record: KeptRecord | DamagedRecord | None) -> Held | None:

@@ -48,9 +48,10 @@ class Superseded:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """`run -d`: copy the project's modules for ``name`` (it may still refuse: nothing has changed yet)."""
+    """`run -d`: copy the project's modules for version ``version`` (it may still refuse: nothing has
+    changed yet)."""
 
-    name: str
+    version: int
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,9 @@ class Unload:
 
 @dataclass(frozen=True)
 class WriteRecord:
-    """`run -d`: write the kept record of ``name`` (it may still refuse: a full disk)."""
+    """`run -d`: write the kept record of version ``version`` (it may still refuse: a full disk)."""
 
-    name: str
+    version: int
 
 
 @dataclass(frozen=True)

@@ -154,12 +154,14 @@ class Streams:
                                                               state=record.state),
             loaded=None if held_now is None or held_now is old else names.Loaded(held_now.project, held_now.mode),
             keeping_from=load.keeping_from,
-        ) or self.caps_refusal(name, new.nodes, replacing=old) \
-            or self.cameras_refusal(name, new.cameras, () if load.devices_may_come else load.missing, replacing=old)
+        )
+        refused = refused or self.caps_refusal(name, new.nodes, replacing=old)
+        refused = refused or self.cameras_refusal(name, new.cameras, () if load.devices_may_come else load.missing,
+                                                  replacing=old)
         if refused is not None:
             return [Refuse(refused)]
         self.pending[new.id] = _Pending(load, old)
-        return [Snapshot(name)] if load.how == KEEP else []
+        return [Snapshot(new.id)] if load.how == KEEP else []
 
     def abandon(self, version: int) -> None:
         """A checked start that did not go on (its copy of sources could not be made)."""
@@ -179,7 +181,7 @@ class Streams:
         if load.how == KEEP:  # a new record: no crash of the one it replaces is held against it
             self.lifecycle.forget(new.name)
             self.lifecycle.loading(new.name)
-            effects += [self._marker(), WriteRecord(new.name)]
+            effects += [self._marker(), WriteRecord(new.id)]
         new.phase, new.since_ns = "starting", now_ns
         self.running[new.name] = new
         effects.append(StartNodes(new.id))
