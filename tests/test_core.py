@@ -17,7 +17,7 @@ from tatolab._runtime.core.streams import (ATTACHED, KEEP, RECORD, REMOVED, REPL
                                            Held, Load, Ref, Streams, Version)
 from tatolab._runtime.rules.cameras import CameraUse, Missing
 from tatolab._runtime.rules.crashes import RunState, start_run
-from tatolab._runtime.rules.reload import Imported, Saved, restarts, same_shape
+from tatolab._runtime.rules.reload import Imported, Saved
 
 _ids = itertools.count(1)
 
@@ -324,22 +324,31 @@ def test_run_d_again_forgets_the_crashes_of_the_record_it_replaces(core):
     assert marker(core.go(new.id, clock.tick())).streaks == {}
 
 
+def _graph(config: int, second: str = "nodes:B") -> dict:
+    return {"stream": "cam", "nodes": [{"name": "a", "class": "nodes:A", "config": {"x": config}},
+                                       {"name": "b", "class": second}], "links": [], "exposures": []}
+
+
+IMPORTS = {"a": Imported(frozenset({"nodes.a"}), frozenset({"/p/nodes/a.py"})),
+           "b": Imported(frozenset({"nodes.b"}), frozenset({"/p/nodes/b.py"}))}
+
+
 def test_a_dev_reload_in_place_restarts_what_changed_and_refuses_an_ended_stream(core):
     clock = Clock()
-    graph = {"nodes": [{"name": "a", "class": "nodes:A", "config": {"x": 1}}, {"name": "b", "class": "nodes:B"}],
-             "links": [], "exposures": []}
-    saved = {"nodes": [{"name": "a", "class": "nodes:A", "config": {"x": 2}}, {"name": "b", "class": "nodes:B"}],
-             "links": [], "exposures": []}
-    assert same_shape(graph, saved)  # type: ignore[arg-type]
-    why = restarts(graph, saved, [Saved("nodes/c.py", "/p/nodes/c.py")],  # type: ignore[arg-type]
-                   {"a": Imported(frozenset({"nodes.a"}), frozenset({"/p/nodes/a.py"})),
-                    "b": Imported(frozenset({"nodes.b"}), frozenset({"/p/nodes/b.py"}))})
-    assert why == {"a": "its config changed"}  # b imports nothing that was saved: kept
-    running = version()
+    running = version(nodes=2)
+    running.graph = _graph(1)
     start(core, clock, Load(running))
-    assert kinds(core.reload(Ref("cam", running.id), (), ())) == ["RestartNodes"]
+    ref = Ref("cam", running.id)
+    assert core.in_place(ref, _graph(2))
+    assert not core.in_place(ref, _graph(1, second="nodes:C"))  # a new shape: replaced whole
+    assert not core.in_place(None, _graph(2))
+    [restart] = core.reload(ref, _graph(2), [Saved("nodes/c.py", "/p/nodes/c.py")], IMPORTS, (), ())
+    assert (restart.why, restart.kept) == ({"a": "its config changed"}, ["b"])  # b imports nothing saved: kept
+    [again] = core.reload(ref, _graph(2), [Saved("nodes/b.py", "/p/nodes/b.py")], IMPORTS, (), ())
+    assert (again.why, again.kept) == ({"b": "it imports nodes/b.py"}, ["a"])  # compared with the version now running
     core.stop("cam", None)
-    refused = core.reload(Ref("cam", running.id), (), ())
+    assert not core.in_place(ref, _graph(2))
+    refused = core.reload(ref, _graph(2), [], IMPORTS, (), ())
     assert refused[0].error.code == "stopped_meanwhile"
 
 
@@ -366,10 +375,10 @@ def test_the_node_caps_count_every_running_stream_but_the_one_replaced(core, mon
     start(core, clock, Load(big))
     assert core.check(Load(version(name="more", nodes=3)))[0].error.code == "too_many_nodes"
     assert core.check(Load(version(nodes=4), replacing=Ref("cam", big.id))) == []
-    core.reshaped("cam", 1, ())  # a node removed live
+    core.reshaped("cam", {"nodes": [{"name": "a"}]}, ())  # a node removed live
     assert core.check(Load(version(name="more", nodes=3))) == []
     assert core.caps_refusal("cam", 5, adding="extra") is None
-    assert core.caps_refusal("cam", 6, adding="extra").code == "too_many_nodes"  # type: ignore[union-attr]
+    assert core.caps_refusal("cam", 6, adding="extra").code == "too_many_nodes"
 
 
 def test_tatolab_start_of_a_name_decides_before_anything_loads(core):
@@ -405,7 +414,7 @@ def test_shutdown_unloads_every_stream_and_no_start_follows(core):
     assert {e.version for e in stopping if isinstance(e, Unload)} == {a.id, b.id}
     assert all(e.by_runtime and e.reason.text == "the runtime stopped" for e in stopping)
     assert core.check(Load(version()))[0].error.message == "the runtime is stopping"
-    assert kinds(core.reload(Ref("a", a.id), (), ())) == ["Refuse"]
+    assert kinds(core.reload(Ref("a", a.id), _graph(1), [], {}, (), ())) == ["Refuse"]
 
 
 def test_the_kept_say_line_and_marker_effects_are_plain_values():

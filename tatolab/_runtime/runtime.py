@@ -29,6 +29,7 @@ from tatolab._runtime.machine import machine_name
 from tatolab._runtime.lifecycle.nodes import restart_nodes, start_nodes, stop_nodes
 from tatolab._runtime.stored.records import DamagedRecord, KeptRecord
 from tatolab._runtime.rules import cameras
+from tatolab._runtime.rules.reload import Imported, Saved
 from tatolab._runtime.stored.snapshots import SnapshotError
 from tatolab._runtime.processes.starter import ProcessStarter
 from tatolab._runtime.processes.starter import shared as shared_starter
@@ -259,7 +260,7 @@ class Runtime:
         """The core's view of a stream about to start: its name, project, mode, node count and cameras."""
         uses, _ = cameras.cameras_of(stream.name, stream.graph, resolve_camera)
         return Version(stream.instance, stream.name, str(stream.project), stream.mode, len(stream.graph["nodes"]),
-                       tuple(uses))
+                       tuple(uses), graph=stream.graph)
 
     def _asking(self, stream: LoadedStream, how: str, **fields: Any) -> Load:
         _, missing = cameras.cameras_of(stream.name, stream.graph, resolve_camera)
@@ -293,17 +294,27 @@ class Runtime:
         assert started is not None
         return started
 
-    async def restart_nodes(self, stream: LoadedStream, graph: Graph, names: list[str]) -> None:
-        """A new version of ``stream`` in place (same shape), restarting only ``names`` (a dev reload
-        that provably keeps the other nodes: rules/reload.py)."""
-        async def swap() -> None:
+    def in_place(self, old: LoadedStream | None, graph: Graph) -> bool:
+        """A dev reload: whether ``graph`` replaces ``old`` node by node (restart_nodes), else whole (replace)."""
+        return self.core.in_place(None if old is None else Ref(old.name, old.instance), graph)
+
+    async def restart_nodes(self, stream: LoadedStream, graph: Graph, saved: list[Saved]) -> RestartNodes:
+        """A new version of ``stream`` in place (same shape), restarting only the nodes that may run changed
+        code or config, given the files saved since it loaded (rules/reload.py); which restarted and why,
+        and which were kept."""
+        async def swap() -> RestartNodes:
             async with self._load_lock:
                 uses, missing = cameras.cameras_of(stream.name, graph, resolve_camera)
-                effects = self.core.reload(Ref(stream.name, stream.instance), uses, missing)
+                imports = {name: None if node.imports is None else Imported(frozenset(node.imports),
+                                                                            frozenset(node.imported_files))
+                           for name, node in stream.nodes.items()}
+                effects = self.core.reload(Ref(stream.name, stream.instance), graph, saved, imports, uses, missing)
                 self._carry_now([effect for effect in effects if not isinstance(effect, RestartNodes)])
-                await restart_nodes(stream, graph, names)
+                [restart] = [effect for effect in effects if isinstance(effect, RestartNodes)]
+                await restart_nodes(stream, graph, list(restart.why))
+                return restart
 
-        await asyncio.shield(asyncio.ensure_future(swap()))
+        return await asyncio.shield(asyncio.ensure_future(swap()))
 
     def running(self, name: str) -> LoadedStream:
         """The running stream ``name``, or the refusal a change to it gets (stopped, or no such stream)."""
@@ -323,7 +334,7 @@ class Runtime:
                     return await change(stream)
                 finally:  # its graph may have grown or shrunk: the caps and cameras count it as it is
                     uses, _ = cameras.cameras_of(name, stream.graph, resolve_camera)
-                    self.core.reshaped(name, len(stream.graph["nodes"]), uses)
+                    self.core.reshaped(name, stream.graph, uses)
 
         return await asyncio.shield(asyncio.ensure_future(run()))
 

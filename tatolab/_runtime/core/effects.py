@@ -108,9 +108,12 @@ class StartNodes:
 
 @dataclass(frozen=True)
 class RestartNodes:
-    """A dev reload in place: restart some of version ``version``'s nodes from its new graph."""
+    """A dev reload in place: restart ``why``'s nodes of version ``version`` from its new graph (each
+    with why: rules/reload.py), and keep the others (``kept``) with every ring."""
 
     version: int
+    why: dict[str, str]
+    kept: list[str]
 
 
 @dataclass(frozen=True)

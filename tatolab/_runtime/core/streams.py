@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from tatolab._control.errors import ControlError, Fix, Reason
+from tatolab._graph import Graph
 from tatolab._runtime.core.effects import (Effect, Forget, LoadFailed, MarkFailed, Refuse, RefuseDamaged, Reply,
                                            RestartNodes, Say, SetStopped, Snapshot, StartNodes, Superseded, Unknown,
                                            Unload, WriteMarker, WriteRecord)
 from tatolab._runtime.rules import cameras, caps, names
 from tatolab._runtime.rules.cameras import CameraUse, Missing
 from tatolab._runtime.rules.crashes import Lifecycle, RunState
+from tatolab._runtime.rules.reload import Imported, Saved, restarts, same_shape
 from tatolab._words import counted
 
 # Why a stream ended, by the operation that ended it (the CLI words them "stopped by `tatolab stop`").
@@ -57,6 +59,7 @@ class Version:
     cameras: tuple[CameraUse, ...] = ()  # the cameras its nodes open
     phase: str = "starting"  # starting | running
     since_ns: int = 0  # when it entered its phase
+    graph: Graph | None = None  # as it runs now (a dev reload in place compares the next one with it)
 
 
 @dataclass(frozen=True)
@@ -297,8 +300,18 @@ class Streams:
                 details={"stream": name}))]
         return [Unknown(name)]
 
-    def reload(self, ref: Ref, uses: Iterable[CameraUse], missing: Iterable[Missing]) -> list[Effect]:
-        """A dev reload in place (the same shape: rules/reload.py), restarting some of its nodes."""
+    def in_place(self, ref: Ref | None, new: Graph) -> bool:
+        """A dev reload: whether ``new`` replaces the running version node by node (it still runs, and the
+        new graph has its name and shape: rules/reload.py), else it is a whole new version."""
+        current = None if ref is None else self._current(ref)
+        if current is None or current.graph is None or new["stream"] != current.name:
+            return False
+        return same_shape(current.graph, new)
+
+    def reload(self, ref: Ref, new: Graph, saved: Iterable[Saved], imports: dict[str, Imported | None],
+               uses: Iterable[CameraUse], missing: Iterable[Missing]) -> list[Effect]:
+        """A dev reload in place, given the files saved since the running version loaded and what each
+        node's process imported (in node order): restart the nodes that may run changed code or config."""
         if self.closing:
             return [Refuse(ControlError("the runtime is stopping"))]
         current = self._current(ref)
@@ -307,13 +320,15 @@ class Streams:
         refused = self.cameras_refusal(ref.name, tuple(uses), tuple(missing), replacing=current)
         if refused is not None:
             return [Refuse(refused)]
-        current.cameras = tuple(uses)
-        return [RestartNodes(current.id)]
+        why = restarts(current.graph or new, new, saved, imports)
+        current.cameras, current.graph = tuple(uses), new
+        return [RestartNodes(current.id, why, [name for name in imports if name not in why])]
 
-    def reshaped(self, name: str, nodes: int, uses: Iterable[CameraUse]) -> None:
+    def reshaped(self, name: str, graph: Graph, uses: Iterable[CameraUse]) -> None:
         """A live change (add_node, remove_node...) changed its graph."""
         if name in self.running:
-            self.running[name].nodes, self.running[name].cameras = nodes, tuple(uses)
+            current = self.running[name]
+            current.graph, current.nodes, current.cameras = graph, len(graph["nodes"]), tuple(uses)
 
     # -- the rules, against what runs ----------------------------------------------------------
 
