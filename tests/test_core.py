@@ -420,3 +420,19 @@ def test_shutdown_unloads_every_stream_and_no_start_follows(core):
 def test_the_kept_say_line_and_marker_effects_are_plain_values():
     said = Say("info", "x", {"stream": "cam"})
     assert said == Say("info", "x", {"stream": "cam"})
+
+
+def test_a_start_cut_short_leaves_nothing_of_it_and_the_old_version_as_it_was(core):
+    clock = Clock()
+    old = version(mode="kept")
+    start(core, clock, Load(old, KEEP))
+    new = version(mode="kept")
+    assert core.check(Load(new, KEEP, record=Held("/p", "kept"))) == [Snapshot(new.id)]
+    core.abandon(new.id)  # its copy of sources could not be made: the old version runs on
+    assert core.running["cam"] is old and core.pending == {}
+    other = version(name="other")
+    core.check(Load(other))
+    core.go(other.id, clock.tick())
+    core.abandon(other.id)  # an error while it started
+    assert "other" not in core.running and core.pending == {}
+    core.abandon(other.id)  # twice is nothing

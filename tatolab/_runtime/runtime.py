@@ -122,25 +122,18 @@ class Runtime:
                 else:
                     asked = replace(asked, record=_held(self.kept.holder(start.stream.name)))
                 version = start.stream.instance
-                checked = self.core.check(asked)
                 self._pending[version] = start
                 try:
-                    done, value = await self._carry(checked)
-                except BaseException:
-                    self.core.abandon(version)
-                    raise
-                finally:
-                    self._pending.pop(version, None)
-                if done:
-                    return self._by_id(value)
-                self._pending[version] = start
-                try:
+                    done, value = await self._carry(self.core.check(asked))
+                    if done:  # superseded: the version running instead, if any
+                        return self._by_id(value)
                     await self._carry(self.core.go(version, time.monotonic_ns()))
+                    self._carry_now(self.core.started(version, time.monotonic_ns(),
+                                                      at_runtime_start=asked.devices_may_come))
+                    return start.stream
                 finally:
                     self._pending.pop(version, None)
-                self._carry_now(self.core.started(version, time.monotonic_ns(),
-                                                  at_runtime_start=asked.devices_may_come))
-                return start.stream
+                    self.core.abandon(version)  # refused or cut short: nothing of it stays in the core
 
         return await asyncio.shield(asyncio.ensure_future(run()))
 

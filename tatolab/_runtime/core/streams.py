@@ -167,8 +167,10 @@ class Streams:
         return [Snapshot(new.id)] if load.how == KEEP else []
 
     def abandon(self, version: int) -> None:
-        """A checked start that did not go on (its copy of sources could not be made)."""
-        self.pending.pop(version, None)
+        """A start that did not go on (refused, its copy of sources not made, or cut short by an error):
+        nothing of it stays. After ``started`` or ``start_failed`` there is nothing left to drop."""
+        if version in self.pending:
+            self._drop(version)
 
     def go(self, version: int, now_ns: int) -> list[Effect]:
         """The checked start goes on: the old version stops completely, then (`run -d`: once its
