@@ -15,9 +15,8 @@ from tatolab._control.source import StreamSource
 from tatolab._control.words import fixes_in_turn
 from tatolab._links import ring
 from tatolab._control import paths
-from tatolab._runtime.core.effects import (Effect, Forget, LoadFailed, MarkFailed, Refuse, RefuseDamaged, Reply,
-                                           RestartNodes, Say, SetStopped, Snapshot, StartNodes, Superseded, Unknown,
-                                           Unload, WriteMarker, WriteRecord)
+from tatolab._runtime.core.effects import (Effect, LoadFailed, MarkFailed, Refuse, RefuseDamaged, Reply, RestartNodes,
+                                           Snapshot, StartNodes, Superseded, Unknown, Unload, WriteRecord)
 from tatolab._runtime.core.streams import (ATTACHED, KEEP, RECORD, REMOVED, REPLACED, REPLACED_BY_KEEP, STOPPED,
                                            Held, Load, Ref, Streams, Version)
 from tatolab._runtime.processes.compiler import compile_stream, project_python
@@ -166,7 +165,8 @@ class Runtime:
         return False, None
 
     def _carry_now(self, effects: list[Effect]) -> Any:
-        """The effects that need no waiting: storage, the marker, the log, refusals; returns a Reply's value."""
+        """The effects that need no waiting: refusals, and storage's (the marker, records, the log: kept.py);
+        returns a Reply's value."""
         for effect in effects:
             if isinstance(effect, Refuse):
                 raise effect.error
@@ -180,28 +180,10 @@ class Runtime:
                 raise KeptLoadFailed(effect.name, effect.reason)
             if isinstance(effect, Reply):
                 return effect.value
-            if isinstance(effect, WriteMarker):
-                self.kept.write_marker(effect.state, clean=effect.clean)
-            elif isinstance(effect, MarkFailed):
-                self._mark_failed(effect.name, effect.reason)
-            elif isinstance(effect, SetStopped):
-                record = self.kept.holder(effect.name)
-                if isinstance(record, KeptRecord):
-                    self.kept.set_stopped(record, effect.stopped)
-            elif isinstance(effect, Forget):
-                self.kept.forget(effect.name)
-            elif isinstance(effect, Say):
-                self.kept.say(effect.level, effect.text, **effect.fields)
-            else:
-                raise AssertionError(f"{effect} needs waiting for: Runtime._carry carries it")
+            starting = [s.record for s in self._pending.values() if isinstance(effect, MarkFailed)
+                        and s.stream.name == effect.name and s.record is not None]
+            self.kept.carry(effect, starting[0] if starting else None)  # the marker, records, the log
         return None
-
-    def _mark_failed(self, name: str, reason: Reason) -> None:
-        """Record a kept stream as failed: the record its start wrote or read under the lock, else the stored one."""
-        starting = [s.record for s in self._pending.values() if s.stream.name == name and s.record is not None]
-        record = starting[0] if starting else self.kept.holder(name)
-        if isinstance(record, KeptRecord):
-            self.kept.mark_failed(record, reason)
 
     async def _snapshot(self, start: Start) -> None:
         """`run -d`: copy the project's modules (a refusal here leaves the old version running)."""

@@ -1,7 +1,8 @@
 """Kept streams: their records, the runtime marker, and loading them from the recorded graph.
 
-The decisions live in ``crashes.py`` (the two-crash rule) and ``records.py`` (what a record
-holds); this module does the file and process work around them.
+The decisions live in ``crashes.py`` (the two-crash rule), ``records.py`` (what a record
+holds) and the runtime's core (core/streams.py: what each stop, start and removal does); this
+module does the file and process work around them: it carries out the core's effects on storage.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from tatolab._graph import Graph
 from tatolab._control.errors import ControlError, Fix, Reason
 from tatolab._control.source import StreamSource
 from tatolab._control.words import render
+from tatolab._runtime.core import effects
 from tatolab._runtime.surfaces import is_builtin
 from tatolab._runtime.stored import snapshots
 from tatolab._runtime.processes import trust
@@ -147,6 +149,27 @@ class KeptStreams:
                          stream=record.name)
         else:
             unwritten.worked(path)
+
+    def carry(self, effect: effects.Effect, starting: KeptRecord | DamagedRecord | None = None) -> None:
+        """Carry out one of the core's effects on storage (core/effects.py): the marker, a record's state,
+        forgetting a record, a line in the runtime's log. ``starting``: the record the start under way
+        wrote or read (a failed start marks that one)."""
+        if isinstance(effect, effects.WriteMarker):
+            self.write_marker(effect.state, clean=effect.clean)
+        elif isinstance(effect, effects.Say):
+            self.say(effect.level, effect.text, **effect.fields)
+        elif isinstance(effect, effects.Forget):
+            self.forget(effect.name)
+        elif isinstance(effect, (effects.MarkFailed, effects.SetStopped)):
+            record = starting if starting is not None else self.holder(effect.name)
+            if not isinstance(record, KeptRecord):
+                return
+            if isinstance(effect, effects.MarkFailed):
+                self.mark_failed(record, effect.reason)
+            else:
+                self.set_stopped(record, effect.stopped)
+        else:
+            raise AssertionError(f"{effect} is no effect on storage")
 
     # -- records ----------------------------------------------------------------------------
 
