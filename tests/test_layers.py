@@ -19,7 +19,7 @@ FLOORS = {  # room -> floor; a room may import its own floor and the ones below
 }
 
 RUNTIME_FLOORS = {  # the same inside tatolab/_runtime: its folders and top modules
-    "rules": 1, "machine": 1, "surfaces": 1, "feed": 1, "__init__": 1,
+    "rules": 1, "core": 1, "machine": 1, "surfaces": 1, "feed": 1, "__init__": 1,
     "stored": 2,
     "processes": 3,
     "lifecycle": 4,
@@ -80,6 +80,30 @@ def test_inside_the_runtime_every_import_goes_to_the_same_floor_or_below():
     upward = [f"{m} -> {n}" for m, names in inside.items() for n in names
               if RUNTIME_FLOORS[_runtime_room(n)] > RUNTIME_FLOORS[_runtime_room(m)]]
     assert upward == []
+
+
+CORE_REFUSES = {"asyncio", "os", "subprocess", "socket", "threading", "time", "signal", "selectors", "shutil"}
+
+
+def test_the_runtime_core_does_no_io():
+    """The lifecycle's core (tatolab/_runtime/core) is a state machine taking commands and returning
+    effects: no asyncio, os, subprocess, socket, threading or time there, and only pure rooms of the
+    runtime (rules) beneath it; the drivers (runtime.py) carry its effects out."""
+    core = PACKAGE / "_runtime" / "core"
+    assert list(core.glob("*.py")), "tatolab/_runtime/core is gone"
+    found = []
+    for path in core.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            found += [f"{path.name}: {n}" for n in names if n.split(".")[0] in CORE_REFUSES]
+            found += [f"{path.name}: {n}" for n in names if n.startswith("tatolab._runtime.")
+                      and _runtime_room(n) not in ("core", "rules")]
+    assert found == []
 
 
 def test_no_modules_import_each_other_in_a_circle():

@@ -119,7 +119,7 @@ async def serve(lock: MachineLock) -> None:
     server = ControlServer(runtime, say)
     # the two-crash rule, from the marker the previous run left; after every refusal above, so a
     # start refused for a setting never leaves a marker the next start takes for a crash
-    kept.begin()
+    runtime.begin()
     runtime.relay.start()  # type: ignore[union-attr]
     asyncio.get_running_loop().set_exception_handler(server.exception_handler)
     # Handlers before the socket listens: a client that sees the socket answer may stop us at
@@ -152,7 +152,7 @@ async def serve(lock: MachineLock) -> None:
             await runtime.shutdown()
             await runtime.relay.close()  # type: ignore[union-attr]
             if clean:
-                kept.stopped_cleanly()  # a clean stop ends every crash streak
+                runtime.stopped_cleanly()  # a clean stop ends every crash streak
         finally:  # whatever went wrong above, no file or process group outlives the runtime
             ring.reap(paths.shm_namespace())
             groups.reap_remembered()

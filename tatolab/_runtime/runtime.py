@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Awaitable, Callable, TypeVar
@@ -14,6 +15,10 @@ from tatolab._control.source import StreamSource
 from tatolab._control.words import fixes_in_turn
 from tatolab._links import ring
 from tatolab._control import paths
+from tatolab._runtime.core.effects import (Effect, LoadFailed, MarkFailed, Refuse, RefuseDamaged, Reply, RestartNodes,
+                                           Snapshot, StartNodes, Superseded, Unknown, Unload, WriteRecord)
+from tatolab._runtime.core.streams import (ATTACHED, KEEP, RECORD, REMOVED, REPLACED, REPLACED_BY_KEEP, STOPPED,
+                                           Held, Load, Ref, Streams, Version)
 from tatolab._runtime.processes.compiler import compile_stream, project_python
 from tatolab._runtime.processes.environment import command_env
 from tatolab._runtime.lifecycle.line import Line
@@ -22,7 +27,8 @@ from tatolab._runtime.lifecycle.kept import KeptLoadFailed, KeptStreams, preflig
 from tatolab._runtime.machine import machine_name
 from tatolab._runtime.lifecycle.nodes import restart_nodes, start_nodes, stop_nodes
 from tatolab._runtime.stored.records import DamagedRecord, KeptRecord
-from tatolab._runtime.rules import cameras, caps, names
+from tatolab._runtime.rules import cameras
+from tatolab._runtime.rules.reload import Imported, Saved
 from tatolab._runtime.stored.snapshots import SnapshotError
 from tatolab._runtime.processes.starter import ProcessStarter
 from tatolab._runtime.processes.starter import shared as shared_starter
@@ -31,8 +37,8 @@ from tatolab._runtime.lifecycle.wiring import release_remote, rewire
 from tatolab._runtime.relay.relay import Relay
 from tatolab._runtime.relay.pulls import set_state, wanted_pulls
 from tatolab._runtime.relay.wanted import wanted
-from tatolab._words import counted
 
+__all__ = ["REMOVED", "REPLACED_BY_KEEP", "STOPPED", "Runtime", "open_project", "request_env"]
 
 T = TypeVar("T")
 
@@ -54,58 +60,13 @@ def request_env(value: Any) -> dict[str, str] | None:
         raise ControlError(str(exc)) from None
 
 
-# Why a stream ended, by the operation that ended it (the CLI words them "stopped by `tatolab stop`").
-STOPPED = Reason("stopped by a stop request", code="ended_by", details={"ended": "stopped", "op": "stop"})
-REMOVED = Reason("removed by an rm request", code="ended_by", details={"ended": "removed", "op": "rm"})
-REPLACED_BY_KEEP = Reason("replaced by a new kept load", code="ended_by",
-                          details={"ended": "replaced", "op": "load", "args": {"mode": "kept"}, "new": True})
-
-
-def stopped_meanwhile(stream: LoadedStream) -> ControlError:
-    why = stream.end_reason if stream.end_reason.text else Reason("unloaded")
-    return ControlError(f"{stream.name} was stopped meanwhile ({why.text})", code="stopped_meanwhile",
-                        details={"name": stream.name, "why": why.to_wire()})
-
-
-class Superseded(Exception):
-    """A start no longer wanted by the time it holds the lock (its record changed meanwhile);
-    ``current`` is the stream running under that name instead, if any."""
-
-    def __init__(self, current: LoadedStream | None = None) -> None:
-        super().__init__("superseded")
-        self.current = current
-
-
-@dataclass
-class StreamStart:
-    """One start of a stream, as ``Runtime.start_stream`` does it; what differs between run,
-    run -d, a dev reload and a kept stream's start is said here."""
-
-    stream: LoadedStream
-    python: Path
-    replacing: LoadedStream | None = None  # stops completely before ``stream`` starts
-    reason: Reason | str = "replaced by a new version"  # why ``replacing`` stops
-    # `run -d` (and a kept stream's start) from this project: its own kept record and running
-    # kept stream of that name yield to it (the running one is replaced)
-    keeping_from: Path | None = None
-    # Under the lock, before anything changes: raises ControlError (refused) or Superseded.
-    check: Callable[[], None] | None = None
-    # After the name check, before the old version stops: may still refuse (run -d: the copy of sources).
-    prepare: Callable[[], Awaitable[None]] | None = None
-    commit: Callable[[], None] | None = None  # the old version has stopped (run -d: the record is written)
-    failed: Callable[[str], None] | None = None  # the start failed, with this reason
-    started: Callable[[], None] | None = None  # the start worked
-    # a kept stream loading as the runtime starts (at boot, say): a camera not there yet is waited
-    # for by its node, not a reason to mark the stream failed
-    devices_may_come: bool = False
-
-
 class Runtime:
-    """The streams this runtime runs, and the one way each starts and stops.
+    """The streams this runtime runs, and the one way each starts and stops: the driver of the
+    lifecycle's core (core/streams.py), which decides; this class carries out its effects.
 
     Every start (`run`, `run -d`, a `dev` reload, a kept stream from its record) goes through
-    ``start_stream``, and every stop through ``_unload``; both hold the load lock, which only
-    this class takes, so a stream never starts between another's replacement and its start.
+    ``start_stream``, and every stop through the core's ``Unload``; both hold the load lock, which
+    only this class takes, so a stream never starts between another's replacement and its start.
     How node processes start is the ``starter``'s (a fake one drives a Runtime in tests).
     """
 
@@ -115,7 +76,8 @@ class Runtime:
         self.kept = kept if kept is not None else KeptStreams(paths.state_dir())
         self._load_lock = asyncio.Lock()
         self._unloading: set[asyncio.Task] = set()
-        self.closing = False  # set by shutdown: no stream starts after it
+        self.core = Streams()  # what runs under each name, and what each command does to it
+        self._pending: dict[int, Start] = {}  # starts under way, by version
         self.relay: Relay | None = None  # the MoQ relay serving exposed outputs (tatolabd sets it: use_relay)
         self.line = Line()  # loads compiled and started at once; the others wait in it (line.py)
         self.recordings: dict[str, Any] = {}  # id -> recordings.Recording (ops/record.py)
@@ -132,117 +94,166 @@ class Runtime:
             skip_ids(cut.id)
             self.kept.say("warning", cut.line(), recording=cut.id, path=cut.path)
 
+    # -- the runtime's start and clean stop ----------------------------------------------------
+
+    def begin(self) -> None:
+        """Apply the two-crash rule to the previous run's marker (kept.py), and mark this run running."""
+        self.core.began(self.kept.begin())
+
+    def stopped_cleanly(self) -> None:
+        self._carry_now(self.core.stopped_cleanly())
+
     # -- starting ------------------------------------------------------------------------------
 
-    async def start_stream(self, start: StreamStart) -> LoadedStream | None:
-        """Start ``start.stream`` under its name, replacing ``start.replacing``; None when superseded.
+    async def start_stream(self, start: Start) -> LoadedStream | None:
+        """Start ``start.stream`` under its name, replacing ``start.asked.replacing``; None when superseded.
 
-        The name is checked first, so a refused start leaves the old version running. The old
+        The core checks the name first, so a refused start leaves the old version running. The old
         version stops completely before the new one starts: two versions of a node never run
         at once (they would share files and devices). Cancelling the caller does not cut it short.
         """
         async def run() -> LoadedStream | None:
             async with self._load_lock:
-                if self.closing:
-                    raise ControlError("the runtime is stopping")
+                asked = start.asked
+                if asked.how == RECORD:  # read again under the lock: stopped, removed or replaced meanwhile?
+                    start.record = self.kept.holder(start.stream.name)
+                    asked = replace(asked, record=_held(start.record))
+                else:
+                    asked = replace(asked, record=_held(self.kept.holder(start.stream.name)))
+                version = start.stream.instance
+                self._pending[version] = start
                 try:
-                    if start.check is not None:
-                        start.check()
-                except Superseded as superseded:
-                    return superseded.current
-                name, old = start.stream.name, start.replacing
-                if old is not None and self.streams.get(old.name) is not old:
-                    raise stopped_meanwhile(old)
-                held = self.streams.get(name)
-                if old is None and held is not None and held.mode == "kept" and held.project == start.keeping_from:
-                    old = held
-                self.check_name_free(name, replacing=old, keeping_from=start.keeping_from)
-                self.check_node_caps(name, len(start.stream.graph["nodes"]), replacing=old)
-                self.check_cameras(name, start.stream.graph, replacing=old, missing_ok=start.devices_may_come)
-                if start.prepare is not None:
-                    await start.prepare()
-                if old is not None:
-                    await self._unload(old, start.reason)
-                if start.commit is not None:
-                    start.commit()
-                try:
-                    self._start(start.stream, start.python)
-                except ControlError as exc:
-                    if start.failed is not None:
-                        start.failed(str(exc))
-                    raise
-                if start.started is not None:
-                    start.started()
-                return start.stream
+                    done, value = await self._carry(self.core.check(asked))
+                    if done:  # superseded: the version running instead, if any
+                        return self._by_id(value)
+                    await self._carry(self.core.go(version, time.monotonic_ns()))
+                    self._carry_now(self.core.started(version, time.monotonic_ns(),
+                                                      at_runtime_start=asked.devices_may_come))
+                    return start.stream
+                finally:
+                    self._pending.pop(version, None)
+                    self.core.abandon(version)  # refused or cut short: nothing of it stays in the core
 
         return await asyncio.shield(asyncio.ensure_future(run()))
 
-    def _start(self, stream: LoadedStream, python: Path) -> None:
+    def _by_id(self, version: int | None) -> LoadedStream | None:
+        """The driver's stream for one of the core's versions (running, or starting)."""
+        found = [s for s in self.streams.values() if s.instance == version]
+        found += [s.stream for s in self._pending.values() if s.stream.instance == version]
+        return found[0] if found else None
+
+    async def _carry(self, effects: list[Effect]) -> tuple[bool, Any]:
+        """Carry out the core's effects in order: (True, its answer) on a Reply or Superseded, else
+        (False, None); a refusal is raised."""
+        for effect in effects:
+            if isinstance(effect, Reply):
+                return True, effect.value
+            if isinstance(effect, Superseded):
+                return True, effect.current
+            if isinstance(effect, Unload):
+                stream = self._by_id(effect.version)
+                if stream is not None:
+                    await self._unload(stream, effect.reason, by_runtime=effect.by_runtime)
+            elif isinstance(effect, Snapshot):
+                await self._snapshot(self._pending[effect.version])
+            elif isinstance(effect, WriteRecord):
+                self._write_record(self._pending[effect.version])
+            elif isinstance(effect, StartNodes):
+                self._start(self._pending[effect.version])
+            else:
+                self._carry_now([effect])
+        return False, None
+
+    def _carry_now(self, effects: list[Effect]) -> Any:
+        """The effects that need no waiting: refusals, and storage's (the marker, records, the log: kept.py);
+        returns a Reply's value."""
+        for effect in effects:
+            if isinstance(effect, Refuse):
+                raise effect.error
+            if isinstance(effect, RefuseDamaged):
+                record = self.kept.holder(effect.name)
+                assert isinstance(record, DamagedRecord)
+                raise record.refusal(effect.what)
+            if isinstance(effect, Unknown):
+                raise self.unknown(effect.name)
+            if isinstance(effect, LoadFailed):
+                raise KeptLoadFailed(effect.name, effect.reason)
+            if isinstance(effect, Reply):
+                return effect.value
+            starting = [s.record for s in self._pending.values() if isinstance(effect, MarkFailed)
+                        and s.stream.name == effect.name and s.record is not None]
+            self.kept.carry(effect, starting[0] if starting else None)  # the marker, records, the log
+        return None
+
+    async def _snapshot(self, start: Start) -> None:
+        """`run -d`: copy the project's modules (a refusal here leaves the old version running)."""
+        name = start.stream.name
+        try:
+            start.stream.sources = await asyncio.to_thread(self.kept.snapshot, name, start.stream.project)
+        except SnapshotError as exc:
+            prefix = f"{name} cannot be kept: "
+            why = exc.reason
+            raise ControlError(prefix + why.text, code=why.code, fixes=why.fixes,
+                               details={**why.details, "prefix": prefix} if why.code else why.details) from None
+
+    def _write_record(self, start: Start) -> None:
+        """`run -d`: the old version has stopped; record the new one before it starts."""
+        stream = start.stream
+        assert start.source is not None and stream.sources is not None
+        try:
+            start.record = self.kept.keep(stream.name, start.source, start.python, stream.graph, env=stream.env,
+                                          sources=stream.sources)
+        except OSError as exc:
+            self._carry_now(self.core.record_unwritten(stream.instance))
+            path = exc.filename or self.kept.store.path(stream.name)
+            raise ControlError(
+                f"stream {stream.name} cannot be kept: its record could not be written to {path} "
+                f"({exc.strerror or exc}); free space on that disk", code="record_unwritten",
+                fixes=[Fix("load", {"mode": "kept"}, "load it kept again"),
+                       Fix("load", {"mode": "attached"}, "run it attached")]) from None
+
+    def _start(self, start: Start) -> None:
         """Under the lock: make its rings, start its nodes; links between streams wire themselves at once."""
+        stream = start.stream
         self.streams[stream.name] = stream
         stream.starter = self.starter
         try:
-            start_nodes(stream, python)
+            start_nodes(stream, start.python)
         # shared memory full, or a graph it cannot wire: raised before any node starts, nothing half-started stays
         except (OSError, ring.RingError, KeyError, TypeError, ValueError) as exc:
             self.streams.pop(stream.name, None)
             ring.reap(paths.loaded_stream_prefix(stream.instance))  # rings are made before any node starts
             if stream.log is not None:
                 stream.log.close()
-            raise ControlError(f"stream {stream.name} could not start: {exc}") from None
+            error = ControlError(f"stream {stream.name} could not start: {exc}")
+            reason = strip_reason(str(error)) if start.asked.how == RECORD else Reason(str(error))
+            self._carry_now(self.core.start_failed(stream.instance, reason))
+            raise error from None
         self.rewire()
+
+    def _version(self, stream: LoadedStream) -> Version:
+        """The core's view of a stream about to start: its name, project, mode, node count and cameras."""
+        uses, _ = cameras.cameras_of(stream.name, stream.graph, resolve_camera)
+        return Version(stream.instance, stream.name, str(stream.project), stream.mode, len(stream.graph["nodes"]),
+                       tuple(uses), graph=stream.graph)
+
+    def _asking(self, stream: LoadedStream, how: str, **fields: Any) -> Load:
+        _, missing = cameras.cameras_of(stream.name, stream.graph, resolve_camera)
+        return Load(self._version(stream), how, missing=tuple(missing), **fields)
 
     async def load(self, source: StreamSource, *, mode: str = "attached",
                    env: dict[str, str] | None = None) -> LoadedStream:
-        """Compile and start a stream; ``env`` is the loading command's environment (environment.py)."""
+        """Compile and start a stream; ``env`` is the loading command's environment (environment.py).
+        Kept (`run -d`): snapshot the project's modules, record the stream, replacing this project's
+        earlier version of it (record, snapshot and running stream), and start it."""
         project, python = open_project(source.project)
         source = replace(source, project=project)
         async with self.line.turn("load"):  # many at once wait their turn, each told its place
             graph = await compile_stream(source, env=env, starter=self.starter)  # or CompileError
-            if mode == "kept":
-                return await self._keep(source, python, graph, env)
             stream = LoadedStream(name=graph["stream"], project=project, graph=graph, mode=mode, env=env)
-            started = await self.start_stream(StreamStart(stream, python))
-        assert started is not None
-        return started
-
-    async def _keep(self, source: StreamSource, python: Path, graph: Graph,
-                    env: dict[str, str] | None) -> LoadedStream:
-        """`run -d`: snapshot the project's modules, record the stream, replacing this project's
-        earlier version of it (record, snapshot and running stream), and start it."""
-        name, project = graph["stream"], source.project
-        stream = LoadedStream(name=name, project=project, graph=graph, mode="kept", env=env)
-        record: list[KeptRecord] = []
-
-        async def prepare() -> None:
-            try:
-                stream.sources = await asyncio.to_thread(self.kept.snapshot, name, project)
-            except SnapshotError as exc:
-                prefix = f"{name} cannot be kept: "
-                why = exc.reason
-                raise ControlError(prefix + why.text, code=why.code, fixes=why.fixes,
-                                   details={**why.details, "prefix": prefix} if why.code else why.details) from None
-
-        def commit() -> None:
-            assert stream.sources is not None
-            try:
-                record.append(self.kept.keep(name, source, python, graph, env=env, sources=stream.sources))
-            except OSError as exc:
-                self.kept.not_loading(name)
-                path = exc.filename or self.kept.store.path(name)
-                raise ControlError(
-                    f"stream {name} cannot be kept: its record could not be written to {path} "
-                    f"({exc.strerror or exc}); free space on that disk", code="record_unwritten",
-                    fixes=[Fix("load", {"mode": "kept"}, "load it kept again"),
-                           Fix("load", {"mode": "attached"}, "run it attached")]) from None
-
-        def failed(reason: str) -> None:
-            self.kept.not_loading(name)
-            self.kept.mark_failed(record[0], Reason(reason))  # recorded, but not running: say so
-
-        started = await self.start_stream(StreamStart(
-            stream, python, keeping_from=project, reason=REPLACED_BY_KEEP,
-            prepare=prepare, commit=commit, failed=failed, started=lambda: self.kept.loaded(name)))
+            how = KEEP if mode == "kept" else ATTACHED
+            asked = self._asking(stream, how, reason=REPLACED_BY_KEEP if how == KEEP else REPLACED)
+            started = await self.start_stream(Start(stream, python, asked, source=source))
         assert started is not None
         return started
 
@@ -252,162 +263,138 @@ class Runtime:
         """Start the compiled ``graph`` in place of ``old`` (which may have another name, or be None)."""
         project, python = open_project(project)
         stream = LoadedStream(name=graph["stream"], project=project, graph=graph, mode=mode, env=env)
-        started = await self.start_stream(StreamStart(stream, python, replacing=old, reason=reason))
+        asked = self._asking(stream, ATTACHED, reason=Reason(reason),
+                          replacing=None if old is None else Ref(old.name, old.instance))
+        started = await self.start_stream(Start(stream, python, asked))
         assert started is not None
         return started
 
-    async def restart_nodes(self, stream: LoadedStream, graph: Graph, names: list[str]) -> None:
-        """A new version of ``stream`` in place (same shape), restarting only ``names`` (a dev reload
-        that provably keeps the other nodes: rules/reload.py)."""
-        async def swap() -> None:
-            async with self._load_lock:
-                if self.closing:
-                    raise ControlError("the runtime is stopping")
-                if self.streams.get(stream.name) is not stream:
-                    raise stopped_meanwhile(stream)
-                self.check_cameras(stream.name, graph, replacing=stream)
-                await restart_nodes(stream, graph, names)
+    def in_place(self, old: LoadedStream | None, graph: Graph) -> bool:
+        """A dev reload: whether ``graph`` replaces ``old`` node by node (restart_nodes), else whole (replace)."""
+        return self.core.in_place(None if old is None else Ref(old.name, old.instance), graph)
 
-        await asyncio.shield(asyncio.ensure_future(swap()))
+    async def restart_nodes(self, stream: LoadedStream, graph: Graph, saved: list[Saved]) -> RestartNodes:
+        """A new version of ``stream`` in place (same shape), restarting only the nodes that may run changed
+        code or config, given the files saved since it loaded (rules/reload.py); which restarted and why,
+        and which were kept."""
+        async def swap() -> RestartNodes:
+            async with self._load_lock:
+                uses, missing = cameras.cameras_of(stream.name, graph, resolve_camera)
+                imports = {name: None if node.imports is None else Imported(frozenset(node.imports),
+                                                                            frozenset(node.imported_files))
+                           for name, node in stream.nodes.items()}
+                effects = self.core.reload(Ref(stream.name, stream.instance), graph, saved, imports, uses, missing)
+                self._carry_now([effect for effect in effects if not isinstance(effect, RestartNodes)])
+                [restart] = [effect for effect in effects if isinstance(effect, RestartNodes)]
+                await restart_nodes(stream, graph, list(restart.why))
+                return restart
+
+        return await asyncio.shield(asyncio.ensure_future(swap()))
 
     def running(self, name: str) -> LoadedStream:
         """The running stream ``name``, or the refusal a change to it gets (stopped, or no such stream)."""
-        stream = self.streams.get(name)
-        if stream is not None:
-            return stream
-        record = self.kept.holder(name)
-        if isinstance(record, KeptRecord):
-            raise ControlError(f"stream {name} is not running ({record.state}); a live change applies to a running "
-                               "stream", code="not_running", fixes=[Fix("start", {"name": name}, "start it first")],
-                               details={"stream": name})
-        raise self.unknown(name)
+        found = self._by_id(self._carry_now(self.core.live(name, _held(self.kept.holder(name)))))
+        assert found is not None
+        return found
 
     async def change_live(self, name: str, change: Callable[[LoadedStream], Awaitable[T]]) -> T:
         """Apply ``change`` to running stream ``name`` under the load lock, so no start, stop or reload
         of it runs meanwhile; cancelling the caller does not cut it short."""
         async def run() -> T:
             async with self._load_lock:
-                if self.closing:
+                if self.core.closing:
                     raise ControlError("the runtime is stopping")
-                return await change(self.running(name))
+                stream = self.running(name)
+                try:
+                    return await change(stream)
+                finally:  # its graph may have grown or shrunk: the caps and cameras count it as it is
+                    uses, _ = cameras.cameras_of(name, stream.graph, resolve_camera)
+                    self.core.reshaped(name, stream.graph, uses)
 
         return await asyncio.shield(asyncio.ensure_future(run()))
+
+    async def start(self, name: str) -> dict[str, Any]:
+        """`tatolab start`: load a stopped kept stream (or retry a failed one) from its record."""
+        record = self.kept.holder(name)
+        already = self._carry_now(self.core.start(name, _held(record)))
+        assert isinstance(record, KeptRecord)
+        if already is not None:
+            return {"name": name, "state": "kept", "project": record.project, "already": True}
+        retried = record.failed is not None
+        try:
+            loaded = await self.start_kept(name, record)
+        except KeptLoadFailed as exc:
+            raise ControlError(f"{name} failed again: {exc.reason}", code="failed_again", fixes=[
+                Fix("start", {"name": name}, "retries it"), Fix("rm", {"name": name}, "forgets it")],
+                details={"name": name, "why": exc.reason.to_wire()}) from None
+        if loaded is None:
+            raise ControlError(f"{name} changed while it was starting (stopped, removed or replaced)",
+                               code="changed_meanwhile", fixes=[Fix("streams", {}, "see")])
+        return {"name": name, "state": "kept", "project": record.project, "retried": retried,
+                "nodes": len(loaded.graph["nodes"])}
 
     async def start_kept(self, name: str, record: KeptRecord, *, at_runtime_start: bool = False) -> LoadedStream | None:
         """Load a kept stream from its record. On a load problem it is marked failed and
         ``KeptLoadFailed`` is raised; returns None if the record changed meanwhile. At the runtime's
         start a device the stream names may not be there yet (a USB camera at boot): its node waits."""
-        kept = self.kept
-        if name in self.streams:
-            return self.streams[name]
-        kept.loading(name)
+        running = self._carry_now(self.core.loading(name))
+        if running is not None:
+            return self._by_id(running)
         try:
             problem = await preflight(record, self.starter)
-            current = record
-
-            def check() -> None:
-                nonlocal current
-                now = kept.holder(name)
-                if not isinstance(now, KeptRecord) or now.stopped or now.project != record.project:
-                    raise Superseded()  # stopped, removed or replaced while it was being checked
-                if name in self.streams:
-                    raise Superseded(self.streams[name])
-                current = now
-                if problem:
-                    kept.mark_failed(now, strip_reason(problem))
-                    raise KeptLoadFailed(name, strip_reason(problem))
-
-            def failed(reason: str) -> None:  # its rings could not be made
-                kept.mark_failed(current, strip_reason(reason))
-                raise KeptLoadFailed(name, strip_reason(reason))
-
             stream = LoadedStream(name=name, project=Path(record.project), graph=record.graph, mode="kept",
                                   env=record.env, sources=Path(record.sources) if record.sources else None)
+            asked = self._asking(stream, RECORD, kept_project=record.project, devices_may_come=at_runtime_start,
+                              problem=None if problem is None else strip_reason(problem))
             try:
-                started = await self.start_stream(StreamStart(stream, Path(record.python), check=check,
-                                                              keeping_from=Path(record.project), failed=failed,
-                                                              devices_may_come=at_runtime_start))
+                return await self.start_stream(Start(stream, Path(record.python), asked))
             except ControlError:
-                if self.closing:
+                if self.core.closing:
                     return None
                 raise
-            if started is stream:
-                kept.loaded(name)
-            return started
         finally:
-            kept.not_loading(name)
+            self._carry_now(self.core.loading_done(name))
 
     async def load_kept_at_start(self) -> None:
         """Load every kept stream that is neither stopped nor failed, one at a time (so a crash
         while loading names the one stream being loaded); one that cannot load is marked failed
         and the others still start."""
         kept = self.kept
-        for record in kept.store.read_all():
+        records = kept.store.read_all()
+        for record in records:
             if isinstance(record, DamagedRecord):
                 # the runtime's terminal is read by a person: the fixes in the CLI's words, by the one renderer
                 kept.say("error", f"kept stream {record.name} is skipped: {record.reason}. "
                          f"{fixes_in_turn(record.fixes)}", stream=record.name,
                          fixes=[{"op": f.op, "args": f.args, "does": f.does} for f in record.fixes])
-                continue
-            if record.stopped or record.failed:
-                continue
+        by_name = {r.name: r for r in records if isinstance(r, KeptRecord)}
+        for name in self.core.at_start({n: held for n, r in by_name.items() if (held := _held(r)) is not None}):
             try:
-                stream = await self.start_kept(record.name, record, at_runtime_start=True)
+                await self.start_kept(name, by_name[name], at_runtime_start=True)
             except KeptLoadFailed:
                 continue  # already reported by mark_failed
             except Exception as exc:  # a bug must not keep the other streams from starting
-                current = kept.holder(record.name)
+                current = kept.holder(name)
                 if isinstance(current, KeptRecord):
                     kept.mark_failed(current, Reason(f"loading it failed: {exc!r}"))
-                continue
-            if stream is not None:
-                kept.say("info", f"kept stream {record.name} loaded from its record "
-                         f"({counted(len(record.graph['nodes']), 'node')}, project {record.project})",
-                         stream=record.name)
 
-    def check_name_free(self, stream_name: str, *, replacing: LoadedStream | None = None,
-                        keeping_from: Path | None = None) -> None:
-        """Refuse a name another stream holds (rules/names.py); every start goes through here."""
-        record = self.kept.holder(stream_name)
-        holder = self.streams.get(stream_name)
-        refused = names.refusal(
-            stream_name,
-            record=None if record is None else names.Recorded(
-                project=str(record.project), damaged=isinstance(record, DamagedRecord),
-                state="failed" if isinstance(record, DamagedRecord) else record.state),
-            loaded=None if holder is None or holder is replacing else names.Loaded(str(holder.project), holder.mode),
-            keeping_from=str(keeping_from) if keeping_from is not None else None,
-        )
+    def check_node_caps(self, stream_name: str, nodes: int, *, adding: str | None = None) -> None:
+        """Refuse a node added live past the node caps (rules/caps.py)."""
+        refused = self.core.caps_refusal(stream_name, nodes, adding=adding)
         if refused is not None:
             raise refused
 
-    def check_node_caps(self, stream_name: str, nodes: int, *, replacing: LoadedStream | None = None,
-                        adding: str | None = None) -> None:
-        """Refuse a stream (or a node added live) past the node caps (rules/caps.py)."""
-        others = sum(len(s.graph["nodes"]) for s in self.streams.values()
-                     if s is not replacing and s.name != stream_name)
-        refused = caps.refusal(stream_name, nodes, others, adding=adding)
+    def check_cameras(self, stream_name: str, graph: Graph, *, replacing: LoadedStream | None = None) -> None:
+        """Refuse a live change whose camera another stream holds, or that names no camera here."""
+        uses, missing = cameras.cameras_of(stream_name, graph, resolve_camera)
+        refused = self.core.cameras_refusal(stream_name, tuple(uses), tuple(missing),
+                                            replacing=self.core.running.get(stream_name) if replacing else None)
         if refused is not None:
             raise refused
 
     def use_relay(self, relay: Relay) -> None:
         self.relay = relay
         relay.on_pull_state = lambda pull, waiting: set_state(self.streams, pull, waiting)
-
-    def check_cameras(self, stream_name: str, graph: Graph, *, replacing: LoadedStream | None = None,
-                      missing_ok: bool = False) -> None:
-        """Refuse a stream whose camera another stream holds, or (unless ``missing_ok``) that names no
-        camera here (rules/cameras.py)."""
-        loading, missing = cameras.cameras_of(stream_name, graph, resolve_camera)
-        if missing_ok:
-            missing = []
-        if not loading and not missing:
-            return
-        running = [use for other in self.streams.values() if other is not replacing and other.name != stream_name
-                   for use in cameras.cameras_of(other.name, other.graph, resolve_camera)[0]]
-        refused = cameras.refusal(stream_name, loading, missing, running)
-        if refused is not None:
-            raise refused
 
     def rewire(self) -> None:
         rewire(self.streams, self.kept.rows(set(self.streams)), machine_name())
@@ -430,43 +417,20 @@ class Runtime:
         known = ", ".join(f"{row['name']} ({row['state']})" for row in self.list_streams()) or "none"
         return ControlError(f"no stream named {name} on this machine; its streams: {known}")
 
+    # -- stopping ------------------------------------------------------------------------------
+
     async def stop(self, name: str, reason: Reason = STOPPED) -> dict[str, Any]:
         """Unload a stream; a kept one is recorded as stopped first, so it stays stopped across restarts."""
         async with self._load_lock:  # never between a `run -d` replacing this stream and its start
-            return await self._stop(name, reason)
-
-    async def _stop(self, name: str, reason: Reason) -> dict[str, Any]:
-        record = self.kept.holder(name)
-        if isinstance(record, DamagedRecord):
-            raise record.refusal("stopped")
-        stream = self.streams.get(name)
-        if record is None and stream is None:
-            raise self.unknown(name)
-        if record is not None:
-            self.kept.set_stopped(record, True)
-        if stream is not None:
-            await self._unload(stream, reason)
-            self.kept.unloaded(name)
-        return {"name": name, "state": "stopped", "kept": record is not None}
+            return (await self._carry(self.core.stop(name, _held(self.kept.holder(name)), reason)))[1]
 
     async def remove(self, name: str) -> dict[str, Any]:
         """Forget a stream: unload it, and remove its kept record and copy of sources."""
         async with self._load_lock:  # never between a `run -d` replacing this stream and its start
-            record = self.kept.holder(name)
-            stream = self.streams.get(name)
-            if record is None and stream is None:
-                raise self.unknown(name)
-            if isinstance(record, KeptRecord):
-                self.kept.set_stopped(record, True)  # a crash before the record is gone leaves it stopped, not back
-            if stream is not None:
-                await self.unload_if_current(stream, REMOVED)
-            if record is not None:
-                self.kept.forget(name)
-            project = record.project if record is not None else str(stream.project) if stream is not None else None
-            return {"name": name, "forgotten": record is not None, "project": project}
+            return (await self._carry(self.core.remove(name, _held(self.kept.holder(name)))))[1]
 
     async def _unload(self, stream: LoadedStream, reason: Reason | str, *, by_runtime: bool = False) -> None:
-        """Unload ``stream``; shutdown waits for unloads in progress, so none is cut short."""
+        """Unload ``stream`` (the core has let it go); shutdown waits for unloads in progress, so none is cut short."""
         try:
             if self.streams.get(stream.name) is stream:
                 self.streams.pop(stream.name)
@@ -479,22 +443,44 @@ class Runtime:
             await asyncio.shield(task)
 
     async def unload_if_current(self, stream: LoadedStream, reason: Reason | str) -> None:
-        """Unload ``stream`` unless it was already replaced or stopped."""
-        if self.streams.get(stream.name) is stream:
-            await self._unload(stream, reason)
+        """Unload ``stream`` unless it was already replaced or stopped (its terminal hung up)."""
+        why = reason if isinstance(reason, Reason) else Reason(reason)
+        await self._carry(self.core.detach(Ref(stream.name, stream.instance), why))
 
     async def shutdown(self) -> None:
-        self.closing = True
+        self.core.closing = True  # no stream starts after this
         from tatolab._runtime.lifecycle.recordings import stop_all
 
         await stop_all(self.recordings)  # each file finished and indexed before its streams go
         if self.foxglove is not None:
             await self.foxglove.close()  # it gives its reader records back before the rings go
         async with self._load_lock:  # a load or replace in progress finishes first, then is unloaded
-            streams = list(self.streams.values())
+            stopping = self.core.shutdown()
+            streams = [(s, e) for e in stopping if isinstance(e, Unload) and (s := self._by_id(e.version)) is not None]
         await asyncio.gather(
-            *(self._unload(s, "the runtime stopped", by_runtime=True) for s in streams),
+            *(self._unload(s, e.reason, by_runtime=True) for s, e in streams),
             *self._unloading,
             return_exceptions=True,
         )
         await self.starter.close()  # the warm interpreters, once no node of theirs is left
+
+
+@dataclass
+class Start:
+    """One start as the driver carries it out: the stream, its interpreter, what the core decides
+    from (``asked``), and what `run -d` records (``source``)."""
+
+    stream: LoadedStream
+    python: Path
+    asked: Load
+    source: StreamSource | None = None
+    record: KeptRecord | DamagedRecord | None = None  # the record written, or read under the lock
+
+
+def _held(record: KeptRecord | DamagedRecord | None) -> Held | None:
+    """The core's view of a kept record."""
+    if record is None:
+        return None
+    if isinstance(record, DamagedRecord):
+        return Held(record.project, "failed", damaged=True)
+    return Held(record.project, record.state)

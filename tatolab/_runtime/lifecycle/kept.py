@@ -1,7 +1,8 @@
 """Kept streams: their records, the runtime marker, and loading them from the recorded graph.
 
-The decisions live in ``crashes.py`` (the two-crash rule) and ``records.py`` (what a record
-holds); this module does the file and process work around them.
+The decisions live in ``crashes.py`` (the two-crash rule), ``records.py`` (what a record
+holds) and the runtime's core (core/streams.py: what each stop, start and removal does); this
+module does the file and process work around them: it carries out the core's effects on storage.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from tatolab._graph import Graph
 from tatolab._control.errors import ControlError, Fix, Reason
 from tatolab._control.source import StreamSource
 from tatolab._control.words import render
+from tatolab._runtime.core import effects
 from tatolab._runtime.surfaces import is_builtin
 from tatolab._runtime.stored import snapshots
 from tatolab._runtime.processes import trust
 from tatolab._runtime.processes.environment import stream_env
 from tatolab._runtime.stored import unwritten
-from tatolab._runtime.rules.crashes import Lifecycle, RunState, start_run
+from tatolab._runtime.rules.crashes import RunState, start_run
 from tatolab._runtime.stored.records import DamagedRecord, KeptRecord, RecordStore, write_json_atomically
 from tatolab._runtime.processes.starter import ProcessStarter
 from tatolab._runtime.processes.starter import shared as shared_starter
@@ -69,12 +71,12 @@ class KeptStreams:
         self.sources = state / "sources"  # snapshots of kept projects' modules (snapshots.py)
         self.marker = state / "running.json"
         self.say = say
-        self.lifecycle = Lifecycle(RunState())
 
     # -- the runtime's start and clean stop ------------------------------------------------
 
-    def begin(self) -> None:
-        """Read the previous run's marker, apply the two-crash rule, and mark this run as running."""
+    def begin(self) -> RunState:
+        """Read the previous run's marker, apply the two-crash rule, and mark this run as running;
+        this run's state, which the core (core/streams.py) keeps from now on."""
         for path in self.store.remove_leftover_temporaries():
             self.say("warning", f"removed {path}, a record write cut short by a crash; the record before it is intact")
         for path in self.store.strays():
@@ -100,12 +102,12 @@ class KeptStreams:
             said = Reason(f"kept stream {name} is marked failed and not loaded: {reason}", code="marked_failed",
                           fixes=(Fix("start", {"name": name}, "retries it"),))
             self.say("error", render(said), stream=name, fixes=said.to_wire()["fixes"])
-        self.lifecycle = Lifecycle(verdict.state)
-        self._write_marker()
+        self.write_marker(verdict.state.to_json())
+        return verdict.state
 
-    def stopped_cleanly(self) -> None:
-        self.lifecycle.stopped_cleanly()
-        if not self._write_marker():
+    def write_marker(self, state: dict[str, Any], *, clean: bool = False) -> None:
+        """Write the marker as the core says (``clean``: the clean stop's)."""
+        if not self._write_marker(state) and clean:
             # a full disk: the marker still says "running", which the next start would take for a
             # crash. Removing it needs no space, and no marker reads as a clean stop.
             try:
@@ -124,11 +126,11 @@ class KeptStreams:
                      "treating the previous run as a crash with no stream known to be involved")
             return RunState(clean=False)
 
-    def _write_marker(self) -> bool:
+    def _write_marker(self, state: dict[str, Any]) -> bool:
         """A marker that cannot be written (a full disk) is told and counted, never raised: the
         next write that works brings it up to date. False when it could not be written."""
         try:
-            write_json_atomically(self.marker, self.lifecycle.state.to_json())
+            write_json_atomically(self.marker, state)
         except OSError as exc:
             unwritten.failed(self.marker, exc)
             return False
@@ -148,25 +150,26 @@ class KeptStreams:
         else:
             unwritten.worked(path)
 
-    # -- what the running runtime is doing, written down before it does it ------------------
-
-    def loading(self, name: str) -> None:
-        self.lifecycle.loading(name)
-        self._write_marker()
-
-    def loaded(self, name: str) -> None:
-        self.lifecycle.loaded(name)
-        self._write_marker()
-
-    def not_loading(self, name: str) -> None:
-        if name in self.lifecycle.state.loading:
-            self.lifecycle.not_loading(name)
-            self._write_marker()
-
-    def unloaded(self, name: str) -> None:
-        if name in self.lifecycle.state.loading | self.lifecycle.state.loaded:
-            self.lifecycle.unloaded(name)
-            self._write_marker()
+    def carry(self, effect: effects.Effect, starting: KeptRecord | DamagedRecord | None = None) -> None:
+        """Carry out one of the core's effects on storage (core/effects.py): the marker, a record's state,
+        forgetting a record, a line in the runtime's log. ``starting``: the record the start under way
+        wrote or read (a failed start marks that one)."""
+        if isinstance(effect, effects.WriteMarker):
+            self.write_marker(effect.state, clean=effect.clean)
+        elif isinstance(effect, effects.Say):
+            self.say(effect.level, effect.text, **effect.fields)
+        elif isinstance(effect, effects.Forget):
+            self.forget(effect.name)
+        elif isinstance(effect, (effects.MarkFailed, effects.SetStopped)):
+            record = starting if starting is not None else self.holder(effect.name)
+            if not isinstance(record, KeptRecord):
+                return
+            if isinstance(effect, effects.MarkFailed):
+                self.mark_failed(record, effect.reason)
+            else:
+                self.set_stopped(record, effect.stopped)
+        else:
+            raise AssertionError(f"{effect} is no effect on storage")
 
     # -- records ----------------------------------------------------------------------------
 
@@ -179,13 +182,11 @@ class KeptStreams:
 
     def keep(self, name: str, source: StreamSource, python: Path, graph: Graph, *,
              env: dict[str, str] | None, sources: Path) -> KeptRecord:
-        """Record a stream from `run -d` (replacing any record of that name) before it starts;
-        the snapshot the replaced record used is removed once the new record is written."""
+        """Record a stream from `run -d` (replacing any record of that name) before it starts (the
+        marker says it is loading already); the snapshot the replaced record used is removed once the
+        new record is written."""
         record = KeptRecord(name=name, project=str(source.project), python=str(python), graph=graph,
                             target=source.target, file=source.file, env=env, sources=str(sources))
-        self.lifecycle.forget(name)
-        self.lifecycle.loading(name)
-        self._write_marker()
         self.store.save(record)
         snapshots.prune(self.sources, {name: str(sources)}, only=name)
         return record
@@ -204,8 +205,6 @@ class KeptStreams:
     def forget(self, name: str) -> None:
         self.store.remove(name)
         snapshots.forget(self.sources, name)
-        self.lifecycle.forget(name)
-        self._write_marker()
 
     def rows(self, loaded: set[str]) -> list[dict[str, Any]]:
         """`tatolab streams` rows for the records not loaded right now."""

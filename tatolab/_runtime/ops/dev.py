@@ -31,7 +31,7 @@ from tatolab._runtime.feed import Feed
 from tatolab._runtime.lifecycle.nodes import Ended, ended_event
 from tatolab._runtime.runtime import Runtime, open_project, request_env
 from tatolab._runtime.ops import op
-from tatolab._runtime.rules.reload import Imported, Saved, reload_line, restarts, same_shape
+from tatolab._runtime.rules.reload import Saved, reload_line
 from tatolab._runtime.ops.streams import LogEvent, log_events
 from tatolab._runtime.rules.health import NodeState
 from tatolab._runtime.lifecycle.streams import LoadedStream
@@ -217,8 +217,7 @@ class DevSession:
 
     async def _swap_in(self, graph: Graph, detected_ns: int, *, reload: bool) -> None:
         old = self.stream
-        if reload and old is not None and not old.ended.is_set() and old.name == graph["stream"] \
-                and same_shape(old.graph, graph):
+        if reload and old is not None and self.runtime.in_place(old, graph):
             await self._reload_in_place(old, graph, detected_ns)
             return
         self.retiring = old
@@ -256,25 +255,20 @@ class DevSession:
     async def _reload_in_place(self, stream: LoadedStream, graph: Graph, detected_ns: int) -> None:
         """The new version has the running one's shape: restart only the nodes that may run changed
         code or config (rules/reload.py), keep the others and every ring, and say which were kept."""
-        imports = {name: None if node.imports is None else Imported(frozenset(node.imports),
-                                                                    frozenset(node.imported_files))
-                   for name, node in stream.nodes.items()}
         saved = [Saved(file, os.path.realpath(self.project / file)) for file in self.unapplied]
-        why = restarts(stream.graph, graph, saved, imports)
-        restart = list(why)
-        kept = [name for name in stream.nodes if name not in restart]
         started_ns = time.monotonic_ns()
         try:
-            await self.runtime.restart_nodes(stream, graph, restart)
+            done = await self.runtime.restart_nodes(stream, graph, saved)
         except ControlError as exc:
             if stream.ended.is_set():  # `tatolab stop` during the reload ends dev
                 self.out.put_nowait(ended_event(stream))
                 return
             self._say_failed(exc)
             return
+        restart, kept = list(done.why), done.kept
         self.unapplied = []
         if stream.log is not None:
-            stream.log.say(reload_line(why, kept), restarted=restart, kept=kept, why=why)
+            stream.log.say(reload_line(done.why, kept), restarted=restart, kept=kept, why=done.why)
         replaced_ns = time.monotonic_ns()
         spawned_ns = await _spawned(stream)
         self.out.put_nowait({

@@ -1,0 +1,8 @@
+"""The runtime's core: the stream lifecycle as a synchronous state machine, apart from I/O.
+
+It takes commands (a load, a stop, a start failed...) with the facts the drivers read and the
+time, and returns effects (stop that version, write this record, start those nodes...) that
+``runtime.py`` carries out with processes, storage and the relay, as aioquic keeps a QUIC
+connection's state apart from its sockets. It imports no asyncio, os or subprocess
+(tests/test_layers.py holds it to that), so a lifecycle test is a list of commands.
+"""
