@@ -89,4 +89,7 @@ def test_kill_9_of_tatolabd_or_of_the_recorder_leaves_a_file_the_mcap_library_op
     listed = runtime.cli("record", "--list", check=True).stdout
     assert "cut (an earlier run of the runtime)" in listed and str(by_runtime) in listed, listed
     line = next(line for line in listed.splitlines() if line.strip().startswith(f"{by_runtime}:"))
-    assert "readable as it is up to" in line and f"{len(ns)} messages" in line, line
+    # its stdin closes with the runtime, which ends it cleanly, and the reaper kills its group: on a busy
+    # machine the clean end may come first, and then the file is finished and indexed after all
+    assert ("readable as it is up to" in line and f"{len(ns)} messages" in line
+            or line.endswith("finished and indexed after all")), line
