@@ -175,7 +175,7 @@ def test_a_public_output_reads_only_with_a_minted_token_until_it_expires_or_is_r
     cut = wait_for(lambda: [r for r in read_jsonl(log) if "after their token was revoked" in r["message"]],
                    timeout=30, what="the relay to say it cut the session")
     assert cut[0]["fields"]["sessions"] >= 1 and cut[0]["fields"]["after_ms"] < 1000, cut  # (the probe's may linger)
-    reader.wait(timeout=30)
+    reader.communicate(timeout=30)  # (its line a bag fills the pipe: read what it said until it ends)
     assert probe(fingerprint, "read", shared, prefix=inside)[0]["outcome"] == "refused"
     assert "revoked" in runtime.cli("token", "list", check=True).stdout
 
