@@ -56,6 +56,14 @@ try:  # an ordered reader's run of whole bags, copied, recorded and counted in C
 except ImportError:
     _RunReader = _Recorder = None  # type: ignore[misc, assignment]
 
+if TYPE_CHECKING:
+    _Core = object
+else:
+    try:  # the members the node host's per-bag path reads and writes in C (_native.c, _ordered.h)
+        from .._native import ReaderCore as _Core
+    except ImportError:
+        _Core = object
+
 # Consecutive failed attempts at one bag before a reader calls the ring damaged. A healthy
 # ring fails an attempt only when the writer laps the copy, and each retry jumps half a
 # ring ahead, so a handful is already rare.
@@ -66,7 +74,7 @@ _VIEW: Any = memoryview(b"")  # read_view's `dest`: a view of the slot (a big ba
 _LAPPED_FOR_S = 0.05
 
 
-class RingReader:
+class RingReader(_Core):
     """One reader of a ring, with its counters in record `reader_index` of the ring's table.
 
     `profile` is "newest" (read the latest bag, skipped ones count as dropped) or
