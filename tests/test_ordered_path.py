@@ -225,3 +225,44 @@ def test_take_ordered_inherits_origins_by_the_one_rule(cell, origin):
     link.pending = (b"\xc1", 2, 5, 5)
     assert take_ordered(link, taken, _bags.decode_bytes) is None  # does not decode: left to the Python path
     assert link.pending == (b"\xc1", 2, 5, 5) and taken == expected
+
+
+NO_C_MODULE = """
+import sys
+sys.modules["tatolab._links._native"] = None  # as where it was not built: every import of it fails
+from tatolab import _bags
+from tatolab._host.ports import InputPort, _Link
+from tatolab._links.ring import RingReader, RingWriter, create_ring
+from tatolab._sdk import context
+from tatolab._sdk.context import Inputs
+
+assert context._take_ordered is None and InputPort._fill_c is None and _Link.__bases__[0].__name__ == "_PyLinkCore"
+base = sys.argv[1]
+create_ring(base, slot_size=256, slot_count=8)
+writer = RingWriter(base)
+reader = RingReader(base, 0, "ordered", origins=True)
+port = InputPort("bags", "ordered")
+port.origin = [0, 0]
+port.add_link("a", reader)
+inputs = Inputs("node", {"bags": port})
+seen = []
+for batch in (1, 3, 20):
+    for _ in range(batch):
+        writer.write(_bags.encode({"seq": len(seen) + reader.dropped + len(port._one.backlog)}, "n", "p"))
+    while port.fill():
+        seen.append(inputs.read("bags")["seq"])
+print(seen, reader.read_count, reader.dropped)
+port.remove_link("a")
+reader.close()
+writer.close()
+"""
+
+
+def test_without_the_c_module_the_python_path_reads_in_order_and_counts_drops(base):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", NO_C_MODULE, base], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    seen, read, dropped = proc.stdout.strip().rsplit(" ", 2)
+    assert eval(seen) == sorted(eval(seen)) and int(read) == len(eval(seen)) and int(dropped) == 24 - int(read)

@@ -19,13 +19,21 @@ try:  # the one ordered link's fill in C (_native.c, _ordered.h); the Python pat
     from tatolab._links._native import fill_ordered as _fill_ordered
 except ImportError:
     _fill_ordered = None
+
+
+class _PyLinkCore:
+    """_native.LinkCore's members, where the C module was not built."""
+
+    __slots__ = ("pending", "backlog", "taken")
+
+
 if TYPE_CHECKING:
-    _LinkCore = object
+    _LinkCore = _PyLinkCore
 else:
     try:  # a link's pending bag, backlog and time taken, as members the C fill reaches without a lookup
         from tatolab._links._native import LinkCore as _LinkCore
     except ImportError:
-        _LinkCore = object
+        _LinkCore = _PyLinkCore
 
 
 def inherit_origin(cell: list[int], bag: tuple) -> None:
@@ -83,8 +91,7 @@ class _Link(_LinkCore, Generic[R]):
     (ordered) the ones already taken off the ring behind it, since one ``read_many`` is
     cheaper than many reads."""
 
-    # (pending, backlog and taken are LinkCore's members where the C module was built)
-    __slots__ = ("key", "reader", "pending_bag") + (("pending", "backlog", "taken") if _LinkCore is object else ())
+    __slots__ = ("key", "reader", "pending_bag")  # and _LinkCore's: pending, backlog, taken
 
     def __init__(self, key: str, reader: R) -> None:
         self.key = key
