@@ -389,6 +389,14 @@ static PyObject *futex_wake(PyObject *module, PyObject *const *args, Py_ssize_t 
     return PyLong_FromLong(rc);
 }
 
+/* clock_of(obj) -> int: time.monotonic_ns(), given (and ignoring) one argument: the getter of a
+ * property (ctx.time, tatolab/_sdk/context.py) without a Python frame in between. */
+static PyObject *clock_of(PyObject *module, PyObject *unused) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return PyLong_FromUnsignedLongLong((uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec);
+}
+
 /* fence(): the loads before it happen before the loads after it (an acquire fence), for the
  * Python reader's copy where the CPU may reorder loads (ring/reader.py). */
 static PyObject *fence(PyObject *module, PyObject *unused) {
@@ -661,6 +669,8 @@ static PyMethodDef module_methods[] = {
     {"take_ordered", (PyCFunction)(void (*)(void))take_ordered, METH_FASTCALL,
      "take_ordered(link, origin, decode) -> bag | None: take and decode the bag delivered on a port's one ordered "
      "link, in C (None: the Python path's case)."},
+    {"clock_of", (PyCFunction)clock_of, METH_O,
+     "clock_of(obj) -> int: time.monotonic_ns(), ignoring its argument (a property's getter, without a frame)."},
     {"fence", (PyCFunction)fence, METH_NOARGS, "An acquire fence: the loads before it happen before the loads after it."},
     {"full_fence", (PyCFunction)full_fence, METH_NOARGS,
      "A sequentially consistent fence: every store before it is visible before any load after it."},

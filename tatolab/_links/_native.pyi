@@ -19,6 +19,9 @@ def futex_wait(addr: int, expected: int, timeout_s: float | None, /) -> bool:
 def futex_wake(addr: int, count: int = ..., /) -> int:
     """Wake up to count (default: all) waiters on the u32 at addr; returns how many woke."""
 
+def clock_of(obj: object, /) -> int:
+    """time.monotonic_ns(), ignoring its argument: a property's getter without a Python frame (ctx.time)."""
+
 def fence() -> None:
     """An acquire-release fence (the Python reader's loads in order where the CPU reorders them)."""
 

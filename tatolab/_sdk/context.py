@@ -20,12 +20,18 @@ from tatolab._sdk.audio import AudioBlock, AudioShape
 
 T = TypeVar("T")
 _encode = _bags.encode
+_fits, _pack = _bags.fits, _bags.pack  # (encode, without its frame: write's per-bag path)
 _decode = _bags.decode_bytes  # _bags.decode without its Python frame (read's hot path)
 _take_ordered: Callable[[Any, Any, Callable[[bytes], Any]], Any] | None
 try:  # take and decode of a port's one ordered link in C (_native.c, _ordered.h); None: read's Python path
     from tatolab._links._native import take_ordered as _take_ordered
 except ImportError:
     _take_ordered = None
+_clock_of: Callable[[Any], int] | None
+try:
+    from tatolab._links._native import clock_of as _clock_of
+except ImportError:
+    _clock_of = None
 _raw_decoder = msgspec.msgpack.Decoder(dict[str, msgspec.Raw])  # Inputs.view: the fields undecoded, no copy
 _BIN_HEADS = {0xC4: 2, 0xC5: 3, 0xC6: 5}  # msgpack's bin 8/16/32: the bytes before the data
 LEVELS = ("debug", "info", "warning", "error")
@@ -271,7 +277,7 @@ class Outputs:
             if as_bag is not None:
                 bag = as_bag()
         try:
-            write(_encode(bag, self._node, port))
+            write(_pack(bag) if _fits(bag) else _encode(bag, self._node, port))
         except ValueError as exc:  # the ring refuses what it cannot carry (BagError is no ValueError)
             raise BagError(f"node {self._node} port {port}: {exc}") from None
 
@@ -387,7 +393,9 @@ class RuntimeContextLimitedAccess:
             raise TypeError(f"node {self.node}: ctx.loading takes what is loading, in words, got {what!r}")
         self.report(loading=what)
 
-    @property
-    def time(self) -> int:
-        """Now, on the machine's monotonic clock, in nanoseconds."""
+    def _time(self) -> int:
         return time.monotonic_ns()
+
+    # Now, on the machine's monotonic clock, in nanoseconds: where the C module was built, its
+    # getter is C's (a node reads it per bag: a Python frame cost as much as the clock itself)
+    time = property(_clock_of or _time, doc="Now, on the machine's monotonic clock, in nanoseconds.")
