@@ -492,10 +492,10 @@ static void RunReader_dealloc(RunReader *self) {
 
 /* Bags first..last out of the slots (RunReader.run's loop, and the ordered fill's in _ordered.h): a
  * new list of the whole ones, in order, up to the first that is not; *end is the bag after the last
- * taken. Each is recorded in the latency block and the record counts them (read, next, last read
- * at `now`). NULL with an exception set when Python is out of memory. */
+ * taken, and *first_ts, *last_ts the publish_ns of the first and last taken (when any). Each is
+ * recorded in the latency block and the record counts them (read, next, last read at `now`). NULL with an exception set when Python is out of memory. */
 static PyObject *run_copy(RunReader *self, unsigned long long first, unsigned long long last, uint64_t now,
-                          unsigned long long *end) {
+                          unsigned long long *end, uint64_t *first_ts, uint64_t *last_ts) {
     const uint64_t *q = self->q;
     int origins = self->origins;
     LatNote note;
@@ -523,6 +523,9 @@ static PyObject *run_copy(RunReader *self, unsigned long long first, unsigned lo
         }
         if (self->file != NULL)
             lat_add(&note, ts, origin_ns, origin);
+        if (s == first)
+            *first_ts = ts;
+        *last_ts = ts;
         PyObject *stamp = PyLong_FromUnsignedLongLong(ts);
         PyObject *o_ns = origins && stamp != NULL ? PyLong_FromUnsignedLongLong(origin_ns) : NULL;
         PyObject *o_id = o_ns != NULL ? PyLong_FromUnsignedLongLong(origin) : NULL;
@@ -577,7 +580,8 @@ static PyObject *RunReader_run(RunReader *self, PyObject *const *args, Py_ssize_
         return NULL;
     }
     unsigned long long end;
-    return run_copy(self, first, last, monotonic_ns(), &end);
+    uint64_t first_ts, last_ts;
+    return run_copy(self, first, last, monotonic_ns(), &end, &first_ts, &last_ts);
 }
 
 static PyMethodDef RunReader_methods[] = {

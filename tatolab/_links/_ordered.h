@@ -132,19 +132,28 @@ static PyType_Spec LinkCore_spec = {
     .slots = LinkCore_slots,
 };
 
-/* A member's int (the reader's counters and times: below 2**63); -1 with an exception when unset. */
+/* A member's int (the reader's counters and times: below 2**63); -1 with an exception when unset.
+ * (PyLong_AsLong: a loop over the digits, where AsLongLong goes through a byte array past one digit.) */
 static int core_i64(PyObject *v, long long *out) {
     if (v == NULL) {
         PyErr_SetString(PyExc_AttributeError, "fill_ordered: the reader is not set up");
         return -1;
     }
+#if LONG_MAX >= LLONG_MAX
+    *out = (long long)PyLong_AsLong(v);
+#else
     *out = PyLong_AsLongLong(v);
+#endif
     return *out == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
 /* Store an int in a member (the reference it held let go). */
 static int core_set(PyObject **member, long long value) {
+#if LONG_MAX >= LLONG_MAX
+    PyObject *v = PyLong_FromLong((long)value);
+#else
     PyObject *v = PyLong_FromLongLong(value);
+#endif
     if (v == NULL)
         return -1;
     PyObject *old = *member;
@@ -157,15 +166,6 @@ static int core_set(PyObject **member, long long value) {
 static inline long long floor_div(long long a, long long b) {
     long long d = a / b;
     return (a % b != 0 && a < 0) ? d - 1 : d;
-}
-
-/* The publish_ns of a run's item i. */
-static int item_ts(PyObject *run, Py_ssize_t i, long long *ts) {
-    PyObject *stamp = PyTuple_GetItem(PyList_GetItem(run, i), 1);
-    if (stamp == NULL)
-        return -1;
-    *ts = PyLong_AsLongLong(stamp);
-    return *ts == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
 static int ordered_ready(PyObject *module) {
@@ -223,8 +223,9 @@ static PyObject *fill_ordered(PyObject *module, PyObject *const *args, Py_ssize_
     if (last - (unsigned long long)nxt >= RUN_LIMIT)
         last = (unsigned long long)nxt + RUN_LIMIT - 1;
     unsigned long long s;
+    uint64_t first_ts = 0, last_ts_run = 0;
     Py_INCREF((PyObject *)runs); /* (held while copying: nothing here runs Python code, but the members are not ours) */
-    PyObject *run = run_copy(runs, (unsigned long long)nxt, last, monotonic_ns(), &s);
+    PyObject *run = run_copy(runs, (unsigned long long)nxt, last, monotonic_ns(), &s, &first_ts, &last_ts_run);
     Py_DECREF((PyObject *)runs);
     if (run == NULL)
         return NULL;
@@ -234,13 +235,11 @@ static PyObject *fill_ordered(PyObject *module, PyObject *const *args, Py_ssize_
         Py_RETURN_NONE; /* lapped or torn: read_many's one-bag path counts the drops */
     }
     /* read_many's bookkeeping, as its Python lines do it */
-    long long count, ts, first_ts, last_ts, last_seq, gap;
-    if (core_i64(reader->read_count, &count) < 0 || item_ts(run, taken - 1, &ts) < 0)
+    long long count, ts = (long long)last_ts_run, last_ts, last_seq, gap;
+    if (core_i64(reader->read_count, &count) < 0)
         goto fail;
     if (taken > 1) {
-        if (item_ts(run, 0, &first_ts) < 0)
-            goto fail;
-        gap = floor_div(ts - first_ts, taken - 1);
+        gap = floor_div(ts - (long long)first_ts, taken - 1);
     } else {
         if (core_i64(reader->last_ts, &last_ts) < 0 || core_i64(reader->last_seq, &last_seq) < 0)
             goto fail;
