@@ -5,7 +5,8 @@
 A ~100-byte bag is written to a ring; then, as the reactive loop does it (tatolab/_host/runner.py)
 for a sink with one `ordered` input: the tail of the reader's wake (after the futex wait returns),
 the stop check, the ports' fill, the status file's begin, and process() up to its `ctx.time` (a
-read: take and decode); the rest of the loop after. Each part is timed per bag (perf_counter_ns,
+read: take and decode); the rest of the loop after; and beside it what bench/links.py's bare reference
+does from its wake (read(), then its clock) on a second reader of the same ring. Each part is timed per bag (perf_counter_ns,
 its own cost taken off; the median of --bags), in this tree with its C path, in this tree with the
 Python path (the C fill and take off), and with --base in another tree (a checkout of the commit
 before, its C module built: `git worktree add DIR <commit>`, then its scripts/setup), each in a
@@ -24,7 +25,7 @@ import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-PARTS = ("wake_tail", "stop_check", "fill", "begin", "process_to_time", "wake_to_time", "after")
+PARTS = ("wake_tail", "stop_check", "fill", "begin", "process_to_time", "wake_to_time", "after", "bare_read_to_time")
 
 
 def child(tree: str, bags: int, python: bool) -> None:
@@ -52,6 +53,8 @@ def child(tree: str, bags: int, python: bool) -> None:
     host = status.open_for_node(prefix + "node#status")
     writer = RingWriter(base)
     reader = RingReader(base, 0, "ordered", origins=True)
+    bare = RingReader(base, 1, "ordered", start="now")  # bench/links.py's reference reader
+    bare_read, now_ns = bare.read, time.monotonic_ns
     port: InputPort = InputPort("bags", "ordered")
     port.add_link("src/out->node/bags", reader)
     origin = [0, 0]
@@ -102,8 +105,12 @@ def child(tree: str, bags: int, python: bool) -> None:
             claim(g.watch_addr, 0, me)
         g.sleepers[0] = 1
         t6 = clock()
+        t7 = clock()
+        bare_read()
+        now_ns()
+        t8 = clock()
         if i >= 500 and arrived:
-            for name, ns in zip(PARTS, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t5 - t0, t6 - t5)):
+            for name, ns in zip(PARTS, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t5 - t0, t6 - t5, t8 - t7)):
                 parts[name].append(ns)
     g.sleepers[0] = 0
     timer = statistics.median([-(clock() - clock()) for _ in range(10000)])
@@ -111,6 +118,7 @@ def child(tree: str, bags: int, python: bool) -> None:
     print(json.dumps({name: max(0.0, statistics.median(v) - timer) for name, v in parts.items()}))
     port.remove_link("src/out->node/bags")
     reader.close()
+    bare.close()
     writer.close()
     host.close()
     reap(prefix)
