@@ -266,3 +266,34 @@ def test_without_the_c_module_the_python_path_reads_in_order_and_counts_drops(ba
     assert proc.returncode == 0, proc.stderr
     seen, read, dropped = proc.stdout.strip().rsplit(" ", 2)
     assert eval(seen) == sorted(eval(seen)) and int(read) == len(eval(seen)) and int(dropped) == 24 - int(read)
+
+
+@pytest.mark.skipif(not COMPILED, reason="the C module was not built")
+def test_fill_ordered_leaves_a_delivered_bag_and_a_backlog_to_the_python_path(base):
+    """fill_ordered takes nothing while the link still holds a bag delivered or taken off the ring."""
+    from collections import deque
+
+    from tatolab._host.ports import _Link
+    from tatolab._links._native import fill_ordered
+
+    create_ring(base, slot_size=256, slot_count=8)
+    writer = RingWriter(base)
+    reader = RingReader(base, 0, "ordered", origins=True)
+    try:
+        link: _Link[Any] = _Link("a", reader)
+        writer.write(_bag(0))
+        cell = [0]
+        link.pending = (b"held", 1)
+        assert fill_ordered(link, reader, cell) is None
+        link.pending, link.backlog = None, deque([(b"behind", 2)])
+        assert fill_ordered(link, reader, cell) is None
+        assert (reader._next, reader.read_count, cell) == (1, 0, [0])  # nothing taken
+        link.backlog = deque()
+        assert fill_ordered(link, reader, cell) is True
+        assert link.pending is not None and _bags.decode(link.pending[0])["seq"] == 0
+        assert (reader._next, reader.read_count) == (2, 1) and cell[0] == link.taken > 0
+        link.pending = None
+        assert fill_ordered(link, reader, cell) is False  # nothing new
+    finally:
+        reader.close()
+        writer.close()

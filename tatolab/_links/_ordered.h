@@ -6,8 +6,10 @@
  * Python path, which stays the definition, does it: both leave the reader, the link and the cells
  * exactly as the Python path does (tests/test_ordered_path.py runs both over the same rings).
  *
- * The objects are the Python ones (a RingReader, a ports._Link, the node's cells), read and written
- * through their attributes: the reader's position and counters stay where its Python path keeps them.
+ * The objects are the Python ones (a RingReader, a ports._Link, the node's cells): the reader's position
+ * and counters and the link's pending bag are members of their C bases (ReaderCore, LinkCore below), which
+ * the Python path reads and writes as slots, and these without a lookup (a generic attribute access from
+ * C cost more than the bytecode it replaced).
  */
 #ifndef TATOLAB_ORDERED_H
 #define TATOLAB_ORDERED_H
@@ -199,8 +201,13 @@ static PyObject *fill_ordered(PyObject *module, PyObject *const *args, Py_ssize_
     LinkCore *link = (LinkCore *)args[0];
     ReaderCore *reader = (ReaderCore *)args[1];
     if (reader->runs == NULL || (PyObject *)Py_TYPE(reader->runs) != RunReader_type ||
-        ((RunReader *)reader->runs)->q == NULL || link->backlog == NULL)
+        ((RunReader *)reader->runs)->q == NULL)
         Py_RETURN_NONE; /* the Python reader (or closed) */
+    if ((link->pending != NULL && link->pending != Py_None) || link->backlog == NULL)
+        Py_RETURN_NONE; /* (the caller's case: a bag still delivered is fill's, in Python) */
+    Py_ssize_t behind = PyObject_Size(link->backlog);
+    if (behind != 0)
+        return behind < 0 ? NULL : Py_NewRef(Py_None); /* bags already off the ring go first */
     if (reader->big != NULL && reader->big != Py_False) {
         int viewed = reader->views == NULL ? 0 : PyObject_IsTrue(reader->views);
         if (viewed < 0)
