@@ -297,3 +297,31 @@ def test_fill_ordered_leaves_a_delivered_bag_and_a_backlog_to_the_python_path(ba
     finally:
         reader.close()
         writer.close()
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_bags_across_a_ring_grown_for_a_big_bag_and_back_are_read_in_order(base, path, monkeypatch):
+    """A big bag moves the ring to a grown generation (its bags given as views of their slots), and
+    small ones later to a normal one again: the C path leaves each move to the Python path."""
+    monkeypatch.setattr(ring.writer, "_SHRINK_AFTER_S", 0)  # relax() shrinks at once
+    create_ring(base, slot_size=256, slot_count=8)
+    writer = RingWriter(base)
+    node = Node(base, 0, path, monkeypatch)
+    try:
+        sizes = [10, 10, 50_000, 10, 60_000, 10, 10]
+        seen = []
+        grown = []
+        for n, size in enumerate(sizes):
+            writer.write(_bags.encode({"seq": n, "pad": "x" * size}, "src", "out"))
+            seen += [(got[0]["seq"], len(got[0]["pad"])) for got in node.read_all()]
+            grown.append(node.reader._big)
+        for _ in range(40):  # enough small bags for the writer to go back to its normal size
+            writer.write(_bag(len(seen)))
+            writer.relax()
+            seen += [(got[0]["seq"], len(got[0]["pad"])) for got in node.read_all()]
+        assert seen[:len(sizes)] == list(enumerate(sizes))
+        assert [s for s, _ in seen] == list(range(len(seen))) and node.reader.dropped == 0
+        assert grown[2] and not node.reader._big and node.reader.generation >= 2  # grown, then back
+    finally:
+        node.close()
+        writer.close()
