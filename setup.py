@@ -17,7 +17,8 @@ setup(
         Extension(
             "tatolab._links._native",
             ["tatolab/_links/_native.c"],
-            depends=["tatolab/_links/ring_protocol.h", "tatolab/_links/_latency.h", "tatolab/_links/_timing.h"],  # included by _native.c (and so shipped in the sdist)
+            depends=["tatolab/_links/ring_protocol.h", "tatolab/_links/_latency.h", "tatolab/_links/_timing.h",
+                     "tatolab/_links/_ordered.h"],  # included by _native.c (and so shipped in the sdist)
             py_limited_api=True,
             extra_compile_args=["-O2"],
             optional=True,

@@ -53,6 +53,7 @@ def decode(data: bytes | bytearray | memoryview) -> dict[str, Any]:
 
 
 decode_bytes = _decoder.decode  # the same, without a Python frame: the node host's per-bag read
+pack = _encode  # encode's packing once the bag fits (fits below), without its frame: ctx.outputs.write's per-bag path
 
 
 # The fast walk: exact types only, no messages; ``_explain`` walks again to say what is wrong.
@@ -252,3 +253,4 @@ try:
     from tatolab._links._native import bag_fits as _bag_fits
 except ImportError:
     _bag_fits = _fits_bag
+fits = _bag_fits  # True: encode(bag) is pack(bag); False: encode says what is wrong, or packs leniently

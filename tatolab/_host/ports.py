@@ -7,12 +7,33 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Any, Callable, ContextManager, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Generic, Protocol, TypeVar
 
 from tatolab import _bags
 from tatolab._links.ring.views import BagView
 from tatolab._links.shm import RingError
 from tatolab._sdk.audio import AudioBlock, AudioShape
+
+_fill_ordered: Callable[[Any, Any, list[int]], bool | None] | None
+try:  # the one ordered link's fill in C (_native.c, _ordered.h); the Python path below is its definition
+    from tatolab._links._native import fill_ordered as _fill_ordered
+except ImportError:
+    _fill_ordered = None
+
+
+class _PyLinkCore:
+    """_native.LinkCore's members, where the C module was not built."""
+
+    __slots__ = ("pending", "backlog", "taken")
+
+
+if TYPE_CHECKING:
+    _LinkCore = _PyLinkCore
+else:
+    try:  # a link's pending bag, backlog and time taken, as members the C fill reaches without a lookup
+        from tatolab._links._native import LinkCore as _LinkCore
+    except ImportError:
+        _LinkCore = _PyLinkCore
 
 
 def inherit_origin(cell: list[int], bag: tuple) -> None:
@@ -65,12 +86,12 @@ def _ignore(port: str, key: str, exc: BaseException) -> None:
     pass
 
 
-class _Link(Generic[R]):
+class _Link(_LinkCore, Generic[R]):
     """One link into an input port: the bag delivered to the node and not yet taken, and
     (ordered) the ones already taken off the ring behind it, since one ``read_many`` is
     cheaper than many reads."""
 
-    __slots__ = ("key", "reader", "pending", "backlog", "pending_bag", "taken")
+    __slots__ = ("key", "reader", "pending_bag")  # and _LinkCore's: pending, backlog, taken
 
     def __init__(self, key: str, reader: R) -> None:
         self.key = key
@@ -91,6 +112,9 @@ class InputPort(Generic[R]):
     as dropped."""
 
     shaped = False  # ShapedInputPort: True (Inputs.read asks this rather than isinstance, per bag)
+    # fill's one ordered link in C: True, False, or None where it is not the common case (the Python
+    # path then does it). None: the Python path always (no C module; tests set it to compare the two)
+    _fill_c: Callable[[Any, Any, list[int]], bool | None] | None = _fill_ordered
 
     def __init__(self, name: str, profile: str, on_broken: LinkTrouble = _ignore, on_bad: LinkTrouble = _ignore) -> None:
         self.name = name
@@ -152,6 +176,11 @@ class InputPort(Generic[R]):
                 if not cell[0] or one.taken < cell[0]:
                     cell[0] = one.taken
                 return True
+            fast = self._fill_c
+            if fast is not None:
+                done = fast(one, one.reader, cell)  # the lines below, in one call
+                if done is not None:
+                    return done
             try:
                 run = one.reader.read_many()
             except RingError as exc:

@@ -389,6 +389,14 @@ static PyObject *futex_wake(PyObject *module, PyObject *const *args, Py_ssize_t 
     return PyLong_FromLong(rc);
 }
 
+/* clock_of(obj) -> int: time.monotonic_ns(), given (and ignoring) one argument: the getter of a
+ * property (ctx.time, tatolab/_sdk/context.py) without a Python frame in between. */
+static PyObject *clock_of(PyObject *module, PyObject *unused) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return PyLong_FromUnsignedLongLong((uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec);
+}
+
 /* fence(): the loads before it happen before the loads after it (an acquire fence), for the
  * Python reader's copy where the CPU may reorder loads (ring/reader.py). */
 static PyObject *fence(PyObject *module, PyObject *unused) {
@@ -482,26 +490,14 @@ static void RunReader_dealloc(RunReader *self) {
     Py_DECREF(tp);
 }
 
-static PyObject *RunReader_run(RunReader *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "run(first, last)");
-        return NULL;
-    }
-    unsigned long long first = PyLong_AsUnsignedLongLong(args[0]);
-    unsigned long long last = PyLong_AsUnsignedLongLong(args[1]);
-    if (PyErr_Occurred())
-        return NULL;
-    if (self->q == NULL) {
-        PyErr_SetString(PyExc_ValueError, "run: this RunReader is closed");
-        return NULL;
-    }
-    if (first < 1) {
-        PyErr_SetString(PyExc_ValueError, "run: bags are numbered from 1");
-        return NULL;
-    }
+/* Bags first..last out of the slots (RunReader.run's loop, and the ordered fill's in _ordered.h): a
+ * new list of the whole ones, in order, up to the first that is not; *end is the bag after the last
+ * taken, and *first_ts, *last_ts the publish_ns of the first and last taken (when any). Each is
+ * recorded in the latency block and the record counts them (read, next, last read at `now`). NULL with an exception set when Python is out of memory. */
+static PyObject *run_copy(RunReader *self, unsigned long long first, unsigned long long last, uint64_t now,
+                          unsigned long long *end, uint64_t *first_ts, uint64_t *last_ts) {
     const uint64_t *q = self->q;
     int origins = self->origins;
-    uint64_t now = monotonic_ns();
     LatNote note;
     if (self->file != NULL)
         lat_begin(&note, self->file, self->block_off, now);
@@ -527,6 +523,9 @@ static PyObject *RunReader_run(RunReader *self, PyObject *const *args, Py_ssize_
         }
         if (self->file != NULL)
             lat_add(&note, ts, origin_ns, origin);
+        if (s == first)
+            *first_ts = ts;
+        *last_ts = ts;
         PyObject *stamp = PyLong_FromUnsignedLongLong(ts);
         PyObject *o_ns = origins && stamp != NULL ? PyLong_FromUnsignedLongLong(origin_ns) : NULL;
         PyObject *o_id = o_ns != NULL ? PyLong_FromUnsignedLongLong(origin) : NULL;
@@ -559,7 +558,30 @@ static PyObject *RunReader_run(RunReader *self, PyObject *const *args, Py_ssize_
         atomic_store_explicit(&w[self->next_q], s, memory_order_relaxed);
         atomic_store_explicit(&w[self->last_read_q], now, memory_order_relaxed);
     }
+    *end = s;
     return out;
+}
+
+static PyObject *RunReader_run(RunReader *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "run(first, last)");
+        return NULL;
+    }
+    unsigned long long first = PyLong_AsUnsignedLongLong(args[0]);
+    unsigned long long last = PyLong_AsUnsignedLongLong(args[1]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (self->q == NULL) {
+        PyErr_SetString(PyExc_ValueError, "run: this RunReader is closed");
+        return NULL;
+    }
+    if (first < 1) {
+        PyErr_SetString(PyExc_ValueError, "run: bags are numbered from 1");
+        return NULL;
+    }
+    unsigned long long end;
+    uint64_t first_ts, last_ts;
+    return run_copy(self, first, last, monotonic_ns(), &end, &first_ts, &last_ts);
 }
 
 static PyMethodDef RunReader_methods[] = {
@@ -587,6 +609,8 @@ static PyType_Spec RunReader_spec = {
     .flags = Py_TPFLAGS_DEFAULT,
     .slots = RunReader_slots,
 };
+
+#include "_ordered.h"
 
 /* bag_fits(bag) -> bool: the fast walk of _bags.encode, exactly: True when `bag` is a dict
  * (exactly) of string keys (exactly) whose values are exactly str, int, float, bool, None,
@@ -643,6 +667,14 @@ static PyMethodDef module_methods[] = {
      "timeout_s (None: no limit); False only on timeout."},
     {"futex_wake", (PyCFunction)(void (*)(void))futex_wake, METH_FASTCALL,
      "futex_wake(addr, count=all) -> int: wake up to count waiters on the u32 at addr; how many woke."},
+    {"fill_ordered", (PyCFunction)(void (*)(void))fill_ordered, METH_FASTCALL,
+     "fill_ordered(link, reader, cell) -> bool | None: InputPort.fill for one ordered link, in C (None: "
+     "the Python path's case)."},
+    {"take_ordered", (PyCFunction)(void (*)(void))take_ordered, METH_FASTCALL,
+     "take_ordered(link, origin, decode) -> bag | None: take and decode the bag delivered on a port's one ordered "
+     "link, in C (None: the Python path's case)."},
+    {"clock_of", (PyCFunction)clock_of, METH_O,
+     "clock_of(obj) -> int: time.monotonic_ns(), ignoring its argument (a property's getter, without a frame)."},
     {"fence", (PyCFunction)fence, METH_NOARGS, "An acquire fence: the loads before it happen before the loads after it."},
     {"full_fence", (PyCFunction)full_fence, METH_NOARGS,
      "A sequentially consistent fence: every store before it is visible before any load after it."},
@@ -710,7 +742,10 @@ static int module_exec(PyObject *module) {
         Py_DECREF(runs);
         return -1;
     }
-    Py_DECREF(runs);
+    Py_XDECREF(RunReader_type);
+    RunReader_type = runs; /* (kept: fill_ordered knows a RunReader by it) */
+    if (ordered_ready(module) < 0)
+        return -1;
     PyObject *recorder = PyType_FromSpec(&Recorder_spec);
     if (recorder == NULL)
         return -1;

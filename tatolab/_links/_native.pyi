@@ -1,6 +1,8 @@
 """Types of the compiled module (tatolab/_links/_native.c): the links' hot paths in C."""
 
+from collections import deque
 from collections.abc import Callable
+from typing import Any
 from typing_extensions import Buffer
 
 LAYOUT: dict[str, int]  # the ring offsets it was built for (checked by ring/layout.py)
@@ -16,6 +18,9 @@ def futex_wait(addr: int, expected: int, timeout_s: float | None, /) -> bool:
 
 def futex_wake(addr: int, count: int = ..., /) -> int:
     """Wake up to count (default: all) waiters on the u32 at addr; returns how many woke."""
+
+def clock_of(obj: object, /) -> int:
+    """time.monotonic_ns(), ignoring its argument: a property's getter without a Python frame (ctx.time)."""
 
 def fence() -> None:
     """An acquire-release fence (the Python reader's loads in order where the CPU reorders them)."""
@@ -67,3 +72,31 @@ class NodeTimer:
     def begin(self) -> None: ...
     def end(self) -> None: ...
     def close(self) -> None: ...
+
+class ReaderCore:
+    """The members of ring.RingReader that the node host's per-bag path in C reads and writes (_ordered.h)."""
+
+    _next: int
+    read_count: int
+    _gap: int
+    _last_ts: int
+    _last_seq: int
+    _runs: RunReader | None
+    _big: bool
+    views: bool
+
+class LinkCore:
+    """The members of ports._Link that the node host's per-bag path in C reads and writes (_ordered.h)."""
+
+    pending: tuple[Any, ...] | None
+    backlog: deque[tuple[Any, ...]]
+    taken: int
+
+def fill_ordered(link: LinkCore, reader: ReaderCore, cell: list[int], /) -> bool | None:
+    """InputPort.fill for a port fed by one ordered link whose bag was taken and backlog is empty: the
+    run of bags published since, the first delivered (link.pending) and the rest behind it; False when
+    nothing is new, None where it is not the common case (the Python path then does it, taking nothing here)."""
+
+def take_ordered(link: LinkCore, origin: list[int] | None, decode: Callable[[bytes], Any], /) -> Any:
+    """The bag delivered on a port's one ordered link, decoded and taken (the origin cell made the older of
+    the two); None where it is not that case or the bag does not decode (nothing taken)."""

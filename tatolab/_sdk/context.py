@@ -20,7 +20,18 @@ from tatolab._sdk.audio import AudioBlock, AudioShape
 
 T = TypeVar("T")
 _encode = _bags.encode
+_fits, _pack = _bags.fits, _bags.pack  # (encode, without its frame: write's per-bag path)
 _decode = _bags.decode_bytes  # _bags.decode without its Python frame (read's hot path)
+_take_ordered: Callable[[Any, Any, Callable[[bytes], Any]], Any] | None
+try:  # take and decode of a port's one ordered link in C (_native.c, _ordered.h); None: read's Python path
+    from tatolab._links._native import take_ordered as _take_ordered
+except ImportError:
+    _take_ordered = None
+_clock_of: Callable[[Any], int] | None
+try:
+    from tatolab._links._native import clock_of as _clock_of
+except ImportError:
+    _clock_of = None
 _raw_decoder = msgspec.msgpack.Decoder(dict[str, msgspec.Raw])  # Inputs.view: the fields undecoded, no copy
 _BIN_HEADS = {0xC4: 2, 0xC5: 3, 0xC6: 5}  # msgpack's bin 8/16/32: the bytes before the data
 LEVELS = ("debug", "info", "warning", "error")
@@ -32,8 +43,9 @@ class InputSource(Protocol):
     @property
     def shaped(self) -> bool: ...  # an audio input: read hands over its shaped windows
 
-    @property
-    def last_link(self) -> str | None: ...
+    last_link: str | None  # the key of the link the last bag taken came by
+    _one: Any  # the port's one ordered link, when one feeds it (read takes its bag in C), else None
+    origin: Any  # the node's origin cell (a list [origin_ns, origin_id]), or None
 
     @property
     def links(self) -> Mapping[str, Any]: ...
@@ -136,6 +148,12 @@ class Inputs:
             bag = block.bag()
             return bag if into is None else _bags.convert(bag, into, node=self._node, port=port)
         if into is None:  # the hot path: one bag, decoded
+            one = source._one
+            if one is not None and _take_ordered is not None:
+                bag = _take_ordered(one, source.origin, _decode)  # the lines below, for one ordered link's bag
+                if bag is not None:  # (None: not that case, and the lines below do it)
+                    source.last_link = one.key
+                    return bag
             while True:
                 got = source.take()
                 if got is None:
@@ -259,7 +277,7 @@ class Outputs:
             if as_bag is not None:
                 bag = as_bag()
         try:
-            write(_encode(bag, self._node, port))
+            write(_pack(bag) if _fits(bag) else _encode(bag, self._node, port))
         except ValueError as exc:  # the ring refuses what it cannot carry (BagError is no ValueError)
             raise BagError(f"node {self._node} port {port}: {exc}") from None
 
@@ -375,7 +393,9 @@ class RuntimeContextLimitedAccess:
             raise TypeError(f"node {self.node}: ctx.loading takes what is loading, in words, got {what!r}")
         self.report(loading=what)
 
-    @property
-    def time(self) -> int:
-        """Now, on the machine's monotonic clock, in nanoseconds."""
+    def _time(self) -> int:
         return time.monotonic_ns()
+
+    # Now, on the machine's monotonic clock, in nanoseconds: where the C module was built, its
+    # getter is C's (a node reads it per bag: a Python frame cost as much as the clock itself)
+    time = property(_clock_of or _time, doc="Now, on the machine's monotonic clock, in nanoseconds.")

@@ -56,6 +56,22 @@ try:  # an ordered reader's run of whole bags, copied, recorded and counted in C
 except ImportError:
     _RunReader = _Recorder = None  # type: ignore[misc, assignment]
 
+
+
+class _PyReaderCore:
+    """_native.ReaderCore's members, where the C module was not built."""
+
+    __slots__ = ("_next", "read_count", "_gap", "_last_ts", "_last_seq", "_runs", "_big", "views")
+
+
+if TYPE_CHECKING:
+    _Core = _PyReaderCore
+else:
+    try:  # the members the node host's per-bag path reads and writes in C (_native.c, _ordered.h)
+        from .._native import ReaderCore as _Core
+    except ImportError:
+        _Core = _PyReaderCore
+
 # Consecutive failed attempts at one bag before a reader calls the ring damaged. A healthy
 # ring fails an attempt only when the writer laps the copy, and each retry jumps half a
 # ring ahead, so a handful is already rare.
@@ -66,7 +82,7 @@ _VIEW: Any = memoryview(b"")  # read_view's `dest`: a view of the slot (a big ba
 _LAPPED_FOR_S = 0.05
 
 
-class RingReader:
+class RingReader(_Core):
     """One reader of a ring, with its counters in record `reader_index` of the ring's table.
 
     `profile` is "newest" (read the latest bag, skipped ones count as dropped) or
@@ -79,6 +95,14 @@ class RingReader:
     age since its origin. With `origins`, read, read_into and read_many give (payload,
     publish_ns, origin_ns, origin_id) for each bag: the node host stamps what it writes with them.
     """
+
+    # Its attributes are slots (and _Core's): a subclass of a C type keeps instance attributes in a
+    # dict the interpreter does not specialise its loads for (each cost twice a slot's); __dict__
+    # stays for anything else set on a reader.
+    __slots__ = ("base", "index", "profile", "_newest", "dropped", "bad", "_run_start", "spin_ns", "_origins",
+                 "_compiled", "_stats", "_hist", "_views", "_recorder", "_note", "_block", "_holds", "_left", "_g",
+                 "_q", "_mv", "_count", "_first", "_slot_size", "_slots", "_r", "_check_watcher_s", "__dict__",
+                 "__weakref__")
 
     def __init__(
         self, base: str, reader_index: int, profile: str, *, start: str = "beginning", origins: bool = False
