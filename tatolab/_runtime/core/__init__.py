@@ -1,4 +1,5 @@
-"""The runtime's core: the stream lifecycle as a synchronous state machine, apart from I/O.
+"""The runtime's core: the stream lifecycle (streams.py) and the warm interpreters' bookkeeping
+(warm.py) as synchronous state, apart from I/O.
 
 It takes commands (a load, a stop, a start failed...) with the facts the drivers read and the
 time, and returns effects (stop that version, write this record, start those nodes...) that

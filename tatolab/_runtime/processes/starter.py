@@ -30,11 +30,11 @@ from tatolab import _settings as settings
 from tatolab._host.orphans import die_with_parent
 from tatolab._model.warm import (Exited, Ready, Refused, Spawn, Spawned, Stale, WarmMessageProblem, encode,
                                  read_reply)
+from tatolab._runtime.core.warm import Key, WarmBook, key_of
 
 TITLE_ROOM = " " * 200  # room in the argument area for a child's own command line (warm.py)
 LOG_FD = 3  # where a warm child finds the node host's log pipe
 READY_TIMEOUT_S = 30.0
-RETRY_AFTER_S = 30.0  # a .venv whose warm interpreter failed starts cold this long
 _START_VARS = ("LANG", "LANGUAGE", "HOME")  # read by Python at start, like every PYTHON* and LC_* one
 
 
@@ -460,33 +460,38 @@ def _quiet(level: str, message: str, **fields: object) -> None:
 
 
 class WarmStarter:
+    """Starts from a warm interpreter where one serves; which one, and when a .venv starts cold, is
+    the bookkeeping's (core/warm.py)."""
+
     def __init__(self, cold: ColdStarter | None = None) -> None:
         self.cold = cold or ColdStarter()
-        self.servers: dict[tuple, WarmServer] = {}
-        self.retired: set[WarmServer] = set()  # replaced, still parent of running nodes
+        self.book: WarmBook[WarmServer] = WarmBook()
         self.say = _quiet  # the runtime's log (tatolabd sets it)
-        self._opening: dict[tuple, asyncio.Future] = {}
-        self._failed: dict[str, float] = {}  # venv -> when its warm interpreter failed
+        self._opening: dict[Key, asyncio.Future] = {}
+
+    @property
+    def servers(self) -> dict[Key, WarmServer]:
+        return self.book.serving
 
     async def start(self, python: Path, module: str, args: list[str], *, cwd: Path, env: Mapping[str, str],
                     log_fd: int | None = None, stdin: bool = True, limit: int = 2**16) -> Started:
         venv = os.path.realpath(python.parent.parent)  # one .venv, whatever the symlinks to it
-        failed = self._failed.get(venv)
-        if failed is None or time.monotonic() - failed > RETRY_AFTER_S:
+        if self.book.warm_allowed(venv, time.monotonic()):
+            key = key_of(venv, start_vars(env))
             for _ in range(2):  # a stale interpreter (tatolab reinstalled) is replaced once
-                server = await self._server(python, venv, env)
+                server = await self._server(python, key, env)
                 if server is None:
                     break
                 try:
                     return await server.spawn(module, args, cwd=cwd, env=env, log_fd=log_fd, stdin=stdin,
                                               limit=limit)
                 except _Stale as stale:
-                    self._forget(venv, env, server)
+                    self.book.forget(key, server)
                     self._retire(server, venv, str(stale))
                 except OSError:
-                    self._forget(venv, env, server)
+                    self.book.forget(key, server)
                     if server.problem is not None:  # it speaks another tatolab's messages: cold for a while
-                        self._failed[venv] = time.monotonic()
+                        self.book.failed_at(venv, time.monotonic())
                         self.say("warning", server.problem, venv=venv)
                     break
         return await self.cold.start(python, module, args, cwd=cwd, env=env, log_fd=log_fd, stdin=stdin, limit=limit)
@@ -494,28 +499,17 @@ class WarmStarter:
     def _retire(self, server: WarmServer, venv: str, why: str) -> None:
         """A new SDK (or package) in ``venv``: the next start uses a fresh interpreter; this one stays
         the parent of the nodes it started, which run on, and ends with the last of them."""
-        if server in self.retired:
+        if not self.book.retire(server):
             return
         running = len(server.children)
         self.say("info", f"a new SDK or package in {venv} was picked up ({why}): nodes start from a fresh warm "
                  f"interpreter now; the one before it (pid {server.pid}) ends once the "
                  f"{running} node{'' if running == 1 else 's'} it started end{'s' if running == 1 else ''}",
                  venv=venv, old_pid=server.pid, running=running)
-        self.retired.add(server)
-        server.retire(lambda: self.retired.discard(server))
+        server.retire(lambda: self.book.ended(server))
 
-    def _forget(self, venv: str, env: Mapping[str, str], server: WarmServer) -> None:
-        key = self._key(venv, env)
-        if self.servers.get(key) is server:  # not a newer one another start made meanwhile
-            del self.servers[key]
-
-    @staticmethod
-    def _key(venv: str, env: Mapping[str, str]) -> tuple:
-        return (venv, tuple(sorted(start_vars(env).items())))
-
-    async def _server(self, python: Path, venv: str, env: Mapping[str, str]) -> WarmServer | None:
-        key = self._key(venv, env)
-        server = self.servers.get(key)
+    async def _server(self, python: Path, key: Key, env: Mapping[str, str]) -> WarmServer | None:
+        server = self.book.serving.get(key)
         if server is not None and server.alive:
             return server
         opening = self._opening.get(key)
@@ -527,29 +521,20 @@ class WarmStarter:
         try:
             await server.open()
         except OSError:
-            self._failed[venv] = time.monotonic()
+            self.book.failed_at(key[0], time.monotonic())
             if server.problem is not None:
-                self.say("warning", server.problem, venv=venv)
+                self.say("warning", server.problem, venv=key[0])
             server = None
         else:
-            self.servers[key] = server
-            self._retire_idle(keep=key)
+            for idle in self.book.opened(key, server, time.monotonic()):
+                asyncio.ensure_future(idle.close())
         finally:
             self._opening.pop(key, None)
             future.set_result(server)
         return server
 
-    def _retire_idle(self, keep: tuple) -> None:
-        """Interpreters with no child left and unused for a while go (a user may try many PYTHON* settings)."""
-        for key, server in list(self.servers.items()):
-            if key != keep and not server.children and time.monotonic() - server.last_used > 300:
-                del self.servers[key]
-                asyncio.ensure_future(server.close())
-
     async def close(self) -> None:
-        servers, self.servers = [*self.servers.values(), *self.retired], {}
-        self.retired = set()
-        await asyncio.gather(*(server.close() for server in servers), return_exceptions=True)
+        await asyncio.gather(*(server.close() for server in self.book.close_all()), return_exceptions=True)
 
 
 _shared: ProcessStarter | None = None
