@@ -114,12 +114,10 @@ class Runtime:
         """
         async def run() -> LoadedStream | None:
             async with self._load_lock:
-                asked = start.asked
-                if asked.how == RECORD:  # read again under the lock: stopped, removed or replaced meanwhile?
-                    start.record = self.kept.holder(start.stream.name)
-                    asked = replace(asked, record=_held(start.record))
-                else:
-                    asked = replace(asked, record=_held(self.kept.holder(start.stream.name)))
+                held = self.kept.holder(start.stream.name)  # under the lock: stopped, removed or replaced meanwhile?
+                if start.asked.how == RECORD:
+                    start.record = held
+                asked = replace(start.asked, record=_held(held))
                 version = start.stream.instance
                 self._pending[version] = start
                 try:
@@ -231,15 +229,13 @@ class Runtime:
             raise error from None
         self.rewire()
 
-    def _version(self, stream: LoadedStream) -> Version:
-        """The core's view of a stream about to start: its name, project, mode, node count and cameras."""
-        uses, _ = cameras.cameras_of(stream.name, stream.graph, resolve_camera)
-        return Version(stream.instance, stream.name, str(stream.project), stream.mode, len(stream.graph["nodes"]),
-                       tuple(uses), graph=stream.graph)
-
     def _asking(self, stream: LoadedStream, how: str, **fields: Any) -> Load:
-        _, missing = cameras.cameras_of(stream.name, stream.graph, resolve_camera)
-        return Load(self._version(stream), how, missing=tuple(missing), **fields)
+        """The core's view of a stream about to start: its name, project, mode, node count, the cameras
+        it opens (resolved once) and those it names that are not here."""
+        uses, missing = cameras.cameras_of(stream.name, stream.graph, resolve_camera)
+        version = Version(stream.instance, stream.name, str(stream.project), stream.mode, len(stream.graph["nodes"]),
+                          tuple(uses), graph=stream.graph)
+        return Load(version, how, missing=tuple(missing), **fields)
 
     async def load(self, source: StreamSource, *, mode: str = "attached",
                    env: dict[str, str] | None = None) -> LoadedStream:
