@@ -30,11 +30,21 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# test_side_by_side.py runs this module twice at once, whole, in pytests of its own: where it runs, the module's
+# tests are not run a third time beside it
+RUN_BY_SIDE_BY_SIDE = "tests/test_sharing.py::"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test that starts a runtime, or needs the project environment, is slow even if unmarked."""
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    if any(item.nodeid.startswith("tests/test_side_by_side.py::") for item in items):
+        twice = [item for item in items if item.nodeid.startswith(RUN_BY_SIDE_BY_SIDE)]
+        if twice:
+            config.hook.pytest_deselected(items=twice)
+            items[:] = [item for item in items if not item.nodeid.startswith(RUN_BY_SIDE_BY_SIDE)]
 
 
 def _made_once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]) -> Path:
@@ -71,8 +81,10 @@ def sdk_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _project_env(path: Path, *packages: str) -> Path:
     """A project's .venv as uv makes it (no pip inside), ``packages`` installed by the suite's own pip."""
     venv.EnvBuilder(with_pip=False).create(path)
+    # --no-compile: the suite's processes write the bytecode of what they import (above); compiling all of
+    # numpy, OpenCV and onnxruntime up front cost the run's start 4-5 s of CPU
     subprocess.run([sys.executable, "-m", "pip", "--python", str(path / "bin" / "python"), "install", "-q",
-                    "--disable-pip-version-check", *packages], check=True)
+                    "--no-compile", "--disable-pip-version-check", *packages], check=True)
     return path
 
 

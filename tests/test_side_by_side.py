@@ -16,6 +16,7 @@ from harness import REPO
 
 # test_sharing's tests take what a collision would break: a relay's port each (and one squatted by another
 # Unix user), a second Unix user, a network namespace with its addresses, a stand-in relay's port
+# (conftest.py leaves them out of a run that has this test: here they run, twice)
 MODULE = "tests/test_sharing.py"
 
 
