@@ -499,7 +499,7 @@ def test_a_grown_ring_returns_to_its_normal_size_when_big_bags_stop(base):
     writer = RingWriter(base)
     reader = RingReader(base, 0, "ordered")
     writer.write(b"x" * (3 << 20))
-    assert _ring_bytes(base) > 16 * (3 << 20)
+    assert _ring_bytes(base) > 4 * (3 << 20)  # grown: 4 slots of 3 MiB to start with (ring/writer.py)
     got = [len(p) for p, _ in reader.read_many()]
     for seq in range(200):
         writer.write(b"small %d" % seq)

@@ -114,10 +114,13 @@ def _check(data: bytes) -> int:
 
 # --- child processes (module level so spawn can import them) -------------------------
 
-def _read_all(base: str, index: int, profile: str, expect: int, out) -> None:
-    """Read until bag `expect` arrives; report the sequence numbers seen and counters."""
+def _read_all(base: str, index: int, profile: str, expect: int, out, hold: bool = False) -> None:
+    """Read until bag `expect` arrives (with `hold`, only once told "go"); report the sequence numbers seen
+    and counters."""
     r = RingReader(base, index, profile)
     out.send("attached")
+    if hold:
+        out.recv()
     seen, sizes = [], []
     while not seen or seen[-1] < expect:
         got = r.read()
@@ -382,24 +385,26 @@ def test_bag_four_times_the_slot_arrives_intact_across_growth(base):
     w.write(_bag(4))
     w.write(_bag(5, 3 * slot))
     w.write(_bag(6))
-    assert w.generation == 1
-    assert _files(base) == [os.path.basename(base) + ".1"]  # the old generation is unlinked
+    # grown at bag 3 to 4 slots, then widened to all 64 at bag 5 (`before` had read none: it was about to be
+    # lapped); `before` never mapped generation 1, and finds its bags in generation 2
+    assert w.generation == 2
+    assert _files(base) == [os.path.basename(base) + ".2"]  # the old generations are unlinked
 
     assert parent.poll(30), "the reader process did not finish"
     seen, sizes, read, dropped, generation = parent.recv()
     proc.join(10)
     assert seen == [1, 2, 3, 4, 5, 6]
     assert sizes[2] == 4 * slot and sizes[4] == 3 * slot
-    assert (read, dropped, generation) == (6, 0, 1)
+    assert (read, dropped, generation) == (6, 0, 2)
 
     # a reader that was on generation 0 the whole time follows too
     got = []
     while (bag := before.read()) is not None:
         got.append(_check(bag[0]))
-    assert got == [1, 2, 3, 4, 5, 6] and before.generation == 1
+    assert got == [1, 2, 3, 4, 5, 6] and before.generation == 2
 
     counters = read_counters(base)
-    assert counters["generation"] == 1
+    assert counters["generation"] == 2
     assert counters["slot_size"] == 1 << 20 and counters["slot_count"] == 64
     assert {r["index"]: r["read"] for r in counters["readers"]} == {0: 6, 1: 6}
     before.close()
@@ -409,13 +414,19 @@ def test_bag_four_times_the_slot_arrives_intact_across_growth(base):
 def test_growth_keeps_big_files_bounded_and_refuses_oversized_bags(base, monkeypatch):
     create_ring(base, slot_size=1024, slot_count=128)
     w = RingWriter(base)
+    lagging = RingReader(base, 0, "ordered")
     w.write(b"x" * (8 * 1000 * 1000))
     c = read_counters(base)
+    assert c["slot_size"] == 8 << 20 and c["slot_count"] == 4
+    for _ in range(3):  # the reader reads none: the ring widens to the 128 MiB budget's 15 slots, no more
+        w.write(b"x" * (8 * 1000 * 1000))
+    c = read_counters(base)
     assert c["slot_size"] == 8 << 20 and c["slot_count"] == 15
+    lagging.close()
     monkeypatch.setattr(ring.writer, "MAX_BAG_BYTES", 16 << 20)
     with pytest.raises(BagTooLarge, match=r"17,000,000 bytes.*16,777,216 byte limit"):
         w.write(b"x" * 17_000_000)
-    assert w.write(b"still fine") == 2
+    assert w.write(b"still fine") == 5
     w.close()
 
 
@@ -778,4 +789,51 @@ def test_a_reader_reads_again_what_it_gave_back(base):
     assert got is not None and _check(got[0]) == 2
     assert (r.read_count, r.dropped) == (2, 0)
     r.close()
+    w.close()
+
+
+@pytest.mark.parametrize("other_process", [False, True])
+def test_a_grown_ring_widens_before_an_ordered_reader_is_lapped_and_it_gets_every_bag(base, other_process):
+    """A grown ring starts with 4 slots (a writer going round few slots writes into memory still in the
+    cache); an ordered reader that reads nothing while 14 big bags come still gets all 14, in order, none
+    dropped: the ring took its whole budget (16 slots here) before the reader was lapped."""
+    big = 300_000  # grown to 1 MiB slots
+    create_ring(base, slot_size=1024, slot_count=16)
+    w = RingWriter(base)
+    if other_process:
+        parent, child = SPAWN.Pipe()
+        proc = _run(_read_all, base, 0, "ordered", 14, child, True)
+        assert parent.poll(30) and parent.recv() == "attached"
+    else:
+        r = RingReader(base, 0, "ordered")
+    for seq in range(1, 15):
+        w.write(_bag(seq, big))
+        if seq == 2:
+            assert read_counters(base)["slot_count"] == 4
+    assert read_counters(base)["slot_count"] == 16
+    if other_process:
+        parent.send("go")
+        assert parent.poll(30), "the reader process did not finish"
+        seen, sizes, read, dropped, _generation = parent.recv()
+        proc.join(10)
+    else:
+        seen = []
+        while (bag := r.read()) is not None:
+            seen.append(_check(bag[0]))
+        read, dropped = r.read_count, r.dropped
+        r.close()
+    assert seen == list(range(1, 15)) and (read, dropped) == (14, 0)
+    w.close()
+
+
+def test_a_lagging_newest_reader_leaves_a_grown_ring_at_four_slots(base):
+    """Only an ordered reader is kept from being lapped: a newest one takes the latest bag anyway."""
+    create_ring(base, slot_size=1024, slot_count=16)
+    w = RingWriter(base)
+    newest = RingReader(base, 0, "newest")
+    for seq in range(1, 15):
+        w.write(_bag(seq, 300_000))
+    assert read_counters(base)["slot_count"] == 4
+    assert _check(newest.read()[0]) == 14
+    newest.close()
     w.close()

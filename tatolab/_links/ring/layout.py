@@ -96,6 +96,10 @@ if _PUBLISH_LAYOUT is not None and _PUBLISH_LAYOUT != {
     raise ImportError(f"tatolab/_links/_native was built for another ring layout ({_PUBLISH_LAYOUT}); reinstall tatolab")
 # reader record word offsets (u64, relative to the record)
 _R_PID, _R_READ, _R_DROPPED, _R_LAST_READ_NS, _R_ACTIVE, _R_NEXT, _R_BAD, _R_GEN = range(8)
+# _R_ACTIVE of a reader that is attached: which profile it reads with (the writer widens a grown ring for an
+# ordered one about to be lapped, writer.py)
+_ACTIVE_NEWEST, _ACTIVE_ORDERED = 1, 2
+_RECORD_Q = 8  # words in a reader's record (_RECORD_BYTES // 8)
 
 _OPEN_RETRY_S = 2.0
 
@@ -136,10 +140,12 @@ def _file_size(slot_size: int, slot_count: int) -> int:
 
 def _make_generation(
     base: str, gen: int, slot_size: int, slot_count: int, seq: int, table: bytes | None,
-    normal: tuple[int, int] | None = None, max_bytes: int = 0, last_ns: int = 0,
+    normal: tuple[int, int] | None = None, max_bytes: int = 0, last_ns: int = 0, carry: _Gen | None = None,
 ) -> None:
     """Write generation `gen` completely under a temporary name, then rename it into place,
-    so nobody ever opens a half-made file."""
+    so nobody ever opens a half-made file. With `carry` (the generation it follows), it starts
+    with that one's last bags, as many as both hold: a reader that never mapped `carry` (it
+    follows to the newest) finds them here."""
     shm.check_folder(os.path.dirname(base) or ".")
     stride = _SLOT_HEADER + _round_up(slot_size, 64)
     size = _SLOTS_OFF + stride * slot_count
@@ -147,9 +153,13 @@ def _make_generation(
     tmp = final + ".tmp"
     _unlink_quietly(tmp)  # left by a writer killed mid-way (only this user can name files here)
     fd = shm.create_exclusive(tmp, size)
+    carried = _carried(carry, seq, slot_count, slot_size) if carry is not None else range(0)
     try:
-        with mmap.mmap(fd, _SLOTS_OFF) as mm:
+        with mmap.mmap(fd, size if carried else _SLOTS_OFF) as mm:
             with memoryview(mm) as mv, mv.cast("Q") as q:
+                if carry is not None:
+                    for s in carried:
+                        _copy_bag(carry, s, mv, q, _SLOTS_OFF + stride * ((s - 1) % slot_count))
                 q[_MAGIC] = MAGIC
                 q[_VERSION] = VERSION
                 q[_GEN] = gen
@@ -158,7 +168,7 @@ def _make_generation(
                 q[_WRITE_SEQ] = seq
                 q[_LAST_WRITE_NS] = last_ns
                 q[_MOVED] = 0
-                q[_BASE_SEQ] = seq
+                q[_BASE_SEQ] = carried.start - 1 if carried else seq
                 q[_STRIDE] = stride
                 q[_H_SLOTS_OFF] = _SLOTS_OFF
                 q[_NORMAL_SLOT_SIZE], q[_NORMAL_SLOT_COUNT] = normal or (slot_size, slot_count)
@@ -168,6 +178,28 @@ def _make_generation(
     finally:
         os.close(fd)
     os.rename(tmp, final)
+
+
+def _carried(old: _Gen, seq: int, count: int, slot_size: int) -> range:
+    """The bags of `old` (bag `seq` its last) that a generation of `count` slots of `slot_size` takes along:
+    its last whole ones, as many as both hold (none into smaller slots)."""
+    if slot_size < old.slot_size:
+        return range(0)
+    first = seq + 1
+    while first > max(old.base_seq + 1, seq - min(old.count, count) + 1) and \
+            old.q[old.slots_q + ((first - 2) % old.count) * old.stride_q] == 2 * (first - 1):
+        first -= 1
+    return range(first, seq + 1)
+
+
+def _copy_bag(old: _Gen, s: int, mv: memoryview, q: memoryview, at: int) -> None:
+    """Bag `s` of `old` into the slot at byte `at` of a generation being made: its seq word, length,
+    publish and origin times, origin, and payload (not the views held of it: none are, of the copy)."""
+    h = old.slots_q + ((s - 1) % old.count) * old.stride_q
+    n = old.q[h + 1]
+    for i in range(5):
+        q[at // 8 + i] = old.q[h + i]
+    mv[at + _SLOT_HEADER:at + _SLOT_HEADER + n] = old.mv[(h << 3) + _SLOT_HEADER:(h << 3) + _SLOT_HEADER + n]
 
 
 class _Gen:

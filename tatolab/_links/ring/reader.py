@@ -32,6 +32,8 @@ from ..shm import RingError
 from . import views, wake
 from .layout import (
     _MOVED,
+    _ACTIVE_NEWEST,
+    _ACTIVE_ORDERED,
     _R_ACTIVE,
     _R_BAD,
     _R_DROPPED,
@@ -176,7 +178,7 @@ class RingReader(_Core):
         q[r + _R_BAD] = self.bad
         q[r + _R_NEXT] = self._next
         q[r + _R_GEN] = g.gen
-        q[r + _R_ACTIVE] = 1
+        q[r + _R_ACTIVE] = _ACTIVE_NEWEST if self._newest else _ACTIVE_ORDERED
         g.sleepers[self.index] = 0
         g.followers[self.index] = 0
         self._check_watcher_s = wake._CHECK_WATCHER_S
