@@ -5,8 +5,9 @@ folder under /dev/shm, see shm.py: no other user can create, replace or open a n
 and every file is created O_EXCL|O_NOFOLLOW, mode 0600, and fstat-checked when opened).
 The runtime creates generation 0 with `create_ring` before starting any process and removes
 every file with `reap` (at unload, and at its start for files a dead runtime left). A writer
-grows the ring when a bag does not fit a slot by creating the next generation; readers
-follow it. Once bags fit the normal slot again (_SHRINK_AFTER in a row, or _SHRINK_AFTER_S
+grows the ring when a bag does not fit a slot by creating the next generation (4 slots at
+first, all its budget's once an ordered reader nears being lapped: writer.py), which starts
+with the last bags of the one before; readers follow it. Once bags fit the normal slot again (_SHRINK_AFTER in a row, or _SHRINK_AFTER_S
 after the last big one, also when no bag follows: the node host calls `relax` while idle)
 the writer moves back to a generation of the normal size. A ring
 never takes more than its max_bytes, fixed by `create_ring` (the runtime's
@@ -24,7 +25,7 @@ File layout (all integers little-endian u64 unless said):
            (reader i owns it like its record; the writer only reads it)
     256    reader table: 64 records of 64 bytes:
            pid, read_count, dropped, last_read_ns, active, next_seq, bad, generation
-           (read: bags taken, less those given back with discard/unread, so that
+           (active: 0, or 1 for a newest reader, 2 for an ordered one; read: bags taken, less those given back with discard/unread, so that
            for a node's input it is what the node got; bad: bags that did not decode;
            generation: the one the reader maps, so the writer shrinks only once no live
            reader still needs an older one: a reader follows only to the newest
