@@ -7,10 +7,10 @@ The runtime creates generation 0 with `create_ring` before starting any process 
 every file with `reap` (at unload, and at its start for files a dead runtime left). A writer
 grows the ring when a bag does not fit a slot by creating the next generation (4 slots at
 first, all its budget's once an ordered reader nears being lapped: writer.py), which starts
-with the last bags of the one before; readers follow it. Once bags fit the normal slot again (_SHRINK_AFTER in a row, or _SHRINK_AFTER_S
-after the last big one, also when no bag follows: the node host calls `relax` while idle)
-the writer moves back to a generation of the normal size. A ring
-never takes more than its max_bytes, fixed by `create_ring` (the runtime's
+with the last bags of the one before; readers follow it. Once bags fit the normal slot again
+(_SHRINK_AFTER in a row, or _SHRINK_AFTER_S after the last big one, also when no bag follows:
+the node host calls `relax` while idle) the writer moves back to a generation of the normal size.
+A ring never takes more than its max_bytes, fixed by `create_ring` (the runtime's
 TATOLAB_LINK_MEMORY_MB, default 2048 MiB) and kept in the header across generations.
 
 File layout (all integers little-endian u64 unless said):
@@ -25,8 +25,9 @@ File layout (all integers little-endian u64 unless said):
            (reader i owns it like its record; the writer only reads it)
     256    reader table: 64 records of 64 bytes:
            pid, read_count, dropped, last_read_ns, active, next_seq, bad, generation
-           (active: 0, or 1 for a newest reader, 2 for an ordered one; read: bags taken, less those given back with discard/unread, so that
-           for a node's input it is what the node got; bad: bags that did not decode;
+           (active: 0, or 1 for a newest reader, 2 for an ordered one; read: bags taken,
+           less those given back with discard/unread, so that for a node's input it is
+           what the node got; bad: bags that did not decode;
            generation: the one the reader maps, so the writer shrinks only once no live
            reader still needs an older one: a reader follows only to the newest
            generation, and the ones between are gone)
@@ -100,7 +101,7 @@ _R_PID, _R_READ, _R_DROPPED, _R_LAST_READ_NS, _R_ACTIVE, _R_NEXT, _R_BAD, _R_GEN
 # _R_ACTIVE of a reader that is attached: which profile it reads with (the writer widens a grown ring for an
 # ordered one about to be lapped, writer.py)
 _ACTIVE_NEWEST, _ACTIVE_ORDERED = 1, 2
-_RECORD_Q = 8  # words in a reader's record (_RECORD_BYTES // 8)
+_RECORD_Q = _RECORD_BYTES // 8  # words in a reader's record
 
 _OPEN_RETRY_S = 2.0
 
@@ -198,8 +199,7 @@ def _copy_bag(old: _Gen, s: int, mv: memoryview, q: memoryview, at: int) -> None
     publish and origin times, origin, and payload (not the views held of it: none are, of the copy)."""
     h = old.slots_q + ((s - 1) % old.count) * old.stride_q
     n = old.q[h + 1]
-    for i in range(5):
-        q[at // 8 + i] = old.q[h + i]
+    q[at // 8:at // 8 + 5] = old.q[h:h + 5]
     mv[at + _SLOT_HEADER:at + _SLOT_HEADER + n] = old.mv[(h << 3) + _SLOT_HEADER:(h << 3) + _SLOT_HEADER + n]
 
 

@@ -339,8 +339,11 @@ class RingWriter:
         actives = q[first + _R_ACTIVE:first + MAX_READERS * _RECORD_Q:_RECORD_Q].tolist()  # (one look at all)
         due = self._seq + 2 - self._count  # the bag the write after next overwrites
         i = -1
-        while _ACTIVE_ORDERED in actives[i + 1:]:
-            i = actives.index(_ACTIVE_ORDERED, i + 1)
+        while True:  # each ordered reader's record (list.index scans in C: a loop over all 64 cost 3x, every write)
+            try:
+                i = actives.index(_ACTIVE_ORDERED, i + 1)
+            except ValueError:
+                return
             r = first + i * _RECORD_Q
             if q[r + _R_NEXT] <= due and _alive(q[r + _R_PID]):
                 self._move(self._slot_size, self._most)
