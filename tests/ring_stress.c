@@ -1,5 +1,6 @@
 /* A stress test of the ring's seqlock (tatolab/_links/ring_protocol.h, what _native.c runs):
- * one writer thread publishes bags of varying length into a small ring as fast as it can;
+ * one writer thread publishes bags of varying length into a small ring as fast as it can (every
+ * other one made in its slot, as a loan is);
  * reader threads copy them out the way read_run does and check every bag they accept. A bag
  * whose sequence number, length or checksum is wrong is a torn read the seqlock let through:
  * the run fails. tests/test_ring_arm64.py builds it natively and for arm64 (run under
@@ -46,8 +47,15 @@ static void *writer(void *unused) {
     unsigned char bag[SLOT_SIZE];
     for (uint64_t s = 1; s <= bags; s++) {
         size_t n = length_of(s);
-        make_bag(s, bag, n);
-        ring_publish_slot(ring + ((s - 1) % SLOTS) * STRIDE_Q, s, bag, n, s, s, 0);
+        uint64_t *h = ring + ((s - 1) % SLOTS) * STRIDE_Q;
+        if (s % 2) { /* a loan (RingWriter.loan): the bag made in the slot itself */
+            ring_open_slot(h, s);
+            make_bag(s, (unsigned char *)(h + RING_SLOT_HEADER_Q), n);
+            ring_seal_slot(h, s, n, s, s, 0);
+        } else {
+            make_bag(s, bag, n);
+            ring_publish_slot(h, s, bag, n, s, s, 0);
+        }
         ring_announce(&write_seq, &futex_word, s, (uint32_t)(s & 0x7FFFFFFFu));
         if (s % SLOTS == 0)
             sched_yield(); /* let the readers in now and then: most bags are read, some torn */

@@ -837,3 +837,57 @@ def test_a_lagging_newest_reader_leaves_a_grown_ring_at_four_slots(base):
     assert _check(newest.read()[0]) == 14
     newest.close()
     w.close()
+
+
+def test_big_bags_into_a_grown_ring_count_toward_its_shrink_whichever_path_writes_them(base):
+    """Once grown, big bags that fit take the writer's fast path (C), loans too; the ring still goes back to
+    its normal size only _SHRINK_AFTER small bags after the last big one, and a reader gets every bag."""
+    create_ring(base, slot_size=1024, slot_count=16)
+    w = RingWriter(base)
+    r = RingReader(base, 0, "ordered")
+    got: list[int] = []
+
+    def take() -> None:
+        while (bag := r.read()) is not None:
+            got.append(len(bag[0]))
+
+    w.write(b"x" * 300_000)  # grows the ring
+    take()
+    for i in range(10):
+        if i % 2:
+            with w.loan(200_000) as buf:
+                buf[:] = b"y" * 200_000
+        else:
+            w.write(b"z" * 250_000)
+        take()
+    for _ in range(ring.writer._SHRINK_AFTER):
+        w.write(b"small")
+        take()
+    assert w.grown, "shrunk before _SHRINK_AFTER small bags had followed the last big one"
+    w.write(b"small")
+    take()
+    assert not w.grown
+    assert got == [300_000] + [250_000, 200_000] * 5 + [5] * (ring.writer._SHRINK_AFTER + 1)
+    assert (r.read_count, r.dropped) == (len(got), 0)
+    r.close()
+    w.close()
+
+
+def test_a_newest_viewer_holds_the_latest_big_bag_and_counts_the_ones_it_skipped(base):
+    create_ring(base, slot_size=1024, slot_count=16)
+    w = RingWriter(base)
+    r = RingReader(base, 0, "newest")
+    for seq in range(1, 4):
+        w.write(_bag(seq, 300_000))
+    view = r.read_view()
+    assert view is not None and _check(bytes(view.data)) == 3 and (r.read_count, r.dropped) == (1, 2)
+    for seq in range(4, 12):  # laps the 4 slots twice: the held slot is left alone (the ring moves on)
+        w.write(_bag(seq, 300_000))
+    assert _check(bytes(view.data)) == 3
+    view.release()
+    latest = r.read_view()
+    assert latest is not None and _check(bytes(latest.data)) == 11 and (r.read_count, r.dropped) == (2, 9)
+    latest.release()
+    assert r.read_view() is None
+    r.close()
+    w.close()

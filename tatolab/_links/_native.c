@@ -31,6 +31,8 @@
 #include <unistd.h>
 
 #include "ring_protocol.h" /* the seqlock's stores and loads, in C11 atomics */
+#include "_latency.h"
+#include "_timing.h"
 
 /* Offsets shared with ring/layout.py (checked there against this module's LAYOUT). */
 #define WRITE_SEQ_Q 5
@@ -38,6 +40,12 @@
 #define SLEEPERS_OFF 192
 #define SLEEPERS_Q 8
 #define WORD_MASK 0x7FFFFFFFu
+#define TABLE_Q 32     /* the reader table (256 bytes in), records of RECORD_Q words */
+#define RECORD_Q 8
+#define R_ACTIVE 4     /* a record's words: active (2: an ordered reader), next bag to read */
+#define R_NEXT 5
+#define ACTIVE_ORDERED 2
+#define HELD_OFF 40    /* bytes into a slot's header: the u32 count of views held (ring/views.py) */
 
 typedef struct {
     PyObject_HEAD
@@ -54,6 +62,14 @@ typedef struct {
     uint64_t seq;          /* the last bag published */
     uint64_t wakes;        /* FUTEX_WAKE calls made (a reader may have been asleep) */
     Py_ssize_t fits;       /* bags up to this size take the fast path; -1: none do */
+    int gated;             /* gate() until open(): every bag to the slow callback (also while a loan is open) */
+    /* A generation grown for big bags (set_grown): bags over big_from bytes, up to slot_size, take the
+     * fast path too, unless a view of the next slot is held or (while it may widen) an ordered reader
+     * is within a bag of being lapped; the slow path moves the ring then (ring/writer.py). */
+    Py_ssize_t big_from;   /* 0: not grown */
+    int may_widen;
+    uint64_t big_seq, big_ns; /* the last big bag published here, and when */
+    Py_ssize_t loan_n;     /* the size of the open loan, -1 while none */
     PyObject *slow;        /* called with the payload when the fast path cannot publish it */
     PyObject *cell;        /* the node's origin cell (set_origin): a list [origin_ns, origin_id], or NULL */
     uint64_t own_id;       /* the id stamped on bags this writer originates */
@@ -68,6 +84,8 @@ static void release_view(Publisher *self) {
     self->word = NULL;
     self->sleepers = NULL;
     self->fits = -1;
+    self->big_from = 0;
+    self->loan_n = -1;
 }
 
 static int Publisher_init(Publisher *self, PyObject *args, PyObject *kwds) {
@@ -82,6 +100,7 @@ static int Publisher_init(Publisher *self, PyObject *args, PyObject *kwds) {
     self->slow = Py_NewRef(slow);
     Py_XDECREF(old);
     self->fits = -1;
+    self->loan_n = -1;
     return 0;
 }
 
@@ -142,9 +161,56 @@ static PyObject *Publisher_attach(Publisher *self, PyObject *args) {
     self->seq = seq;
     self->next_index = (Py_ssize_t)(seq % (unsigned long long)count);
     self->fits = fits < slot_size ? fits : slot_size;
+    self->big_from = 0;
+    self->loan_n = -1;
     Py_RETURN_NONE;
 }
 
+/* set_grown(big_from, may_widen): this generation was grown for bags over big_from bytes (0: it
+ * was not); may_widen: it has fewer slots than its budget allows (the writer widens it for an
+ * ordered reader about to be lapped). */
+static PyObject *Publisher_set_grown(Publisher *self, PyObject *args) {
+    Py_ssize_t big_from;
+    int may_widen;
+    if (!PyArg_ParseTuple(args, "np:set_grown", &big_from, &may_widen))
+        return NULL;
+    self->big_from = big_from > 0 ? big_from : 0;
+    self->may_widen = may_widen;
+    Py_RETURN_NONE;
+}
+
+static inline uint64_t *next_slot(Publisher *self) {
+    return self->q + self->slots_q + self->next_index * self->stride_q;
+}
+
+/* An ordered reader that the bag after the next would lap (its record's next bag is one the
+ * write after next overwrites): the slow path widens the ring for it, if its process lives. */
+static int ordered_reader_due(Publisher *self) {
+    uint64_t ahead = self->seq + 2;
+    if (ahead <= (uint64_t)self->count)
+        return 0;
+    uint64_t due = ahead - (uint64_t)self->count;
+    const uint64_t *r = self->q + TABLE_Q;
+    for (int i = 0; i < 64; i++, r += RECORD_Q)
+        if (atomic_load_explicit((ring_word64 *)&r[R_ACTIVE], memory_order_relaxed) == ACTIVE_ORDERED &&
+            atomic_load_explicit((ring_word64 *)&r[R_NEXT], memory_order_relaxed) <= due)
+            return 1;
+    return 0;
+}
+
+/* May a bag of n bytes be published without the slow path now? In a grown generation the holds
+ * are loaded after the last publish's full fence (ring_announce): views.py's handshake. */
+static int fast_ok(Publisher *self, Py_ssize_t n) {
+    if (!self->attached || self->gated)
+        return 0;
+    if (n <= self->fits)
+        return 1;
+    if (!self->big_from || n <= self->big_from || n > self->slot_size)
+        return 0;
+    if (atomic_load_explicit((ring_word32 *)((char *)next_slot(self) + HELD_OFF), memory_order_relaxed))
+        return 0;
+    return !(self->may_widen && ordered_reader_due(self));
+}
 /* set_origin(cell, own_id): bags published while cell[0] is not 0 carry (cell[0], cell[1]) as
  * their origin; the others originate here, at their publish time, with own_id. cell is a list
  * of two ints (the node host's [origin_ns, origin_id]: a list, because storing into one costs
@@ -183,6 +249,8 @@ static PyObject *Publisher_detach(Publisher *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+static void announce(Publisher *self, uint64_t s, Py_ssize_t n, uint64_t t);
+
 /* The store that publishes bag `s` and everything before it, then the wake if anyone may
  * sleep. The sequence words follow the ring's seqlock (ring/writer.py): odd while the payload is written,
  * even once it is whole. */
@@ -190,17 +258,24 @@ static uint64_t publish(Publisher *self, const char *data, Py_ssize_t n) {
     uint64_t origin_ns, origin;
     cell_origin(self->cell, &origin_ns, &origin);
     uint64_t s = self->seq + 1;
-    uint64_t *q = self->q;
-    uint64_t *h = q + self->slots_q + self->next_index * self->stride_q;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    uint64_t t = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    uint64_t t = monotonic_ns();
     /* a bag written inside process() carries the oldest origin read in that call; a source's originates now */
-    ring_publish_slot(h, s, data, (size_t)n, t, origin_ns ? origin_ns : t, origin_ns ? origin : self->own_id);
-    /* Dekker with a sleeping reader (ring/wake.py's docstring): the word store is visible
-     * before the sleepers line is loaded. */
-    ring_announce(&q[WRITE_SEQ_Q], self->word, s, (uint32_t)(s & WORD_MASK));
+    ring_publish_slot(next_slot(self), s, data, (size_t)n, t, origin_ns ? origin_ns : t,
+                      origin_ns ? origin : self->own_id);
+    announce(self, s, n, t);
+    return s;
+}
+
+/* Bag s is whole in its slot: tell readers, and wake them if any may sleep. Dekker with a
+ * sleeping reader (ring/wake.py's docstring): the word store is visible before the sleepers
+ * line is loaded. */
+static void announce(Publisher *self, uint64_t s, Py_ssize_t n, uint64_t t) {
+    ring_announce(&self->q[WRITE_SEQ_Q], self->word, s, (uint32_t)(s & WORD_MASK));
     self->seq = s;
+    if (self->big_from && n > self->big_from) {
+        self->big_seq = s;
+        self->big_ns = t;
+    }
     if (++self->next_index == self->count)
         self->next_index = 0;
     const uint64_t *sl = self->sleepers;
@@ -211,7 +286,6 @@ static uint64_t publish(Publisher *self, const char *data, Py_ssize_t n) {
         self->wakes++;
         syscall(SYS_futex, self->word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
     }
-    return s;
 }
 
 static PyObject *publish_buffer(Publisher *self, PyObject *payload, int gated_ok) {
@@ -229,7 +303,7 @@ static PyObject *publish_buffer(Publisher *self, PyObject *payload, int gated_ok
         n = view.len;
         held = 1;
     }
-    if (!self->attached || (gated_ok ? n > self->slot_size : n > self->fits)) {
+    if (gated_ok ? !self->attached || n > self->slot_size : !fast_ok(self, n)) {
         if (held)
             PyBuffer_Release(&view);
         if (gated_ok) {
@@ -259,15 +333,89 @@ static PyObject *Publisher_publish(Publisher *self, PyObject *payload) {
 
 static PyObject *Publisher_gate(Publisher *self, PyObject *unused) {
     self->fits = -1;
+    self->gated = 1;
     Py_RETURN_NONE;
 }
 
-static PyObject *Publisher_open(Publisher *self, PyObject *arg) {
+static int set_fits(Publisher *self, PyObject *arg) {
     Py_ssize_t fits = PyLong_AsSsize_t(arg);
     if (fits == -1 && PyErr_Occurred())
-        return NULL;
+        return -1;
     self->fits = self->attached ? (fits < self->slot_size ? fits : self->slot_size) : -1;
+    self->gated = 0;
+    return 0;
+}
+
+static PyObject *Publisher_open(Publisher *self, PyObject *arg) {
+    if (set_fits(self, arg) < 0)
+        return NULL;
     Py_RETURN_NONE;
+}
+
+/* loan(n) -> offset, or loan(n, fits) after the slow path made room (and open(fits) with it):
+ * the next slot taken for a bag of n bytes written in place (ring/writer.py's RingWriter.loan),
+ * its seq word odd, every other write gated until commit() or abort(); the offset in the mapping
+ * of its payload. -1 (from loan(n) alone) where the fast path cannot take it: the caller makes
+ * room under the writer's lock, then loans with fits. */
+static PyObject *Publisher_loan(Publisher *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 1 && nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "loan(nbytes[, fits])");
+        return NULL;
+    }
+    Py_ssize_t n = PyLong_AsSsize_t(args[0]);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (self->loan_n >= 0) {
+        PyErr_SetString(PyExc_RuntimeError, "loan: a loan of this ring writer is already open");
+        return NULL;
+    }
+    if (n < 0 && nargs == 1)
+        return PyLong_FromLong(-1); /* (the slow path says what is wrong, naming the ring) */
+    if (nargs == 2) {
+        if (set_fits(self, args[1]) < 0)
+            return NULL;
+        if (!self->attached || n < 0 || n > self->slot_size) {
+            PyErr_Format(PyExc_ValueError, "loan: a bag of %zd bytes does not fit a slot of %zd bytes%s", n,
+                         self->slot_size, self->attached ? "" : " (the ring is not attached)");
+            return NULL;
+        }
+    } else if (!fast_ok(self, n)) {
+        return PyLong_FromLong(-1);
+    }
+    uint64_t *h = next_slot(self);
+    ring_open_slot(h, self->seq + 1);
+    self->gated = 1;
+    self->loan_n = n;
+    return PyLong_FromSsize_t((Py_ssize_t)((char *)(h + RING_SLOT_HEADER_Q) - (char *)self->q));
+}
+
+/* commit() -> seq: publish the open loan's bag (its payload is in the slot); every write may take the fast path again. */
+static PyObject *Publisher_commit(Publisher *self, PyObject *unused) {
+    Py_ssize_t n = self->loan_n;
+    if (n < 0 || !self->attached) {
+        PyErr_SetString(PyExc_RuntimeError, "commit: no loan of this ring writer is open");
+        return NULL;
+    }
+    uint64_t origin_ns, origin;
+    cell_origin(self->cell, &origin_ns, &origin);
+    uint64_t s = self->seq + 1;
+    uint64_t t = monotonic_ns();
+    ring_seal_slot(next_slot(self), s, (size_t)n, t, origin_ns ? origin_ns : t, origin_ns ? origin : self->own_id);
+    announce(self, s, n, t);
+    self->loan_n = -1;
+    self->gated = 0;
+    return PyLong_FromUnsignedLongLong(s);
+}
+
+/* abort(): the open loan publishes nothing (its slot stays odd: the bag it held is gone; the next bag goes there). */
+static PyObject *Publisher_abort(Publisher *self, PyObject *unused) {
+    self->loan_n = -1;
+    self->gated = 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Publisher_get_big(Publisher *self, void *closure) {
+    return Py_BuildValue("(KK)", (unsigned long long)self->big_seq, (unsigned long long)self->big_ns);
 }
 
 static PyObject *Publisher_get_seq(Publisher *self, void *closure) {
@@ -411,8 +559,6 @@ static PyObject *full_fence(PyObject *module, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-#include "_latency.h"
-#include "_timing.h"
 
 /* RunReader(mapping, slots_q, stride_q, count, slot_size, hist, block_off, origins, read_q,
  * next_q, last_read_q): an ordered reader's runs out of one mapped generation, holding its
@@ -584,7 +730,102 @@ static PyObject *RunReader_run(RunReader *self, PyObject *const *args, Py_ssize_
     return run_copy(self, first, last, monotonic_ns(), &end, &first_ts, &last_ts);
 }
 
+/* The hold on a slot's views (views.py): one more (a full barrier, as compare_exchange's) or one fewer. */
+static inline void hold_add(ring_word32 *held) {
+#if !(defined(__x86_64__) || defined(__i386__))
+    atomic_thread_fence(memory_order_seq_cst);
+#endif
+    atomic_fetch_add_explicit(held, 1, memory_order_seq_cst);
+#if !(defined(__x86_64__) || defined(__i386__))
+    atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+
+static inline void hold_drop(ring_word32 *held) {
+    uint32_t have = atomic_load_explicit(held, memory_order_relaxed);
+    while (have && !atomic_compare_exchange_weak_explicit(held, &have, have - 1, memory_order_seq_cst,
+                                                          memory_order_relaxed)) {
+    }
+}
+
+/* view(next, newest) -> (seq, offset, length, publish_ns, origin_ns, origin) or None: bag `next`
+ * (newest: the latest, if not older than next) held in its slot of a grown generation, for
+ * RingReader.read_view: its holds count one more, and the slot still holds it with the writer at
+ * least a slot away (views.py's handshake), recorded and counted in the record as run() does.
+ * None where that is not the case (nothing new, lapped, torn, the writer about to reach the slot):
+ * the reader's Python path sorts it out, taking nothing here. */
+static PyObject *RunReader_view(RunReader *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "view(next, newest)");
+        return NULL;
+    }
+    unsigned long long next = PyLong_AsUnsignedLongLong(args[0]);
+    if (next == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    int newest = PyObject_IsTrue(args[1]);
+    if (newest < 0)
+        return NULL;
+    if (self->q == NULL) {
+        PyErr_SetString(PyExc_ValueError, "view: this RunReader is closed");
+        return NULL;
+    }
+    uint64_t *q = (uint64_t *)self->q;
+    uint64_t count = (uint64_t)self->count;
+    uint64_t ws = ring_load_acquire(&q[WRITE_SEQ_Q]);
+    uint64_t s = newest ? ws : next;
+    if (s < next || s > ws || s == 0 || s + count <= ws)
+        Py_RETURN_NONE;
+    uint64_t *h = q + self->slots_q + (Py_ssize_t)((s - 1) % count) * self->stride_q;
+    uint64_t n, ts, origin_ns, origin;
+    uint64_t v = ring_slot_open(h, s, (uint64_t)self->slot_size, &n, &ts);
+    if (v == 0)
+        Py_RETURN_NONE;
+    ring_slot_origin(h, &origin_ns, &origin);
+    ring_word32 *held = (ring_word32 *)((char *)h + HELD_OFF);
+    hold_add(held);
+    if (atomic_load_explicit((ring_word64 *)h, memory_order_relaxed) != v ||
+        atomic_load_explicit((ring_word64 *)&q[WRITE_SEQ_Q], memory_order_relaxed) + 2 > s + count) {
+        hold_drop(held); /* the writer is about to reach the slot: the Python path copies the bag */
+        Py_RETURN_NONE;
+    }
+    PyObject *out = Py_BuildValue("(KnKKKK)", (unsigned long long)s,
+                                  (Py_ssize_t)((char *)(h + RING_SLOT_HEADER_Q) - (char *)q), (unsigned long long)n,
+                                  (unsigned long long)ts, (unsigned long long)origin_ns, (unsigned long long)origin);
+    if (out == NULL) {
+        hold_drop(held);
+        return NULL;
+    }
+    uint64_t now = monotonic_ns();
+    if (self->file != NULL) {
+        LatNote note;
+        lat_begin(&note, self->file, self->block_off, now);
+        lat_add(&note, ts, origin_ns, origin);
+    }
+    ring_word64 *w = (ring_word64 *)q;
+    atomic_store_explicit(&w[self->read_q], atomic_load_explicit(&w[self->read_q], memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    atomic_store_explicit(&w[self->next_q], s + 1, memory_order_relaxed);
+    atomic_store_explicit(&w[self->last_read_q], now, memory_order_relaxed);
+    return out;
+}
+
+/* release_hold(addr): one view fewer of the slot whose holds count is the u32 at addr (views.py). */
+static PyObject *release_hold(PyObject *module, PyObject *arg) {
+    unsigned long long addr = PyLong_AsUnsignedLongLong(arg);
+    if (addr == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (addr == 0 || addr % 4) {
+        PyErr_SetString(PyExc_ValueError, "release_hold: a 4-byte aligned address");
+        return NULL;
+    }
+    hold_drop((ring_word32 *)(uintptr_t)addr);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef RunReader_methods[] = {
+    {"view", (PyCFunction)(void (*)(void))RunReader_view, METH_FASTCALL,
+     "view(next, newest) -> (seq, offset, length, publish_ns, origin_ns, origin) | None: a bag held in its "
+     "slot of a grown generation, recorded and counted; None: the Python path's case."},
     {"run", (PyCFunction)(void (*)(void))RunReader_run, METH_FASTCALL,
      "run(first, last) -> [(bytes, publish_ns)]: the whole bags first..last, in order, up to the first "
      "that is not whole; each recorded, and counted in the reader's record."},
@@ -675,6 +916,8 @@ static PyMethodDef module_methods[] = {
      "link, in C (None: the Python path's case)."},
     {"clock_of", (PyCFunction)clock_of, METH_O,
      "clock_of(obj) -> int: time.monotonic_ns(), ignoring its argument (a property's getter, without a frame)."},
+    {"release_hold", (PyCFunction)release_hold, METH_O,
+     "release_hold(addr): one view fewer of the slot whose holds count is the u32 at addr."},
     {"fence", (PyCFunction)fence, METH_NOARGS, "An acquire fence: the loads before it happen before the loads after it."},
     {"full_fence", (PyCFunction)full_fence, METH_NOARGS,
      "A sequentially consistent fence: every store before it is visible before any load after it."},
@@ -697,12 +940,19 @@ static PyMethodDef Publisher_methods[] = {
      "Publish a bag that fits a slot even while gated (the slow path's own write)."},
     {"gate", (PyCFunction)Publisher_gate, METH_NOARGS, "Send every write to the slow callback."},
     {"open", (PyCFunction)Publisher_open, METH_O, "open(fits): bags up to `fits` bytes take the fast path."},
+    {"set_grown", (PyCFunction)Publisher_set_grown, METH_VARARGS,
+     "set_grown(big_from, may_widen): bags over big_from bytes that fit a slot take the fast path (0: none)."},
+    {"loan", (PyCFunction)(void (*)(void))Publisher_loan, METH_FASTCALL,
+     "loan(nbytes[, fits]) -> offset of the next slot's payload, taken for a bag written in place; -1: the slow path's."},
+    {"commit", (PyCFunction)Publisher_commit, METH_NOARGS, "Publish the open loan's bag; returns its sequence number."},
+    {"abort", (PyCFunction)Publisher_abort, METH_NOARGS, "Close the open loan without publishing."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef Publisher_getset[] = {
     {"seq", (getter)Publisher_get_seq, NULL, "The sequence number of the last bag published.", NULL},
     {"wakes", (getter)Publisher_get_wakes, NULL, "How many publishes found a sleeper and called FUTEX_WAKE.", NULL},
+    {"big", (getter)Publisher_get_big, NULL, "(seq, publish_ns) of the last big bag the fast path published.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -762,9 +1012,11 @@ static int module_exec(PyObject *module) {
         return -1;
     }
     Py_DECREF(timer);
-    PyObject *layout = Py_BuildValue("{s:i,s:i,s:i,s:i,s:i}", "write_seq_q", WRITE_SEQ_Q, "futex_off", FUTEX_OFF,
-                                     "sleepers_off", SLEEPERS_OFF, "slot_header", 64,
-                                     "latency_file_bytes", LAT_FILE_BYTES);
+    PyObject *layout = Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "write_seq_q", WRITE_SEQ_Q,
+                                     "futex_off", FUTEX_OFF, "sleepers_off", SLEEPERS_OFF, "slot_header", 64,
+                                     "latency_file_bytes", LAT_FILE_BYTES, "table_q", TABLE_Q, "record_q", RECORD_Q,
+                                     "r_active", R_ACTIVE, "r_next", R_NEXT, "active_ordered", ACTIVE_ORDERED,
+                                     "held_off", HELD_OFF);
     if (layout == NULL)
         return -1;
     if (PyModule_AddObject(module, "LAYOUT", layout) < 0) {

@@ -25,6 +25,9 @@ def clock_of(obj: object, /) -> int:
 def fence() -> None:
     """An acquire-release fence (the Python reader's loads in order where the CPU reorders them)."""
 
+def release_hold(addr: int, /) -> None:
+    """One view fewer of the slot whose holds count is the u32 at addr (ring/views.py)."""
+
 def full_fence() -> None:
     """A sequentially consistent fence: every store before it is visible before any load after it."""
 
@@ -40,6 +43,13 @@ class Publisher:
     def publish(self, payload: Buffer, /) -> int: ...
     def gate(self) -> None: ...
     def open(self, fits: int, /) -> None: ...
+    def set_grown(self, big_from: int, may_widen: bool, /) -> None: ...
+    def loan(self, nbytes: int, fits: int = ..., /) -> int:
+        """The offset of the next slot's payload, taken for a bag written in place; -1: the slow path's case."""
+    def commit(self) -> int: ...
+    def abort(self) -> None: ...
+    @property
+    def big(self) -> tuple[int, int]: ...
     @property
     def seq(self) -> int: ...
     @property
@@ -56,6 +66,9 @@ class RunReader:
         publish_ns, origin_ns, origin), in order, up to the first that is not whole; each taken is
         recorded in the latency block of ``hist`` (the mapped latency file, or None) and counted in
         the reader's record (words read_q, next_q, last_read_q of the mapping)."""
+    def view(self, next: int, newest: bool, /) -> tuple[int, int, int, int, int, int] | None:
+        """(seq, offset, length, publish_ns, origin_ns, origin) of a bag held in its slot of a grown
+        generation, recorded and counted; None where the reader's Python path must look."""
     def close(self) -> None: ...
 
 class Recorder:

@@ -45,6 +45,25 @@ static inline void ring_publish_slot(uint64_t *h, uint64_t s, const void *data, 
     atomic_store_explicit(&w[0], 2 * s, memory_order_release); /* every payload byte before the even word */
 }
 
+/* A loan (ring/writer.py's RingWriter.loan): the slot `h` taken for bag `s`, its payload written
+ * in place by the caller between ring_open_slot and ring_seal_slot. Readers of the bag the slot
+ * held see it gone (odd word) before any payload byte changes. */
+static inline void ring_open_slot(uint64_t *h, uint64_t s) {
+    atomic_store_explicit((ring_word64 *)h, 2 * s - 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst); /* the odd word before any payload byte (and, for
+                                                  the caller's view of holds, before its loads) */
+}
+
+static inline void ring_seal_slot(uint64_t *h, uint64_t s, size_t n, uint64_t publish_ns, uint64_t origin_ns,
+                                  uint64_t origin) {
+    ring_word64 *w = (ring_word64 *)h;
+    atomic_store_explicit(&w[1], (uint64_t)n, memory_order_relaxed);
+    atomic_store_explicit(&w[2], publish_ns, memory_order_relaxed);
+    atomic_store_explicit(&w[3], origin_ns, memory_order_relaxed);
+    atomic_store_explicit(&w[4], origin, memory_order_relaxed);
+    atomic_store_explicit(&w[0], 2 * s, memory_order_release); /* every payload byte and word before the even word */
+}
+
 /* Tell readers bag `s` is there: the header's write_seq, then the futex word they sleep on;
  * then a full fence, so the word is visible before the caller loads the sleepers line. */
 static inline void ring_announce(uint64_t *write_seq, uint32_t *futex_word, uint64_t s, uint32_t word_value) {

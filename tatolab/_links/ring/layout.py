@@ -91,17 +91,19 @@ _HANDOFF_OFF = _WATCH_OFF + 4
 _FOLLOWERS_OFF = _WATCH_OFF + 64
 _SLOTS_OFF = 8192
 _SLOT_HEADER = 64
-if _PUBLISH_LAYOUT is not None and _PUBLISH_LAYOUT != {
-    "write_seq_q": _WRITE_SEQ, "futex_off": _FUTEX_OFF, "sleepers_off": _SLEEPERS_OFF, "slot_header": _SLOT_HEADER,
-    "latency_file_bytes": latency.FILE_BYTES,
-}:
-    raise ImportError(f"tatolab/_links/_native was built for another ring layout ({_PUBLISH_LAYOUT}); reinstall tatolab")
 # reader record word offsets (u64, relative to the record)
 _R_PID, _R_READ, _R_DROPPED, _R_LAST_READ_NS, _R_ACTIVE, _R_NEXT, _R_BAD, _R_GEN = range(8)
 # _R_ACTIVE of a reader that is attached: which profile it reads with (the writer widens a grown ring for an
 # ordered one about to be lapped, writer.py)
 _ACTIVE_NEWEST, _ACTIVE_ORDERED = 1, 2
 _RECORD_Q = _RECORD_BYTES // 8  # words in a reader's record
+_HELD_OFF = 40  # bytes into a slot's header: the u32 count of views held of it (views.py)
+if _PUBLISH_LAYOUT is not None and _PUBLISH_LAYOUT != {
+    "write_seq_q": _WRITE_SEQ, "futex_off": _FUTEX_OFF, "sleepers_off": _SLEEPERS_OFF, "slot_header": _SLOT_HEADER,
+    "latency_file_bytes": latency.FILE_BYTES, "table_q": _TABLE_OFF // 8, "record_q": _RECORD_Q,
+    "r_active": _R_ACTIVE, "r_next": _R_NEXT, "active_ordered": _ACTIVE_ORDERED, "held_off": _HELD_OFF,
+}:
+    raise ImportError(f"tatolab/_links/_native was built for another ring layout ({_PUBLISH_LAYOUT}); reinstall tatolab")
 
 _OPEN_RETRY_S = 2.0
 

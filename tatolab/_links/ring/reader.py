@@ -31,6 +31,7 @@ from ..futex import NEEDS_FENCE, fence
 from ..shm import RingError
 from . import views, wake
 from .layout import (
+    _FUTEX_OFF,
     _MOVED,
     _ACTIVE_NEWEST,
     _ACTIVE_ORDERED,
@@ -432,8 +433,36 @@ class RingReader(_Core):
         )
 
 
+    def _held_view(self) -> tuple[Any, ...] | None:
+        """The common case of a view in C (_native.RunReader.view): the next bag (for "newest" the
+        latest) whole in its slot of a grown generation, held; None where the Python path must look."""
+        got = self._runs.view(self._next, self._newest)
+        if got is None:
+            return None
+        s, off, n, ts, o_ns, o_id = got
+        nxt = self._next
+        if s > nxt:  # (newest: the ones between are skipped)
+            self.dropped += s - nxt
+            self._q[self._r + _R_DROPPED] = self.dropped
+            self._run_start = s
+        self.read_count += 1
+        self._next = s + 1
+        self._gap = (ts - self._last_ts) // (s - self._last_seq)
+        self._last_ts, self._last_seq = ts, s
+        g = self._g
+        self._holds[g] = self._holds.get(g, 0) + 1
+        addr = g.addr - _FUTEX_OFF + off - _SLOT_HEADER + views._HELD_OFF
+        data = views.BagView(self._mv[off:off + n].toreadonly(), ts, lambda: self._release_view(g, addr))
+        return (data, ts, o_ns, o_id) if self._origins else (data, ts)
+
     def _read(self, dest: memoryview | None) -> tuple[Any, int] | None:
         """One bag (the next, or for "newest" the latest) through `_copy`, with the counters."""
+        if self._newest and self._q[_MOVED]:
+            self._follow()  # the latest bag is in the generation the writer moved to (it carried the last ones)
+        if dest is _VIEW and self._big and self._runs is not None and views.VIEWS and self._q[_WRITE_SEQ] >= self._next:
+            got = self._held_view()
+            if got is not None:
+                return got
         q = self._q
         floor = self._next
         tries = 0

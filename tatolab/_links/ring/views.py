@@ -21,7 +21,9 @@ Bags in a ring of normal size (small ones) are copied: a view of them would cost
 the copy, and the C publisher's fast path does not look at holds.
 
 The holds count is a u32 in the slot header's spare words (_HELD_OFF); the compare-and-swap
-is _native.compare_exchange (where it was not built, views are copies too).
+is _native.compare_exchange (where it was not built, views are copies too). A reader's common
+case, the hold and both looks, is _native.RunReader.view; the writer's, the load of the next
+slot's holds before a big bag, is the C publisher's (ring/writer.py).
 """
 
 from __future__ import annotations
@@ -29,15 +31,16 @@ from __future__ import annotations
 import ctypes
 from typing import Callable
 
-from .layout import _FUTEX_OFF, _Gen
+from .layout import _FUTEX_OFF, _HELD_OFF, _Gen
 
 _compare_exchange: Callable[[int, int, int], bool] | None
+_release_hold: Callable[[int], None] | None
 try:
     from .._native import compare_exchange as _compare_exchange
+    from .._native import release_hold as _release_hold
 except ImportError:
-    _compare_exchange = None
+    _compare_exchange = _release_hold = None
 
-_HELD_OFF = 40  # bytes into a slot's header: the u32 after seq, length, publish_ns, origin_ns, origin
 _HELD_Q = _HELD_OFF // 8  # ... as the slot's u64 word the writer loads (its low half: x86-64 and arm64 are little-endian)
 VIEWS = _compare_exchange is not None
 
@@ -57,11 +60,9 @@ def hold(addr: int) -> None:
 
 
 def unhold(addr: int) -> None:
-    cas = _compare_exchange
-    assert cas is not None
-    word = _load(addr)
-    while word and not cas(addr, word, word - 1):
-        word = _load(addr)
+    """Count one holder fewer (never below 0)."""
+    assert _release_hold is not None
+    _release_hold(addr)
 
 
 def _load(addr: int) -> int:
