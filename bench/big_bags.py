@@ -10,7 +10,9 @@ scheduler is in the figure: what is left is where the payload lands. Beside them
 goes round 15 buffers of the size (the ring's whole budget for 8 MB bags, mostly out of the
 cache). `ring` is the working tree's ring (a grown ring starts with 4 slots, see
 ring/writer.py); `ring_budget` the same ring made to take all its budget's slots from the
-first big bag (15 of 8 MB, 127 of 1 MB: what it did before), as a reference in the same process.
+first big bag (15 of 8 MB, 127 of 1 MB: what it did before), as a reference in the same process;
+`ring_write` the ring's write of the source buffer instead of a loan (the copy in C: from 2 MiB
+on with non-temporal stores, ring_protocol.h).
 
 Prints a table of medians over --runs (each run's p50 of --bags round trips, the first 50
 left out: page faults of fresh slots) and one JSON line {size: {path: {p50_us, p90_us}}}.
@@ -38,7 +40,7 @@ from tatolab._links.ring import writer as ring_writer  # noqa: E402
 WARM = 50  # round trips left out of each run
 
 
-def _ring(size: int, source: bytearray, whole_budget: bool) -> Callable[[], None]:
+def _ring(size: int, source: bytearray, whole_budget: bool, by_write: bool = False) -> Callable[[], None]:
     base = os.path.join(shm.private_folder(), f"bench-big-{uuid.uuid4().hex[:8]}")
     create_ring(base, slot_size=16 * 1024, slot_count=128)
     if whole_budget:
@@ -52,11 +54,14 @@ def _ring(size: int, source: bytearray, whole_budget: bool) -> Callable[[], None
     first = reader.read_view()
     assert first is not None
     first.release()
-    loan, read_view = writer.loan, reader.read_view
+    loan, write, read_view = writer.loan, writer.write, reader.read_view
 
     def trip() -> None:
-        with loan(size) as buf:
-            buf[:] = source
+        if by_write:
+            write(source)
+        else:
+            with loan(size) as buf:
+                buf[:] = source
         view = read_view()
         assert view is not None and view.data[0] == source[0]
         view.release()
@@ -103,6 +108,7 @@ def _memcpy(size: int, source: bytearray, buffers: int) -> Callable[[], None]:
 PATHS: dict[str, Callable[[int, bytearray], Callable[[], None]]] = {
     "ring": lambda size, source: _ring(size, source, False),
     "ring_budget": lambda size, source: _ring(size, source, True),
+    "ring_write": lambda size, source: _ring(size, source, False, by_write=True),
     "iceoryx2": _iceoryx2,
     "memcpy_one": lambda size, source: _memcpy(size, source, 1),
     "memcpy_15": lambda size, source: _memcpy(size, source, 15),

@@ -19,7 +19,8 @@ receiver sleeps on its listener, the sender notifies after each send), `iceoryx2
 (the receiver polls receive(), no event), `zenoh` (peers on 127.0.0.1, shared memory on,
 payloads allocated from its SHM provider; the subscriber's channel), `pyzmq` (PUSH/PULL over
 ipc). Every sender copies the payload once into what its transport sends (the ring slot by a
-loan for big bags, iceoryx2's loaned sample, Zenoh's SHM buffer, the socket); receivers look
+write (in C: memcpy, from 2 MiB on non-temporal stores), iceoryx2's loaned sample, Zenoh's SHM buffer,
+the socket); receivers look
 at the payload where their API gives it: a view of the slot (Tatolab's read_view for big
 bags), iceoryx2's sample in place, zmq's frame (copy=False above 64 KB); Zenoh's Python API
 gives a payload only as bytes (a copy).
@@ -249,15 +250,8 @@ def _receiver(kind: str, addr: str, size: int, mode: str, ctl: Any) -> None:
 
 def _tatolab_sender(addr: str, size: int) -> tuple[Callable[[bytearray], None], Callable[[], None]]:
     writer = RingWriter(addr)
-    if size <= 16 << 10:
-        write = writer.write
-        return lambda payload: write(payload), writer.close
-    loan = writer.loan
-
-    def put(payload: bytearray) -> None:
-        with loan(len(payload)) as buf:
-            buf[:] = payload
-    return put, writer.close
+    write = writer.write  # (the copy into the slot in C; a loan, the payload made in the slot, is bench/big_bags.py's)
+    return lambda payload: write(payload), writer.close
 
 
 def _iceoryx2_sender(addr: str, size: int, spin: bool) -> tuple[Callable[[bytearray], None], Callable[[], None]]:

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#define RING_STREAM_MIN 256 /* half the bags take the streamed copy that big bags take (x86-64) */
 #include "../tatolab/_links/ring_protocol.h"
 
 #define SLOTS 8
