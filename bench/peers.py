@@ -13,8 +13,8 @@ The peers are the bench extra: pip install -e '.[bench]'. For each payload size 
               a receiver asleep between messages costs its wakes, a spinning one its core
 
 Transports: `tatolab` (the bare ring, as bench/links.py: the receiver sleeps on the futex),
-`tatolab_spin` (the reader polls for up to 2 ms before it sleeps: an input's spin_us=2000,
-so at 1 kHz it never sleeps), `iceoryx2` (publish-subscribe with an event service: the
+`tatolab_spin` (the reader polls for up to twice the time between messages before it sleeps,
+an input's spin_us: 2 ms at 1 kHz, 20 ms at 100 Hz, so it never sleeps), `iceoryx2` (publish-subscribe with an event service: the
 receiver sleeps on its listener, the sender notifies after each send), `iceoryx2_spin`
 (the receiver polls receive(), no event), `zenoh` (peers on 127.0.0.1, shared memory on,
 payloads allocated from its SHM provider; the subscriber's channel), `pyzmq` (PUSH/PULL over
@@ -60,7 +60,6 @@ SIZES = (16, 4096, 1 << 20, 8 << 20)
 TRANSPORTS = ("tatolab", "tatolab_spin", "iceoryx2", "iceoryx2_spin", "zenoh", "pyzmq")
 WARMUP = (1 << 64) - 2  # the seq of a warm-up message (not measured)
 STOP = (1 << 64) - 1  # the seq of the last message
-SPIN_NS = 2_000_000  # tatolab_spin: longer than the 1 ms between messages
 HEAD = struct.Struct("<QQ")  # send time (monotonic ns), seq
 _now = time.monotonic_ns
 
@@ -80,7 +79,7 @@ def _rate(size: int) -> int:
 def _tatolab_receiver(addr: str, size: int, spin: bool) -> tuple[Callable[[], Any], Callable[[Any], None]]:
     reader = RingReader(addr, 0, "ordered", start="now")
     if spin:
-        reader.spin_ns = SPIN_NS
+        reader.spin_ns = 2 * 1_000_000_000 // _rate(size)  # twice the time between messages: it never sleeps
     wait = reader.wait
     if size <= 16 << 10:  # small bags: the ring's bulk read (copies, in C), one by one from it
         read_many = reader.read_many
