@@ -6,7 +6,7 @@ dora (PyPI dora-rs and dora-rs-cli, the bench extra) runs a two-node dataflow wi
 (no coordinator): a Python sender that sends a pyarrow uint8 array of SIZE bytes (its first 8
 bytes the send time, CLOCK_MONOTONIC) paced at 100 Hz for latency, then flat out for S seconds,
 and a Python receiver that reads the send time from the array's buffer (no copy) and counts.
-Then bench/peers.py's `tatolab` transport (a loan into the ring slot, a held view of it) with
+Then bench/peers.py's `tatolab` transport (its write into the ring slot, a held view of it) with
 the same payload, for the same figures. Prints both, then one JSON line.
 """
 

@@ -26,7 +26,9 @@ bags), iceoryx2's sample in place, zmq's frame (copy=False above 64 KB); Zenoh's
 gives a payload only as bytes (a copy).
 
 Prints a table, then one JSON line: {size: {transport: {p50_us, p99_us, p999_us,
-cpu_us_per_msg, msgs_per_s} or {error}}}. --tail adds the 1 kHz 16 B latency of `tatolab`
+cpu_us_per_msg, msgs_per_s} or {error}}}; with --runs N every transport runs N times in turn
+and each figure is the median of its runs. After each size a line says where `tatolab` stands
+among the sleeping receivers and `tatolab_spin` among the spinning ones (lowest p50, p99, CPU). --tail adds the 1 kHz 16 B latency of `tatolab`
 while 50 reactive nodes at 30 Hz and a 1080p30 encode share the machine (bench/loads.py
 style, under a real tatolabd): tail_quiet and tail_loaded.
 """
@@ -40,6 +42,7 @@ import multiprocessing
 import os
 import resource
 import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -438,8 +441,49 @@ def measure(kind: str, size: int, seconds: float, samples: int) -> dict[str, Any
             "cpu_us_per_msg_flat": thr["cpu_us_per_msg"], "lost_at_1khz": lat["sent"] - lat["received"]}
 
 
+_FIGURES = ("p50_us", "p99_us", "p999_us", "cpu_us_per_msg", "msgs_per_s", "cpu_us_per_msg_flat", "lost_at_1khz")
+SLEEPING = ("tatolab", "iceoryx2", "zenoh", "pyzmq")  # receivers that sleep between messages
+SPINNING = ("tatolab_spin", "iceoryx2_spin")
+
+
+def median_of_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each figure's median over the runs that did not fail (the first error when all did)."""
+    good = [r for r in runs if "error" not in r]
+    if not good:
+        return runs[0]
+    out: dict[str, Any] = {k: round(statistics.median(r[k] for r in good), 1) for k in _FIGURES}
+    out["msgs_per_s"] = round(out["msgs_per_s"])
+    out["runs"] = len(good)
+    return out
+
+
+def verdict(row: dict[str, Any]) -> str:
+    """Where tatolab (and tatolab_spin) stand among the receivers of their kind: lowest p50, p99, CPU per message."""
+    said = []
+    for ours, kinds in (("tatolab", SLEEPING), ("tatolab_spin", SPINNING)):
+        have = {k: row[k] for k in kinds if k in row and "error" not in row[k]}
+        if ours not in have or len(have) < 2:
+            continue
+        marks = []
+        for figure in ("p50_us", "p99_us", "cpu_us_per_msg"):
+            best = min(have, key=lambda k: have[k][figure])
+            marks.append(f"{figure[:-3] if figure != 'cpu_us_per_msg' else 'cpu'} "
+                         + ("lowest" if best == ours else f"behind {best} ({have[ours][figure]} vs {have[best][figure]})"))
+        said.append(f"{ours}: " + ", ".join(marks))
+    return "; ".join(said)
+
+
 def _size_name(size: int) -> str:
     return f"{size >> 20} MB" if size >= 1 << 20 else f"{size >> 10} KB" if size >= 1 << 10 else f"{size} B"
+
+
+def _print_row(size: int, kind: str, r: dict[str, Any], tag: str) -> None:
+    if "error" in r:
+        print(f"{_size_name(size):>6} {kind:<14} {tag} error: {r['error']}", flush=True)
+        return
+    print(f"{_size_name(size):>6} {kind:<14} {tag:<7} p50 {r['p50_us']:>8.1f} us  p99 {r['p99_us']:>8.1f}  "
+          f"p99.9 {r['p999_us']:>8.1f}  cpu/msg {r['cpu_us_per_msg']:>8.1f} us  "
+          f"{r['msgs_per_s']:>9,} msg/s (cpu/msg {r['cpu_us_per_msg_flat']:.1f} us)", flush=True)
 
 
 def main() -> None:
@@ -448,6 +492,7 @@ def main() -> None:
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
     parser.add_argument("--only", default=",".join(TRANSPORTS))
     parser.add_argument("--tail", action="store_true", help="also the 1 kHz link's tail under load (bench/tail.py)")
+    parser.add_argument("--runs", type=int, default=1, help="runs of every transport in turn; the figures are medians")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     kinds = [k for k in args.only.split(",") if k]
@@ -456,16 +501,16 @@ def main() -> None:
     print(f"# load average at start: {open('/proc/loadavg').read().split()[:3]}, {os.cpu_count()} cores", flush=True)
     for size in sizes:
         samples = (500 if args.quick else 2000) if size < 8 << 20 else (100 if args.quick else 300)
-        row: dict[str, Any] = {}
-        for kind in kinds:
-            row[kind] = measure(kind, size, seconds, samples)
-            r = row[kind]
-            if "error" in r:
-                print(f"{_size_name(size):>6} {kind:<14} error: {r['error']}", flush=True)
-            else:
-                print(f"{_size_name(size):>6} {kind:<14} p50 {r['p50_us']:>8.1f} us  p99 {r['p99_us']:>8.1f}  "
-                      f"p99.9 {r['p999_us']:>8.1f}  cpu/msg {r['cpu_us_per_msg']:>8.1f} us  "
-                      f"{r['msgs_per_s']:>9,} msg/s (cpu/msg {r['cpu_us_per_msg_flat']:.1f} us)", flush=True)
+        runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
+        for turn in range(args.runs):  # every transport in turn, each run: the machine's drift falls on all
+            for kind in kinds:
+                runs[kind].append(measure(kind, size, seconds, samples))
+                _print_row(size, kind, runs[kind][-1], f"run {turn + 1}" if args.runs > 1 else "")
+        row = {kind: median_of_runs(got) for kind, got in runs.items()}
+        if args.runs > 1:
+            for kind in kinds:
+                _print_row(size, kind, row[kind], "median")
+        print(f"{_size_name(size):>6} {verdict(row)}", flush=True)
         results[str(size)] = row
     if args.tail:  # bench/tail.py in a process of its own (it runs this file's transports: no import circle)
         command = [sys.executable, str(Path(__file__).with_name("tail.py"))] + (["--quick"] if args.quick else [])
