@@ -46,6 +46,9 @@
 #define R_NEXT 5
 #define ACTIVE_ORDERED 2
 #define HELD_OFF 40    /* bytes into a slot's header: the u32 count of views held (ring/views.py) */
+#define WATCH_OFF 4352 /* the watcher (u32: its reader index + 1), then the hand-off word (ring/wake.py) */
+#define HANDOFF_OFF 4356
+#define FOLLOWERS_OFF 4416 /* byte i: reader i may sleep on the hand-off word */
 
 typedef struct {
     PyObject_HEAD
@@ -537,6 +540,96 @@ static PyObject *futex_wake(PyObject *module, PyObject *const *args, Py_ssize_t 
     return PyLong_FromLong(rc);
 }
 
+/* watch_wait(mapping, index, expected, timeout_s) -> bool | int: ring/wake.py's wait as the watcher,
+ * in C: the ~5 us of Python between a reader's wake and its next read were most of what a woken reader
+ * spent before it had the bag. Claims the watcher's role for reader `index` (or finds it its own),
+ * sets its sleepers byte, sleeps on the writer's word while it holds `expected` (at most timeout_s),
+ * then clears the byte, releases the role (a compare-and-swap: the full barrier before the followers
+ * line is read) and wakes the followers if any may sleep. True when woken (or the word had changed, or
+ * a signal), False on timeout; an int, the watcher's index + 1, when another reader holds the role
+ * (the caller follows it: wake.py). Holds a buffer export of `mapping` while it sleeps, as the Python
+ * path's ctypes words do, so the ring cannot be unmapped under it. */
+static PyObject *watch_wait(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "watch_wait(mapping, index, expected, timeout_s) takes 4 arguments");
+        return NULL;
+    }
+    long index = PyLong_AsLong(args[1]);
+    unsigned long expected = PyLong_AsUnsignedLong(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (index < 0 || index >= 64 || expected > UINT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "watch_wait: a reader index 0..63 and a u32");
+        return NULL;
+    }
+    struct timespec ts, *tsp = NULL;
+    if (args[3] != Py_None) {
+        double t = PyFloat_AsDouble(args[3]);
+        if (t == -1.0 && PyErr_Occurred())
+            return NULL;
+        if (!(t > 0.0))
+            t = 0.0;
+        if (t > 1e9)
+            t = 1e9;
+        ts.tv_sec = (time_t)t;
+        ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+        if (ts.tv_nsec > 999999999)
+            ts.tv_nsec = 999999999;
+        tsp = &ts;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0)
+        return NULL;
+    if (view.len < FOLLOWERS_OFF + 64 || ((uintptr_t)view.buf) % 8) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "watch_wait: the mapping is not a ring generation");
+        return NULL;
+    }
+    char *base = (char *)view.buf;
+    ring_word32 *watch = (ring_word32 *)(base + WATCH_OFF);
+    uint32_t me = (uint32_t)index + 1;
+    uint32_t watcher = atomic_load_explicit(watch, memory_order_seq_cst);
+    PyObject *out;
+    if (watcher > 64) { /* no reader's: a damaged word, which would stop every wait here */
+        atomic_compare_exchange_strong(watch, &watcher, 0);
+        out = Py_NewRef(Py_True);
+    } else if (watcher != me && !(watcher == 0 && atomic_compare_exchange_strong(watch, &watcher, me))) {
+        /* (after a failed claim: the reader that holds it now; none, or a damaged word: look again) */
+        out = watcher >= 1 && watcher <= 64 ? PyLong_FromUnsignedLong(watcher) : Py_NewRef(Py_True);
+    } else {
+        _Atomic uint8_t *sleeper = (_Atomic uint8_t *)(base + SLEEPERS_OFF + index);
+        atomic_store_explicit(sleeper, 1, memory_order_relaxed); /* before the kernel's barrier and load of the word */
+        long rc;
+        int err;
+        Py_BEGIN_ALLOW_THREADS
+        rc = syscall(SYS_futex, (uint32_t *)(base + FUTEX_OFF), FUTEX_WAIT, (uint32_t)expected, tsp, NULL, 0);
+        err = errno;
+        Py_END_ALLOW_THREADS
+        atomic_store_explicit(sleeper, 0, memory_order_relaxed);
+        uint32_t mine = me;
+        atomic_compare_exchange_strong(watch, &mine, 0); /* the full barrier before the followers line is read */
+        const uint64_t *followers = (const uint64_t *)(base + FOLLOWERS_OFF);
+        uint64_t any = 0;
+        for (int i = 0; i < 8; i++)
+            any |= atomic_load_explicit((ring_word64 *)&followers[i], memory_order_relaxed);
+        if (any) {
+            ring_word32 *handoff = (ring_word32 *)(base + HANDOFF_OFF);
+            atomic_fetch_add_explicit(handoff, 1, memory_order_seq_cst);
+            syscall(SYS_futex, (uint32_t *)handoff, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        }
+        if (rc == 0 || err == EAGAIN || err == EINTR)
+            out = Py_NewRef(Py_True);
+        else if (err == ETIMEDOUT)
+            out = Py_NewRef(Py_False);
+        else {
+            errno = err;
+            out = PyErr_SetFromErrno(PyExc_OSError);
+        }
+    }
+    PyBuffer_Release(&view);
+    return out;
+}
+
 /* clock_of(obj) -> int: time.monotonic_ns(), given (and ignoring) one argument: the getter of a
  * property (ctx.time, tatolab/_sdk/context.py) without a Python frame in between. */
 static PyObject *clock_of(PyObject *module, PyObject *unused) {
@@ -916,6 +1009,9 @@ static PyMethodDef module_methods[] = {
      "link, in C (None: the Python path's case)."},
     {"clock_of", (PyCFunction)clock_of, METH_O,
      "clock_of(obj) -> int: time.monotonic_ns(), ignoring its argument (a property's getter, without a frame)."},
+    {"watch_wait", (PyCFunction)(void (*)(void))watch_wait, METH_FASTCALL,
+     "watch_wait(mapping, index, expected, timeout_s) -> bool | int: a reader's wait as the ring's watcher "
+     "(ring/wake.py); the watcher's index + 1 when another reader holds the role."},
     {"release_hold", (PyCFunction)release_hold, METH_O,
      "release_hold(addr): one view fewer of the slot whose holds count is the u32 at addr."},
     {"fence", (PyCFunction)fence, METH_NOARGS, "An acquire fence: the loads before it happen before the loads after it."},
@@ -1012,11 +1108,12 @@ static int module_exec(PyObject *module) {
         return -1;
     }
     Py_DECREF(timer);
-    PyObject *layout = Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "write_seq_q", WRITE_SEQ_Q,
+    PyObject *layout = Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "write_seq_q", WRITE_SEQ_Q,
                                      "futex_off", FUTEX_OFF, "sleepers_off", SLEEPERS_OFF, "slot_header", 64,
                                      "latency_file_bytes", LAT_FILE_BYTES, "table_q", TABLE_Q, "record_q", RECORD_Q,
                                      "r_active", R_ACTIVE, "r_next", R_NEXT, "active_ordered", ACTIVE_ORDERED,
-                                     "held_off", HELD_OFF);
+                                     "held_off", HELD_OFF, "watch_off", WATCH_OFF, "handoff_off", HANDOFF_OFF,
+                                     "followers_off", FOLLOWERS_OFF);
     if (layout == NULL)
         return -1;
     if (PyModule_AddObject(module, "LAYOUT", layout) < 0) {

@@ -25,6 +25,10 @@ def clock_of(obj: object, /) -> int:
 def fence() -> None:
     """An acquire-release fence (the Python reader's loads in order where the CPU reorders them)."""
 
+def watch_wait(mapping: Buffer, index: int, expected: int, timeout_s: float | None, /) -> bool | int:
+    """A reader's wait as the ring's watcher (ring/wake.py): True when woken, False on timeout; the watcher's
+    index + 1 when another reader holds the role."""
+
 def release_hold(addr: int, /) -> None:
     """One view fewer of the slot whose holds count is the u32 at addr (ring/views.py)."""
 

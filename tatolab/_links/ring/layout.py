@@ -102,6 +102,7 @@ if _PUBLISH_LAYOUT is not None and _PUBLISH_LAYOUT != {
     "write_seq_q": _WRITE_SEQ, "futex_off": _FUTEX_OFF, "sleepers_off": _SLEEPERS_OFF, "slot_header": _SLOT_HEADER,
     "latency_file_bytes": latency.FILE_BYTES, "table_q": _TABLE_OFF // 8, "record_q": _RECORD_Q,
     "r_active": _R_ACTIVE, "r_next": _R_NEXT, "active_ordered": _ACTIVE_ORDERED, "held_off": _HELD_OFF,
+    "watch_off": _WATCH_OFF, "handoff_off": _HANDOFF_OFF, "followers_off": _FOLLOWERS_OFF,
 }:
     raise ImportError(f"tatolab/_links/_native was built for another ring layout ({_PUBLISH_LAYOUT}); reinstall tatolab")
 

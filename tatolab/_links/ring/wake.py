@@ -42,11 +42,14 @@ by its followers: they sleep at most _CHECK_WATCHER_S (doubling to _CHECK_WATCHE
 while nothing happens), and take the role back when a bag came without a hand-off or the
 watcher's process is gone. Readers without the C module, and a node waiting on several
 rings at once (wait_any), sleep on the writer's word as before: the writer wakes whoever
-sleeps there, so every mix stays correct.
+sleeps there, so every mix stays correct. The watcher's wait on a link that is not busy is
+_native.watch_wait: the same steps (claim, sleepers byte, sleep, clear, release, hand on) in
+one call, as the Python between a wake and the next read was most of what a woken reader spent.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import time
 from collections.abc import Sequence
@@ -72,10 +75,12 @@ class Waiter(Protocol):
 
 
 _compare_exchange: Callable[[int, int, int], bool] | None
+_watch_wait: Callable[[mmap.mmap, int, int, float | None], bool | int] | None
 try:  # the watcher's claim in C (see _native.c); without it every reader sleeps on the writer's word
     from .._native import compare_exchange as _compare_exchange
+    from .._native import watch_wait as _watch_wait
 except ImportError:
-    _compare_exchange = None
+    _compare_exchange = _watch_wait = None
 
 # A reader whose last two bags were published less than _SPIN_GAP_NS apart polls for up
 # to _SPIN_NS of its own CPU (yielding the CPU between looks) before it sleeps. Slower links sleep at
@@ -116,6 +121,11 @@ def wait(reader: Waiter, timeout_s: float | None) -> bool:
     claim = _compare_exchange
     if claim is None:
         return _watch(reader, g, w, timeout_s)
+    if reader._gap >= _SPIN_GAP_NS and _watch_wait is not None:  # (a busy link polls first: _watch below)
+        got = _watch_wait(g.mm, reader.index, w, timeout_s)  # the watcher's whole wait in C
+        if type(got) is bool:
+            return got
+        return _follow_watcher(reader, g, w, got, timeout_s)
     me = reader.index + 1
     watch = g.watch  # held while waiting: no other thread can unmap the word under a compare-and-swap
     watcher = watch.value
