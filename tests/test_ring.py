@@ -891,3 +891,23 @@ def test_a_newest_viewer_holds_the_latest_big_bag_and_counts_the_ones_it_skipped
     assert r.read_view() is None
     r.close()
     w.close()
+
+
+def test_bags_of_megabytes_arrive_byte_for_byte_whatever_their_length(base):
+    """Bags of 2 MiB and more are copied into their slot with streaming stores (ring_protocol.h); a length
+    that is no multiple of the 64 bytes a step copies, and one just under the threshold, arrive exact."""
+    create_ring(base, slot_size=1024, slot_count=16)
+    w = RingWriter(base)
+    r = RingReader(base, 0, "ordered")
+    pattern = bytes(range(251)) * ((6 << 20) // 251)
+    for n in ((2 << 20) - 1, 2 << 20, (5 << 20) + 37, 3 << 20):
+        payload = pattern[7:7 + n]
+        w.write(payload)
+        got = r.read()
+        assert got is not None and len(got[0]) == n and got[0] == payload
+    w.write(pattern[:(4 << 20) + 5])
+    view = r.read_view()
+    assert view is not None and bytes(view.data) == pattern[:(4 << 20) + 5]
+    view.release()
+    r.close()
+    w.close()
