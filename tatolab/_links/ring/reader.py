@@ -9,7 +9,9 @@ reader tries again further ahead. Those loads must happen in that order: the C r
 with C11 acquire loads and fences (ring_protocol.h); the Python copy below relies on the
 machine keeping loads in program order on x86-64 (fence() is a no-op there, see futex.py) and
 calls the C module's acquire fences elsewhere. `read` and `read_into` share
-that one copy (`_copy`), and so does the Python loop of read_many. A reader that keeps
+that one copy (`_copy`), and so does the Python loop of read_many. A view of a big bag (read_view,
+and read_many's big bags) is taken in C in the common case (_native.RunReader.view: the bag whole
+in its slot, held, recorded), and by `_copy` otherwise. A reader that keeps
 finding what no writer leaves (_MAX_TRIES in a row: the header was damaged, or something other
 than the writer wrote the file) raises RingError instead of trying forever; being lapped, however
 often, is no such thing.
