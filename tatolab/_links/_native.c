@@ -477,6 +477,37 @@ static int futex_addr(PyObject *arg, uint32_t **addr) {
     return 0;
 }
 
+/* A wait's timeout in seconds (None: no limit; negative or NaN: none at all) as the timespec futex
+ * takes: *tsp is ts, or NULL for no limit. -1 with an exception set when it is not a number. */
+static int timeout_arg(PyObject *arg, struct timespec *ts, struct timespec **tsp) {
+    *tsp = NULL;
+    if (arg == Py_None)
+        return 0;
+    double t = PyFloat_AsDouble(arg);
+    if (t == -1.0 && PyErr_Occurred())
+        return -1;
+    if (!(t > 0.0))
+        t = 0.0; /* (NaN too) */
+    if (t > 1e9)
+        t = 1e9;
+    ts->tv_sec = (time_t)t;
+    ts->tv_nsec = (long)((t - (double)ts->tv_sec) * 1e9);
+    if (ts->tv_nsec > 999999999)
+        ts->tv_nsec = 999999999;
+    *tsp = ts;
+    return 0;
+}
+
+/* What a FUTEX_WAIT's return (rc, and errno as err) means to the caller. */
+static PyObject *wait_result(long rc, int err) {
+    if (rc == 0 || err == EAGAIN || err == EINTR)
+        Py_RETURN_TRUE; /* woken, the word had changed, or a signal: the caller looks again */
+    if (err == ETIMEDOUT)
+        Py_RETURN_FALSE;
+    errno = err;
+    return PyErr_SetFromErrno(PyExc_OSError);
+}
+
 static PyObject *futex_wait(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "futex_wait(addr, expected, timeout_s) takes 3 arguments");
@@ -492,33 +523,16 @@ static PyObject *futex_wait(PyObject *module, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_ValueError, "futex_wait: the expected value is a u32");
         return NULL;
     }
-    struct timespec ts, *tsp = NULL;
-    if (args[2] != Py_None) {
-        double t = PyFloat_AsDouble(args[2]);
-        if (t == -1.0 && PyErr_Occurred())
-            return NULL;
-        if (!(t > 0.0))
-            t = 0.0; /* (NaN too) */
-        if (t > 1e9)
-            t = 1e9;
-        ts.tv_sec = (time_t)t;
-        ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-        if (ts.tv_nsec > 999999999)
-            ts.tv_nsec = 999999999;
-        tsp = &ts;
-    }
+    struct timespec ts, *tsp;
+    if (timeout_arg(args[2], &ts, &tsp) < 0)
+        return NULL;
     long rc;
     int err;
     Py_BEGIN_ALLOW_THREADS
     rc = syscall(SYS_futex, addr, FUTEX_WAIT, (uint32_t)expected, tsp, NULL, 0);
     err = errno;
     Py_END_ALLOW_THREADS
-    if (rc == 0 || err == EAGAIN || err == EINTR)
-        Py_RETURN_TRUE; /* woken, the word had changed, or a signal: the caller looks again */
-    if (err == ETIMEDOUT)
-        Py_RETURN_FALSE;
-    errno = err;
-    return PyErr_SetFromErrno(PyExc_OSError);
+    return wait_result(rc, err);
 }
 
 static PyObject *futex_wake(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -562,21 +576,9 @@ static PyObject *watch_wait(PyObject *module, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_ValueError, "watch_wait: a reader index 0..63 and a u32");
         return NULL;
     }
-    struct timespec ts, *tsp = NULL;
-    if (args[3] != Py_None) {
-        double t = PyFloat_AsDouble(args[3]);
-        if (t == -1.0 && PyErr_Occurred())
-            return NULL;
-        if (!(t > 0.0))
-            t = 0.0;
-        if (t > 1e9)
-            t = 1e9;
-        ts.tv_sec = (time_t)t;
-        ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-        if (ts.tv_nsec > 999999999)
-            ts.tv_nsec = 999999999;
-        tsp = &ts;
-    }
+    struct timespec ts, *tsp;
+    if (timeout_arg(args[3], &ts, &tsp) < 0)
+        return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0)
         return NULL;
@@ -617,14 +619,7 @@ static PyObject *watch_wait(PyObject *module, PyObject *const *args, Py_ssize_t 
             atomic_fetch_add_explicit(handoff, 1, memory_order_seq_cst);
             syscall(SYS_futex, (uint32_t *)handoff, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
         }
-        if (rc == 0 || err == EAGAIN || err == EINTR)
-            out = Py_NewRef(Py_True);
-        else if (err == ETIMEDOUT)
-            out = Py_NewRef(Py_False);
-        else {
-            errno = err;
-            out = PyErr_SetFromErrno(PyExc_OSError);
-        }
+        out = wait_result(rc, err);
     }
     PyBuffer_Release(&view);
     return out;
@@ -729,6 +724,16 @@ static void RunReader_dealloc(RunReader *self) {
     Py_DECREF(tp);
 }
 
+/* `taken` bags more read, `next` the one to read next, at `now`: the reader's record, as the Python path
+ * keeps it (only this reader writes it; the runtime reads). */
+static void count_taken(RunReader *self, uint64_t taken, uint64_t next, uint64_t now) {
+    ring_word64 *w = (ring_word64 *)self->q;
+    atomic_store_explicit(&w[self->read_q], atomic_load_explicit(&w[self->read_q], memory_order_relaxed) + taken,
+                          memory_order_relaxed);
+    atomic_store_explicit(&w[self->next_q], next, memory_order_relaxed);
+    atomic_store_explicit(&w[self->last_read_q], now, memory_order_relaxed);
+}
+
 /* Bags first..last out of the slots (RunReader.run's loop, and the ordered fill's in _ordered.h): a
  * new list of the whole ones, in order, up to the first that is not; *end is the bag after the last
  * taken, and *first_ts, *last_ts the publish_ns of the first and last taken (when any). Each is
@@ -789,13 +794,7 @@ static PyObject *run_copy(RunReader *self, unsigned long long first, unsigned lo
             Py_CLEAR(out);
     }
     if (out != NULL && s > first) {
-        /* the record, as the Python path keeps it (only this reader writes it; the runtime reads) */
-        ring_word64 *w = (ring_word64 *)q;
-        uint64_t taken = s - first;
-        atomic_store_explicit(&w[self->read_q], atomic_load_explicit(&w[self->read_q], memory_order_relaxed) + taken,
-                              memory_order_relaxed);
-        atomic_store_explicit(&w[self->next_q], s, memory_order_relaxed);
-        atomic_store_explicit(&w[self->last_read_q], now, memory_order_relaxed);
+        count_taken(self, s - first, s, now);
     }
     *end = s;
     return out;
@@ -894,11 +893,7 @@ static PyObject *RunReader_view(RunReader *self, PyObject *const *args, Py_ssize
         lat_begin(&note, self->file, self->block_off, now);
         lat_add(&note, ts, origin_ns, origin);
     }
-    ring_word64 *w = (ring_word64 *)q;
-    atomic_store_explicit(&w[self->read_q], atomic_load_explicit(&w[self->read_q], memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-    atomic_store_explicit(&w[self->next_q], s + 1, memory_order_relaxed);
-    atomic_store_explicit(&w[self->last_read_q], now, memory_order_relaxed);
+    count_taken(self, 1, s + 1, now);
     return out;
 }
 

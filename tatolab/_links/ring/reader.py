@@ -33,7 +33,6 @@ from ..futex import NEEDS_FENCE, fence
 from ..shm import RingError
 from . import views, wake
 from .layout import (
-    _FUTEX_OFF,
     _MOVED,
     _ACTIVE_NEWEST,
     _ACTIVE_ORDERED,
@@ -442,8 +441,18 @@ class RingReader(_Core):
         if got is None:
             return None
         s, off, n, ts, o_ns, o_id = got
+        self._taken(s, ts)  # (the record was counted in C)
+        g = self._g
+        self._holds[g] = self._holds.get(g, 0) + 1
+        addr = views.held_addr(g, (off - _SLOT_HEADER) >> 3)
+        data = views.BagView(self._mv[off:off + n].toreadonly(), ts, lambda: self._release_view(g, addr))
+        return (data, ts, o_ns, o_id) if self._origins else (data, ts)
+
+    def _taken(self, s: int, ts: int) -> None:
+        """Bag `s` (published at `ts`) was read: the ones skipped to reach it are dropped, and the busy-link
+        gap counts from it (the caller updates the record's read, next and last-read words)."""
         nxt = self._next
-        if s > nxt:  # (newest: the ones between are skipped)
+        if s > nxt:  # (newest: the ones between are skipped; ordered: lapped)
             self.dropped += s - nxt
             self._q[self._r + _R_DROPPED] = self.dropped
             self._run_start = s
@@ -451,11 +460,6 @@ class RingReader(_Core):
         self._next = s + 1
         self._gap = (ts - self._last_ts) // (s - self._last_seq)
         self._last_ts, self._last_seq = ts, s
-        g = self._g
-        self._holds[g] = self._holds.get(g, 0) + 1
-        addr = g.addr - _FUTEX_OFF + off - _SLOT_HEADER + views._HELD_OFF
-        data = views.BagView(self._mv[off:off + n].toreadonly(), ts, lambda: self._release_view(g, addr))
-        return (data, ts, o_ns, o_id) if self._origins else (data, ts)
 
     def _read(self, dest: memoryview | None) -> tuple[Any, int] | None:
         """One bag (the next, or for "newest" the latest) through `_copy`, with the counters."""
@@ -508,16 +512,7 @@ class RingReader(_Core):
                     raise self._damaged(ws, target, v)
                 floor = self._headroom(target)
                 continue
-            nxt = self._next
-            if target > nxt:
-                self.dropped += target - nxt
-                q[self._r + _R_DROPPED] = self.dropped
-                self._run_start = target
-            ts = got[1]
-            self.read_count += 1
-            self._next = target + 1
-            self._gap = (ts - self._last_ts) // (target - self._last_seq)
-            self._last_ts, self._last_seq = ts, target
+            self._taken(target, got[1])
             r = self._r
             q[r + _R_READ] = self.read_count
             q[r + _R_NEXT] = target + 1

@@ -300,6 +300,8 @@ class RingWriter:
         memoryview of the next slot itself; the bag is published when the block ends (an
         exception publishes nothing). For big bags: no copy of the payload. Other threads'
         writes wait for the block (the writer's lock); readers never see a partial bag."""
+        if nbytes < 0:
+            raise ValueError(f"a loan of {nbytes} bytes on {self.base}: give the bag's size in bytes")
         if self._publisher is not None:
             return _Loan(self, self._publisher, nbytes)
         return self._py_loan(nbytes)
@@ -312,8 +314,6 @@ class RingWriter:
         try:
             if self._g is None:
                 raise RingError(f"the writer of {self.base} is closed")
-            if nbytes < 0:
-                raise ValueError(f"a loan of {nbytes} bytes on {self.base}: give the bag's size in bytes")
             if nbytes > self._fits:
                 self._room_for(nbytes)
             return publisher.loan(nbytes, self._fits)
@@ -324,8 +324,6 @@ class RingWriter:
     @contextlib.contextmanager
     def _py_loan(self, nbytes: int) -> Iterator[memoryview]:
         """loan() where the C publisher was not built."""
-        if nbytes < 0:
-            raise ValueError(f"a loan of {nbytes} bytes on {self.base}: give the bag's size in bytes")
         with self._exclusive() as publisher:
             if self._g is None:
                 raise RingError(f"the writer of {self.base} is closed")
